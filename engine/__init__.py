@@ -1,0 +1,1 @@
+"""The inference engine: a paged-KV-cache Llama. Knows nothing about benchmarks."""

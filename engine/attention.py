@@ -1,0 +1,101 @@
+"""Attention contexts: what a layer's attention writes to the K/V pools and reads back.
+
+What it is: three contexts with one method, `attend(layer, q, k, v)`.
+`PlannedDecode` reads only the tensors of a `DecodePlan` (the path every decode step takes);
+`UnplannedDecode` computes the addressing inside the forward from the host block tables (the
+pre-plan path, kept so `explain --path unplanned` and the compile tests can show what the plan
+removed); `Prefill` writes a ragged batch's prompts and attends causally within them.
+What it is not: a kernel. The read itself is `kernels.paged_attention_batched_reference` or the
+Triton kernel behind a custom op.
+Invariant: `PlannedDecode.attend` observes no Python value that changes between steps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.reference import paged_attention_batched_reference
+
+
+def reference_read(q, k_pool, v_pool, plan) -> torch.Tensor:
+    return paged_attention_batched_reference(
+        q, k_pool, v_pool, plan.slot_mapping, plan.context_lens, validated=True
+    )
+
+
+def triton_read(q, k_pool, v_pool, plan) -> torch.Tensor:
+    from kernels.ops import paged_decode_op
+
+    # The plan's slot_mapping spans the whole table width here: the kernel walks lengths itself.
+    return paged_decode_op()(q, k_pool, v_pool, plan.slot_mapping, plan.context_lens)
+
+
+READS = {"reference": reference_read, "triton": triton_read}
+
+
+class PlannedDecode:
+    def __init__(self, plan, k_pools, v_pools, read=reference_read) -> None:
+        self.plan = plan
+        self.k_pools = k_pools
+        self.v_pools = v_pools
+        self.read = read
+
+    def attend(self, layer: int, q, k, v) -> torch.Tensor:
+        k_pool, v_pool = self.k_pools[layer], self.v_pools[layer]
+        # One index_put for the whole batch; padded rows land on the sink slot.
+        k_pool.index_put_((self.plan.write_slots,), k[:, 0])  # (B, Hkv, D)
+        v_pool.index_put_((self.plan.write_slots,), v[:, 0])  # (B, Hkv, D)
+        out = self.read(q[:, 0], k_pool, v_pool, self.plan)  # (B, H, D)
+        return out.unsqueeze(1)  # (B, 1, H, D)
+
+
+class UnplannedDecode:
+    """Addressing read off host objects inside the forward: a guard on a value per step."""
+
+    def __init__(self, cache, rows: tuple[int, ...]) -> None:
+        self.cache = cache
+        self.rows = rows
+
+    def attend(self, layer: int, q, k, v) -> torch.Tensor:
+        tables = [self.cache.tables[r] for r in self.rows]
+        width = max(t.num_tokens for t in tables)
+        sink = self.cache.sink_slot
+        slots = [t.slot(t.num_tokens - 1) for t in tables]
+        mapping = [
+            [t.slot(p) for p in range(t.num_tokens)] + [sink] * (width - t.num_tokens)
+            for t in tables
+        ]
+        device = q.device
+        write_slots = torch.tensor(slots, dtype=torch.int64, device=device)  # (B,)
+        slot_mapping = torch.tensor(mapping, dtype=torch.int64, device=device)  # (B, W)
+        context_lens = torch.tensor([t.num_tokens for t in tables], device=device)  # (B,)
+        k_pool, v_pool = self.cache.k_pools[layer], self.cache.v_pools[layer]
+        k_pool.index_put_((write_slots,), k[:, 0])  # (B, Hkv, D)
+        v_pool.index_put_((write_slots,), v[:, 0])  # (B, Hkv, D)
+        out = paged_attention_batched_reference(q[:, 0], k_pool, v_pool, slot_mapping, context_lens)
+        return out.unsqueeze(1)  # (B, 1, H, D)
+
+
+class Prefill:
+    """A right-padded batch of prompts: write real tokens' K/V, attend causally within each."""
+
+    def __init__(self, k_pools, v_pools, write_slots, token_mask, group: int) -> None:
+        self.k_pools = k_pools
+        self.v_pools = v_pools
+        self.write_slots = write_slots  # (N,) slots of the real tokens, row-major
+        self.token_mask = token_mask  # (B, W) True on real tokens
+        self.group = group
+
+    def attend(self, layer: int, q, k, v) -> torch.Tensor:
+        self.k_pools[layer].index_put_((self.write_slots,), k[self.token_mask])  # (N, Hkv, D)
+        self.v_pools[layer].index_put_((self.write_slots,), v[self.token_mask])  # (N, Hkv, D)
+        W, D = q.shape[1], q.shape[3]
+        qh = q.transpose(1, 2)  # (B, H, W, D)
+        kh = k.transpose(1, 2).repeat_interleave(self.group, dim=1)  # (B, H, W, D)
+        vh = v.transpose(1, 2).repeat_interleave(self.group, dim=1)  # (B, H, W, D)
+        scores = torch.matmul(qh, kh.transpose(-1, -2)) * D**-0.5  # (B, H, W, W)
+        causal = torch.ones(W, W, dtype=torch.bool, device=q.device).tril()  # (W, W)
+        allowed = causal[None, None] & self.token_mask[:, None, None, :]  # (B, 1, W, W)
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, W, W)
+        return torch.matmul(probs, vh).transpose(1, 2)  # (B, W, H, D)

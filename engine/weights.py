@@ -1,0 +1,209 @@
+"""Hugging Face checkpoints on disk: read one, write one, and materialise presets as one.
+
+What it is: `load_checkpoint(dir)` -> (ModelConfig, state dict) from `config.json` plus a
+single or sharded safetensors file; `write_checkpoint`; `materialize_preset(name)`, which writes
+a preset once as a real HF directory (deterministic seeded weights) in the user cache, so
+presets load through exactly the code a downloaded checkpoint does.
+What it is not: a downloader. Nothing here reaches the network.
+Invariant: safetensors only. A pickle (`.bin`, `.pt`) is never opened, because unpickling runs
+arbitrary code; a directory that holds only pickles is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+
+import torch
+
+from engine.config import ConfigError, ModelConfig, Preset, preset
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be loaded, with the file or tensor named."""
+
+
+def cache_root() -> Path:
+    if os.environ.get("NANOBENCH_CACHE"):
+        return Path(os.environ["NANOBENCH_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nanobench"
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    h, i = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (config.vocab_size, h),
+        "model.norm.weight": (h,),
+    }
+    for n in range(config.num_layers):
+        p = f"model.layers.{n}."
+        shapes[p + "self_attn.q_proj.weight"] = (config.q_size, h)
+        shapes[p + "self_attn.k_proj.weight"] = (config.kv_size, h)
+        shapes[p + "self_attn.v_proj.weight"] = (config.kv_size, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, config.q_size)
+        shapes[p + "mlp.gate_proj.weight"] = (i, h)
+        shapes[p + "mlp.up_proj.weight"] = (i, h)
+        shapes[p + "mlp.down_proj.weight"] = (h, i)
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (config.vocab_size, h)
+    return shapes
+
+
+def read_config(directory: Path) -> ModelConfig:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{directory}: no config.json (expected a Hugging Face checkpoint)")
+    try:
+        hf = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: malformed JSON ({e})") from None
+    try:
+        return ModelConfig.from_hf(hf, source=str(path))
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def weight_files(directory: Path) -> list[Path]:
+    index = directory / "model.safetensors.index.json"
+    single = directory / "model.safetensors"
+    root = directory.resolve()
+    if index.is_file():
+        try:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index}: malformed index ({e})") from None
+        files = []
+        for name in names:
+            path = (directory / str(name)).resolve()
+            if root not in path.parents:
+                raise CheckpointError(f"{index}: shard {name!r} points outside {directory}")
+            if path.suffix != ".safetensors":
+                raise CheckpointError(f"{index}: shard {name!r} is not a .safetensors file")
+            if not path.is_file():
+                raise CheckpointError(f"{index}: shard {name!r} is missing")
+            files.append(path)
+        return files
+    if single.is_file():
+        return [single]
+    loose = sorted(directory.glob("*.safetensors"))
+    if loose:
+        return loose
+    pickles = sorted(p.name for p in directory.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+    if pickles:
+        raise CheckpointError(
+            f"{directory}: only pickled weights ({', '.join(pickles)}); nanobench loads "
+            "safetensors only, because unpickling runs arbitrary code"
+        )
+    raise CheckpointError(f"{directory}: no model.safetensors or model.safetensors.index.json")
+
+
+def read_tensors(files: list[Path]) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for path in files:
+        try:
+            tensors.update(load_file(str(path)))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+    return tensors
+
+
+def check_tensors(config: ModelConfig, tensors: dict[str, torch.Tensor], where: str) -> None:
+    expected = expected_shapes(config)
+    if config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)
+    missing = sorted(expected.keys() - tensors.keys())
+    if missing:
+        raise CheckpointError(f"{where}: missing tensor {missing[0]} ({len(missing)} missing)")
+    unexpected = sorted(
+        k for k in tensors.keys() - expected.keys() if not k.endswith("rotary_emb.inv_freq")
+    )
+    if unexpected:
+        raise CheckpointError(f"{where}: unexpected tensor {unexpected[0]}")
+    for name, shape in expected.items():
+        if tuple(tensors[name].shape) != shape:
+            raise CheckpointError(
+                f"{where}: tensor {name} has shape {tuple(tensors[name].shape)}, expected {shape}"
+            )
+
+
+def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    directory = Path(path)
+    if not directory.exists():
+        raise CheckpointError(f"{directory}: no such checkpoint directory")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: is a file, expected a checkpoint directory")
+    config = read_config(directory)
+    tensors = read_tensors(weight_files(directory))
+    check_tensors(config, tensors, str(directory))
+    return config, tensors
+
+
+def write_checkpoint(directory: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config.to_hf(), indent=2))
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"))
+
+
+def synthesize_weights(config: ModelConfig, seed: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Deterministic weights: each tensor seeded from (seed, name), so depth does not reshuffle."""
+    tensors = {}
+    for name, shape in expected_shapes(config).items():
+        g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        if name.endswith("norm.weight"):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=g)
+        elif name.endswith("embed_tokens.weight"):
+            t = 0.02 * torch.randn(shape, generator=g)
+        else:
+            # fan-in scaling keeps every layer's contribution the size of the residual, so the
+            # synthetic model does not just echo its input token.
+            t = torch.randn(shape, generator=g) * shape[-1] ** -0.5
+        tensors[name] = t.to(dtype)
+    return tensors
+
+
+def preset_dir(name: str, spec: Preset) -> Path:
+    key = json.dumps([spec.config.to_hf(), spec.seed, spec.disk_dtype], sort_keys=True)
+    return cache_root() / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def materialize_preset(name: str) -> Path:
+    """The preset's checkpoint directory, written once (atomically) and reused after."""
+    spec = preset(name)
+    target = preset_dir(name, spec)
+    if (target / "model.safetensors").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        write_checkpoint(tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype]))
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve_model(name_or_path: str) -> Path:
+    """A directory path as given, or a preset name materialised to its directory."""
+    path = Path(name_or_path)
+    if path.exists() or os.sep in name_or_path or name_or_path.startswith("."):
+        return path
+    return materialize_preset(name_or_path)

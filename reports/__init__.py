@@ -1,0 +1,1 @@
+"""Reports: CSV schemas, terminal tables and matplotlib diagrams drawn from measured rows."""
