@@ -167,8 +167,6 @@ class ModelConfig:
             "attention_bias": False,
             "mlp_bias": False,
             "torch_dtype": "float32",
-            "bos_token_id": 1,
-            "eos_token_id": 2,
         }
         if self.rope_scaling is not None:
             hf["rope_scaling"] = {"rope_type": "llama3", **dataclasses.asdict(self.rope_scaling)}

@@ -1,0 +1,45 @@
+"""Shared builders for tests: small checkpoints written as real HF directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.config import ModelConfig, RopeScaling
+from engine.weights import synthesize_weights, write_checkpoint
+
+import torch
+
+TINY_MHA = ModelConfig(
+    vocab_size=512,
+    hidden_size=128,
+    intermediate_size=256,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=4,
+    head_dim=32,
+    rope_theta=10000.0,
+    rope_scaling=None,
+    tie_word_embeddings=False,
+)
+TINY_GQA = ModelConfig(
+    vocab_size=640,
+    hidden_size=192,
+    intermediate_size=320,
+    num_layers=3,
+    num_heads=6,
+    num_kv_heads=2,
+    head_dim=32,
+    rope_theta=500000.0,
+    rope_scaling=RopeScaling(factor=8.0, original_max_position_embeddings=64),
+    tie_word_embeddings=True,
+)
+
+
+def write_model(directory: Path, config: ModelConfig, seed: int = 1) -> Path:
+    write_checkpoint(directory, config, synthesize_weights(config, seed, torch.float32))
+    return directory
+
+
+def prompts(n: int, lengths: list[int], vocab: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (lengths[i],), generator=g).tolist() for i in range(n)]
