@@ -1,0 +1,194 @@
+"""Capture workspace and pools (Day 54's table), capture payback, and the device budget."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.buckets import DecodeBuckets
+from nanobench.cost.capture import (
+    capture_breakeven_steps,
+    capture_cost_s,
+    capture_reuse_share,
+    input_buffer_bytes,
+    launch_saving_s,
+    pool_sharing_ratio,
+    private_pool_bytes,
+    score_cells,
+    shared_pool_bytes,
+    slot_table_bytes,
+    workspace_bytes,
+)
+from nanobench.cost.pool import (
+    PoolUnsound,
+    check_pool_budget,
+    check_pool_shared,
+    free_for_kv_bytes,
+    kv_blocks,
+    kv_blocks_needed,
+    kv_bytes_per_block,
+    kv_bytes_per_token,
+    parse_bytes,
+    weights_bytes,
+)
+
+HEADS = 32
+FP32 = 4
+
+# --- Day 54's pool table ----------------------------------------------------------------------
+
+DAY54 = [
+    # width multiple, shapes, shared MB, private MB, ratio
+    (128, 576, "268.4", "17,414.2", "64.9"),
+    (512, 144, "268.4", "4,554.5", "17.0"),
+    (2048, 36, "268.4", "1,339.6", "5.0"),
+    (8192, 9, "268.4", "535.8", "2.0"),
+]
+
+
+@pytest.mark.parametrize(("multiple", "n", "shared_mb", "private_mb", "ratio"), DAY54)
+def test_day54_pool_table(multiple, n, shared_mb, private_mb, ratio):
+    shapes = DecodeBuckets(256, 8192, multiple).shapes
+    assert len(shapes) == n
+    shared = shared_pool_bytes(shapes, HEADS, FP32)
+    private = private_pool_bytes(shapes, HEADS, FP32)
+    assert shared == 268_435_456
+    assert f"{shared / 1e6:,.1f}" == shared_mb
+    assert f"{private / 1e6:,.1f}" == private_mb
+    assert f"{pool_sharing_ratio(private, shared):.1f}" == ratio
+
+
+def test_day54_private_pool_exact_bytes():
+    # sum(rows) = 511 over the row ladder; sum(widths) = 128 * (1 + ... + 64) at multiple 128.
+    shapes = DecodeBuckets(256, 8192, 128).shapes
+    assert private_pool_bytes(shapes, HEADS, FP32) == 511 * 128 * 2080 * HEADS * FP32
+    assert private_pool_bytes(shapes, HEADS, FP32) == 17_414_225_920
+
+
+def test_day54_what_a_step_holds():
+    assert score_cells(256, 32, 8192) == 67_108_864
+    assert workspace_bytes(256, 32, 8192, 4) == 268_435_456
+    assert slot_table_bytes(256, 8192) == 16_777_216
+    assert input_buffer_bytes(256) == 8_192
+    # "sixteen times the whole slot table and thirty thousand times the input buffers"
+    assert workspace_bytes(256, 32, 8192, 4) // slot_table_bytes(256, 8192) == 16
+    assert workspace_bytes(256, 32, 8192, 4) // input_buffer_bytes(256) == 32_768
+
+
+def test_shared_pool_is_a_max_and_private_a_sum():
+    shapes = [(1, 128), (2, 128), (4, 256)]
+    assert shared_pool_bytes(shapes, 2, 4) == 4 * 2 * 256 * 4
+    assert private_pool_bytes(shapes, 2, 4) == (128 + 256 + 1024) * 2 * 4
+    assert shared_pool_bytes([(4, 256)], 2, 4) == private_pool_bytes([(4, 256)], 2, 4)
+    assert shared_pool_bytes([], 2, 4) == private_pool_bytes([], 2, 4) == 0
+
+
+def test_width_free_list_shares_nothing_by_width():
+    # A kernel with no width axis: one width per row bucket, 9 shapes.
+    shapes = DecodeBuckets(256, 8192, 128, width_free=True).shapes
+    assert len(shapes) == 9
+    assert pool_sharing_ratio(
+        private_pool_bytes(shapes, HEADS, FP32), shared_pool_bytes(shapes, HEADS, FP32)
+    ) == pytest.approx(511 / 256)
+
+
+def test_invalid_shapes_raise():
+    with pytest.raises(ValueError, match="rows"):
+        score_cells(0, 32, 128)
+    with pytest.raises(ValueError, match="shared_bytes"):
+        pool_sharing_ratio(10, 0)
+
+
+# --- capture payback --------------------------------------------------------------------------
+
+
+def test_capture_cost_and_breakeven():
+    assert capture_cost_s([0.5, 0.25, 0.25]) == 1.0
+    assert launch_saving_s(0.010, 0.004) == pytest.approx(0.006)
+    assert capture_breakeven_steps(1.2, 0.006) == pytest.approx(200.0)
+    with pytest.raises(ValueError):
+        capture_cost_s([-1.0])
+
+
+def test_day54_cpu_replay_never_pays_back():
+    # 8 steps: 9.619 ms eager against 10.889 ms replayed, on a host with no device.
+    saving = launch_saving_s(9.619e-3 / 8, 10.889e-3 / 8)
+    assert saving < 0
+    assert capture_breakeven_steps(0.1, saving) == math.inf
+    assert capture_breakeven_steps(0.1, 0.0) == math.inf
+
+
+@pytest.mark.parametrize(
+    ("captures", "steps", "shown"), [(1, 8, "88%"), (1, 32, "97%"), (1, 64, "98%"), (2, 128, "98%")]
+)
+def test_day54_capture_reuse(captures, steps, shown):
+    assert f"{capture_reuse_share(captures, steps):.0%}" == shown
+
+
+# --- device budget ----------------------------------------------------------------------------
+
+
+def test_kv_bytes_for_llama_3_2_1b():
+    # 16 layers, 8 KV heads, head_dim 64, bf16: 32 KiB per token, K and V.
+    assert kv_bytes_per_token(16, 8, 64, 2) == 32_768
+    assert kv_bytes_per_block(16, 8, 64, 2, 16) == 524_288
+    assert weights_bytes(1_235_814_400, 2) == 2_471_628_800
+
+
+def test_free_for_kv_and_blocks():
+    device = parse_bytes("80GiB")
+    free = free_for_kv_bytes(device, 0.9, 2_471_628_800, 268_435_456, 1_000_000_000)
+    assert free == math.floor(85_899_345_920 * 0.9) - 2_471_628_800 - 268_435_456 - 1_000_000_000
+    assert kv_blocks(free, 524_288) == free // 524_288
+    assert kv_blocks(-5, 524_288) == 0
+    assert kv_blocks_needed(256, 8192, 16) == 256 * 512
+    assert kv_blocks_needed(2, 17, 16) == 4
+
+
+def test_check_pool_budget_passes_and_returns_blocks():
+    blocks = check_pool_budget(
+        parse_bytes("80GiB"), 0.9, 2_471_628_800, 268_435_456, 0, 524_288, min_blocks=1024
+    )
+    assert blocks == kv_blocks(
+        free_for_kv_bytes(parse_bytes("80GiB"), 0.9, 2_471_628_800, 268_435_456), 524_288
+    )
+
+
+def test_check_pool_budget_fails_with_the_numbers():
+    # A 576-shape private capture list does not fit a 16 GB card beside 1B weights.
+    with pytest.raises(PoolUnsound, match=r"capture pool 17,414\.2 MB.*0 blocks.*need 1"):
+        check_pool_budget(parse_bytes("16GB"), 0.9, 2_471_628_800, 17_414_225_920, 0, 524_288)
+
+
+def test_check_pool_shared():
+    check_pool_shared([7, 7, 7])
+    check_pool_shared([])
+    with pytest.raises(PoolUnsound, match="3 captured graphs hold 2 distinct pools"):
+        check_pool_shared([7, 7, 8])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("80GiB", 80 * 2**30),
+        ("80 GiB", 80 * 2**30),
+        ("1.5KiB", 1536),
+        ("16GB", 16 * 10**9),
+        ("268.4MB", 268_400_000),
+        ("512MiB", 512 * 2**20),
+        ("4KB", 4000),
+        ("4096B", 4096),
+        ("4096", 4096),
+        ("80gib", 80 * 2**30),
+        (4096, 4096),
+    ],
+)
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "80 GiBs", "-1GB", "1e9", "0.5B", "eighty", "8 0GB"])
+def test_parse_bytes_rejects_with_a_clear_message(text):
+    with pytest.raises(ValueError, match="byte size"):
+        parse_bytes(text)
