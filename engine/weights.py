@@ -120,22 +120,23 @@ def read_tensors(files: list[Path]) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def check_tensors(config: ModelConfig, tensors: dict[str, torch.Tensor], where: str) -> None:
+def check_tensors(config: ModelConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
+    """Names and shapes against the config; a tied head may or may not be stored."""
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
-        tensors.pop("lm_head.weight", None)
-    missing = sorted(expected.keys() - tensors.keys())
+        shapes = {k: v for k, v in shapes.items() if k != "lm_head.weight"}
+    missing = sorted(expected.keys() - shapes.keys())
     if missing:
         raise CheckpointError(f"{where}: missing tensor {missing[0]} ({len(missing)} missing)")
     unexpected = sorted(
-        k for k in tensors.keys() - expected.keys() if not k.endswith("rotary_emb.inv_freq")
+        k for k in shapes.keys() - expected.keys() if not k.endswith("rotary_emb.inv_freq")
     )
     if unexpected:
         raise CheckpointError(f"{where}: unexpected tensor {unexpected[0]}")
     for name, shape in expected.items():
-        if tuple(tensors[name].shape) != shape:
+        if tuple(shapes[name]) != shape:
             raise CheckpointError(
-                f"{where}: tensor {name} has shape {tuple(tensors[name].shape)}, expected {shape}"
+                f"{where}: tensor {name} has shape {tuple(shapes[name])}, expected {shape}"
             )
 
 
@@ -147,7 +148,9 @@ def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tens
         raise CheckpointError(f"{directory}: is a file, expected a checkpoint directory")
     config = read_config(directory)
     tensors = read_tensors(weight_files(directory))
-    check_tensors(config, tensors, str(directory))
+    check_tensors(config, {k: tuple(v.shape) for k, v in tensors.items()}, str(directory))
+    if config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)
     return config, tensors
 
 
@@ -207,3 +210,25 @@ def resolve_model(name_or_path: str) -> Path:
     if path.exists() or os.sep in name_or_path or name_or_path.startswith("."):
         return path
     return materialize_preset(name_or_path)
+
+
+def inspect_checkpoint(path: str | Path) -> ModelConfig:
+    """Validate a checkpoint without reading its weights: config, files, tensor names and shapes."""
+    from safetensors import SafetensorError, safe_open
+
+    directory = Path(path)
+    if not directory.exists():
+        raise CheckpointError(f"{directory}: no such checkpoint directory")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: is a file, expected a checkpoint directory")
+    config = read_config(directory)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f in weight_files(directory):
+        try:
+            with safe_open(str(f), framework="pt") as handle:
+                for name in handle.keys():
+                    shapes[name] = tuple(handle.get_slice(name).get_shape())
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from None
+    check_tensors(config, shapes, str(directory))
+    return config

@@ -1,0 +1,38 @@
+"""The nanobench command line: this file only registers commands.
+
+Each command lives in its own `cmd_*.py` module: it validates, calls the library, prints.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from nanobench import __version__
+from nanobench.cmd_explain import explain
+
+app = typer.Typer(
+    name="nanobench",
+    help="Does torch.compile or a recorded CUDA graph pay off for your LLM decode step? "
+    "And if not, exactly why not.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"nanobench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """nanobench: measured answers about compiling and capturing a paged-KV decode step."""
+
+
+app.command("explain")(explain)

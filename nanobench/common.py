@@ -1,0 +1,155 @@
+"""What every command shares: option validation, model resolution, gates and the output contract.
+
+What it is: validators that turn a user mistake into `BadInput` (one line, exit 2), `Gate`
+records, and `finish`, which prints the table or the JSON document and picks the exit code.
+What it is not: a command. Commands live in their own modules and `cli.py` only registers them.
+Invariant: validation happens before anything is measured; `--json` prints one document and
+nothing else on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from nanobench.errors import EXIT_FAILED, EXIT_OK, BadInput
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    passed: bool
+    detail: str
+
+
+def gate(name: str, check: Callable, *args, **kwargs) -> Gate:
+    """Run one `check_*` function; its exception (named after the broken promise) fails it."""
+    try:
+        check(*args, **kwargs)
+    except (AssertionError, RuntimeError, ValueError) as e:
+        return Gate(name, False, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    return Gate(name, True, "ok")
+
+
+def positive(name: str, value: int) -> int:
+    if value is None or value < 1:
+        raise BadInput(f"{name} {value}: expected a positive integer")
+    return value
+
+
+def int_list(name: str, text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{name} {text!r}: expected comma-separated positive integers") from None
+    if not values or any(v < 1 for v in values):
+        raise BadInput(f"{name} {text!r}: expected comma-separated positive integers")
+    return values
+
+
+def choice_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise BadInput(f"{name} {bad[0] if bad else text!r}: expected one of {', '.join(allowed)}")
+    return values
+
+
+def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise BadInput(f"{name} {value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
+def device_option(device: str) -> str:
+    choice("--device", device, ("cpu", "cuda"))
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BadInput("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+    return device
+
+
+def model_option(model: str):
+    """A preset name or a checkpoint directory, validated without reading weights.
+
+    Returns (checkpoint directory, ModelConfig). A preset is materialised on first use.
+    """
+    from engine.config import PRESETS, ConfigError
+    from engine.weights import CheckpointError, inspect_checkpoint, materialize_preset
+
+    try:
+        if model in PRESETS:
+            directory = materialize_preset(model)
+        else:
+            directory = Path(model)
+            if not directory.exists():
+                raise BadInput(
+                    f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
+                )
+        return directory, inspect_checkpoint(directory)
+    except (CheckpointError, ConfigError) as e:
+        raise BadInput(f"--model: {e}") from None
+
+
+def out_dir(path: str) -> Path:
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise BadInput(f"--out {path}: cannot write there ({e.strerror or e})") from None
+    return directory
+
+
+def show_progress(quiet: bool, json_mode: bool) -> bool:
+    return not quiet and sys.stderr.isatty() and sys.stdout.isatty()
+
+
+def finish(
+    command: str,
+    rows: list[dict],
+    gates: list[Gate],
+    outputs: dict[str, str],
+    *,
+    json_mode: bool,
+    check: bool,
+    render: Callable[[], None],
+    failed: bool = False,
+) -> int:
+    """Print the table (or the JSON document) and return the exit code.
+
+    Exit 1 when a measurement failed, or when --check is set and a gate failed.
+    """
+    if json_mode:
+        doc = {
+            "command": command,
+            "rows": rows,
+            "gates": [asdict(g) for g in gates],
+            "outputs": outputs,
+        }
+        sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
+    else:
+        render()
+    if failed:
+        return EXIT_FAILED
+    if check and not all(g.passed for g in gates):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def clean_json(value):
+    """NaN and infinity are not JSON: they become null."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value

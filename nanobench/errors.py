@@ -1,0 +1,21 @@
+"""The two ways a command ends badly, kept apart: bad input (exit 2) and a failed measurement.
+
+What it is: `BadInput`, raised by validation for a user mistake, and the exit codes.
+What it is not: a gate. Gates raise their own module's exception and become exit 1 only
+under `--check`.
+Invariant: a user mistake becomes one line on stderr and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(ValueError):
+    """A user mistake: names the input and what was expected."""
+
+
+class MeasurementFailed(RuntimeError):
+    """A measurement that could not be taken (a worker crashed or timed out)."""
