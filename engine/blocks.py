@@ -61,7 +61,9 @@ class BlockTable:
         return len(self.blocks) * self.block_size
 
     def slot(self, position: int) -> int:
-        return self.blocks[position // self.block_size] * self.block_size + position % self.block_size
+        return (
+            self.blocks[position // self.block_size] * self.block_size + position % self.block_size
+        )
 
     def append_tokens(self, n: int, allocator: BlockAllocator) -> list[int]:
         """Grow by n tokens, allocating blocks as needed; returns the new tokens' slots."""

@@ -26,8 +26,14 @@ class BatchedPagedKVCache:
         num_blocks = engine.total_blocks
         self.sink_slot = num_blocks * engine.block_size
         pool_shape = (self.sink_slot + 1, model.num_kv_heads, model.head_dim)  # (S, Hkv, D)
-        self.k_pools = [torch.zeros(pool_shape, dtype=dtype, device=self.device) for _ in range(model.num_layers)]
-        self.v_pools = [torch.zeros(pool_shape, dtype=dtype, device=self.device) for _ in range(model.num_layers)]
+        self.k_pools = [
+            torch.zeros(pool_shape, dtype=dtype, device=self.device)
+            for _ in range(model.num_layers)
+        ]
+        self.v_pools = [
+            torch.zeros(pool_shape, dtype=dtype, device=self.device)
+            for _ in range(model.num_layers)
+        ]
         self.allocator = BlockAllocator(num_blocks)
         self.tables: list[BlockTable | None] = [None] * self.max_batch
         self.slots = SlotTable(self.max_batch, self.max_model_len, self.sink_slot, self.device)

@@ -48,8 +48,8 @@ class CompiledDecode:
     def __post_init__(self) -> None:
         if self.mode not in ("off", "dynamic", "static"):
             raise ValueError(f"compile mode {self.mode!r}: expected off, dynamic or static")
-        self._call = self.fn if self.mode == "off" else (self.compiler or torch_compiler)(
-            self.fn, self.mode
+        self._call = (
+            self.fn if self.mode == "off" else (self.compiler or torch_compiler)(self.fn, self.mode)
         )
         self._count = self.build_counter or dynamo_frames_ok
 

@@ -80,7 +80,9 @@ class ModelConfig:
         mlp = 3 * self.hidden_size * self.intermediate_size
         layer = attn + mlp + 2 * self.hidden_size
         head = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
-        return self.vocab_size * self.hidden_size + self.num_layers * layer + self.hidden_size + head
+        return (
+            self.vocab_size * self.hidden_size + self.num_layers * layer + self.hidden_size + head
+        )
 
     def with_layers(self, num_layers: int) -> ModelConfig:
         """The same shapes with a different depth (how `explain --layers` shows scaling)."""

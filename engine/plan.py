@@ -107,7 +107,9 @@ def plan_decode(cache, rows: list[int], buckets=None, inputs=None, width_free: b
     tables = [cache.tables[r] for r in rows]
     for r, table in zip(rows, tables):
         if table is None or table.num_tokens == 0:
-            raise PlanUnsound(f"row {r} holds no tokens: a decode over an empty row attends to nothing")
+            raise PlanUnsound(
+                f"row {r} holds no tokens: a decode over an empty row attends to nothing"
+            )
     positions = [t.num_tokens for t in tables]
     if max(positions) + 1 > cache.max_model_len:
         raise PlanUnsound(

@@ -154,7 +154,9 @@ def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tens
     return config, tensors
 
 
-def write_checkpoint(directory: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> None:
+def write_checkpoint(
+    directory: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]
+) -> None:
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -162,7 +164,9 @@ def write_checkpoint(directory: Path, config: ModelConfig, tensors: dict[str, to
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(directory / "model.safetensors"))
 
 
-def synthesize_weights(config: ModelConfig, seed: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def synthesize_weights(
+    config: ModelConfig, seed: int, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
     """Deterministic weights: each tensor seeded from (seed, name), so depth does not reshuffle."""
     tensors = {}
     for name, shape in expected_shapes(config).items():
@@ -193,7 +197,9 @@ def materialize_preset(name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
-        write_checkpoint(tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype]))
+        write_checkpoint(
+            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
+        )
         try:
             tmp.rename(target)
         except OSError:

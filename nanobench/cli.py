@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from nanobench import __version__
+from nanobench.cmd_compile import compile_command
 from nanobench.cmd_explain import explain
 
 app = typer.Typer(
@@ -36,3 +37,5 @@ def main(
 
 
 app.command("explain")(explain)
+app.command("compile")(compile_command)
+app.command("compilebench", hidden=True)(compile_command)

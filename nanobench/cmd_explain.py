@@ -12,15 +12,25 @@ EXAMPLE = "Example: nanobench explain --layers 2,4 --path unplanned"
 
 def explain(
     model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    layers: str = typer.Option("", help="Comma-separated depths to rebuild at (default: the model's)."),
+    layers: str = typer.Option(
+        "", help="Comma-separated depths to rebuild at (default: the model's)."
+    ),
     rows: int = typer.Option(4, help="Rows in the decode batch."),
     prompt_len: int = typer.Option(16, help="Prompt tokens per row before the step."),
-    path: str = typer.Option("planned", help="planned | unplanned (addressing inside the forward)."),
-    prefill: bool = typer.Option(False, "--prefill", help="Explain the prefill instead of a decode step."),
+    path: str = typer.Option(
+        "planned", help="planned | unplanned (addressing inside the forward)."
+    ),
+    prefill: bool = typer.Option(
+        False, "--prefill", help="Explain the prefill instead of a decode step."
+    ),
     attention: str = typer.Option("reference", help="reference | triton | auto."),
     device: str = typer.Option("cpu", help="cpu | cuda."),
-    json_mode: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-    check: bool = typer.Option(False, "--check", help="Exit 1 when the planned path is not one graph."),
+    json_mode: bool = typer.Option(
+        False, "--json", help="Print one JSON document instead of tables."
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="Exit 1 when the planned path is not one graph."
+    ),
 ) -> None:
     """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards."""
     with run_command() as status:

@@ -71,7 +71,9 @@ def device_option(device: str) -> str:
         import torch
 
         if not torch.cuda.is_available():
-            raise BadInput("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+            raise BadInput(
+                "--device cuda: no CUDA device here (torch.cuda.is_available() is False)"
+            )
     return device
 
 

@@ -19,7 +19,8 @@ from nanobench.errors import EXIT_BAD_INPUT, BadInput
 
 
 def stdout_console() -> Console:
-    return Console(soft_wrap=False)
+    # Piped output keeps whole rows: a table wrapped at 80 columns is unreadable in a log.
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 
 
 def stderr_console() -> Console:

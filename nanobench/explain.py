@@ -50,7 +50,9 @@ def break_table(break_reasons) -> list[dict]:
     for r in break_reasons:
         frame = r.user_stack[-1] if r.user_stack else None
         where = f"{frame.filename}:{frame.lineno}" if frame else "?"
-        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() if frame else ""
+        source = (
+            (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() if frame else ""
+        )
         counts[(r.reason.splitlines()[0].strip(), where, source)] += 1
     return [
         {"reason": reason, "frame": where, "source": source, "count": n}
@@ -90,7 +92,10 @@ def explain_forward(
             fn, args = engine._planned_forward, (input_ids, plan)
         else:
             engine._grow(engine.active_rows)
-            fn, args = engine._unplanned_forward, (input_ids, UnplannedDecode(engine.cache, engine.active_rows))
+            fn, args = (
+                engine._unplanned_forward,
+                (input_ids, UnplannedDecode(engine.cache, engine.active_rows)),
+            )
     with torch.no_grad():
         out = torch._dynamo.explain(fn)(*args)
     breaks = break_table(out.break_reasons)

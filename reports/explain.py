@@ -5,8 +5,18 @@ from __future__ import annotations
 from rich.table import Table
 
 EXPLAIN_COLUMNS = [
-    "layers", "path", "attention", "graphs", "graph_breaks", "counted_breaks", "breaks_agree",
-    "ops", "guards", "value_guards", "value_guard_text", "break_reasons",
+    "layers",
+    "path",
+    "attention",
+    "graphs",
+    "graph_breaks",
+    "counted_breaks",
+    "breaks_agree",
+    "ops",
+    "guards",
+    "value_guards",
+    "value_guard_text",
+    "break_reasons",
 ]
 
 
@@ -17,8 +27,14 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
     for r in rows:
         counted = str(r["counted_breaks"]) + ("" if r["breaks_agree"] else " (!)")
         table.add_row(
-            str(r["layers"]), r["path"], str(r["graphs"]), str(r["graph_breaks"]), counted,
-            str(r["ops"]), str(r["guards"]), str(r["value_guards"]),
+            str(r["layers"]),
+            r["path"],
+            str(r["graphs"]),
+            str(r["graph_breaks"]),
+            counted,
+            str(r["ops"]),
+            str(r["guards"]),
+            str(r["value_guards"]),
         )
     console.print(table)
     if any(not r["breaks_agree"] for r in rows):
@@ -37,7 +53,9 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
             reasons.add_row(str(b["count"]), b["reason"], b["frame"], b["source"])
         console.print(reasons)
     if last["value_guard_text"]:
-        console.print("guards on Python values (each one is a rebuild on every step that changes it):")
+        console.print(
+            "guards on Python values (each one is a rebuild on every step that changes it):"
+        )
         for text in last["value_guard_text"][:8]:
             console.print(f"  {text}", markup=False)
     for g in gates:

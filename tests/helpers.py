@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from engine.config import ModelConfig, RopeScaling
 from engine.weights import synthesize_weights, write_checkpoint
-
-import torch
 
 TINY_MHA = ModelConfig(
     vocab_size=512,

@@ -1,0 +1,212 @@
+"""The compile sweep's outputs: CSV columns, the terminal table and `compiled-decode.png`.
+
+What it is: `COMPILE_COLUMNS` (a superset of PyTorch's dynamo harness columns where they mean
+the same thing, plus nanobench's), `render_compile` and `draw_compiled_decode`.
+What it is not: measurement. Every number drawn here comes from the measured rows.
+Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from reports.csvio import save_figure
+
+COMPILE_COLUMNS = [
+    # PyTorch's benchmarks/dynamo harness columns, same meaning
+    "speedup",
+    "abs_latency",
+    "compilation_latency",
+    "calls_captured",
+    "unique_graphs",
+    "graph_breaks",
+    "fallbacks_to_eager",
+    # nanobench's
+    "mode",
+    "status",
+    "shapes",
+    "predicted_shapes",
+    "builds",
+    "reuse",
+    "fell_back",
+    "predicted_fall_back",
+    "guard_kind",
+    "predicted_guard_kind",
+    "recompile_reasons",
+    "recompile_limit",
+    "compile_s",
+    "inductor_s",
+    "build_steps_s",
+    "step_ms",
+    "steady_steps",
+    "saving_per_step_ms",
+    "breakeven_steps",
+    "worth_compiling",
+    "cache",
+    "fxgraph_cache_hit",
+    "fxgraph_cache_miss",
+    "backend",
+    "bucketed",
+    "torch_version",
+    "device",
+    "threads",
+    "builds_per_step",
+    "step_ms_all",
+]
+
+
+def harness_aliases(row: dict) -> dict:
+    """Fill the harness's names from ours: abs_latency is ms, compilation_latency seconds."""
+    row["abs_latency"] = row.get("step_ms")
+    row["compilation_latency"] = row.get("compile_s")
+    return row
+
+
+def fmt(value, spec: str = "", dash: str = "-") -> str:
+    if value is None or value == "":
+        return dash
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return format(value, spec) if spec else str(value)
+
+
+def render_compile(console, rows: list[dict], gates, title: str) -> None:
+    table = Table(title=title)
+    for col in (
+        "mode",
+        "status",
+        "shapes",
+        "builds",
+        "reuse",
+        "fell back",
+        "predicted",
+        "guard",
+        "compile s",
+        "step ms",
+        "speedup",
+        "breakeven",
+    ):
+        table.add_column(col, justify="right")
+    for r in rows:
+        be = r.get("breakeven_steps")
+        breakeven = (
+            "never"
+            if r.get("mode") != "off" and r.get("step_ms") and be is None
+            else fmt(be, ",.0f")
+        )
+        table.add_row(
+            fmt(r.get("mode")),
+            fmt(r.get("status")),
+            fmt(r.get("shapes")),
+            fmt(r.get("builds")),
+            fmt(r.get("reuse"), ".0%"),
+            fmt(r.get("fell_back")),
+            fmt(r.get("predicted_fall_back")),
+            fmt(r.get("guard_kind")),
+            fmt(r.get("compile_s"), ".2f"),
+            fmt(r.get("step_ms"), ".2f"),
+            fmt(r.get("speedup"), ".2f") + ("x" if r.get("speedup") else ""),
+            breakeven,
+        )
+    console.print(table)
+    for r in rows:
+        reasons = r.get("recompile_reasons") or []
+        if reasons:
+            console.print(
+                f"{r['mode']}: {len(reasons)} recompiles ({r.get('guard_kind')} guards); "
+                f"first: {reasons[0]}; last: {reasons[-1]}",
+                markup=False,
+            )
+        if r.get("fell_back"):
+            console.print(
+                f"{r['mode']}: dynamo hit recompile_limit ({r.get('recompile_limit')}) and runs "
+                "this frame eagerly from then on, silently",
+                markup=False,
+            )
+    for g in gates:
+        console.print(f"{'pass' if g.passed else 'FAIL'} {g.name}: {g.detail}", markup=False)
+
+
+def draw_compiled_decode(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in rows if r.get("status") == "ok"]
+    modes = [r["mode"] for r in measured]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    ax = axes[0][0]
+    builds = [r.get("builds") or 0 for r in measured]
+    bars = ax.bar(modes, builds, color="tab:orange")
+    for bar, r in zip(bars, measured):
+        ax.annotate(
+            f"reuse {r.get('reuse', 0):.0%}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+        )
+    ax.set_title("builds (frames compiled) per mode")
+    ax.set_ylabel("builds")
+
+    ax = axes[0][1]
+    for r in measured:
+        per_step = r.get("builds_per_step") or []
+        total, xs, ys = 0, [], []
+        for i, b in enumerate(per_step):
+            total += b
+            xs.append(i + 1)
+            ys.append(total)
+        if xs:
+            ax.step(xs, ys, where="post", label=f"{r['mode']} ({r.get('guard_kind')})")
+    limits = {r.get("recompile_limit") for r in measured if r.get("recompile_limit")}
+    for limit in limits:
+        ax.axhline(limit, color="red", linestyle="--", label=f"recompile_limit {limit}")
+    first_reason = next(
+        (r["recompile_reasons"][0] for r in measured if r.get("recompile_reasons")), ""
+    )
+    ax.set_title(
+        "cumulative builds per decode step"
+        + (f"\nfirst recompile: {first_reason[:60]}" if first_reason else ""),
+        fontsize=9,
+    )
+    ax.set_xlabel("decode step")
+    ax.set_ylabel("builds so far")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][0]
+    timed = [r for r in measured if r.get("step_ms")]
+    ax.bar([r["mode"] for r in timed], [r["step_ms"] for r in timed], color="tab:blue")
+    for r in timed:
+        if r.get("speedup"):
+            ax.annotate(f"{r['speedup']:.2f}x", (r["mode"], r["step_ms"]), ha="center", va="bottom")
+    ax.set_title("median steady step (ms); speedup vs off, same sweep")
+    ax.set_ylabel("ms")
+
+    ax = axes[1][1]
+    horizon = max(
+        [r.get("breakeven_steps") or 0 for r in measured]
+        + [len(r.get("builds_per_step") or []) * 100 for r in measured]
+        + [100]
+    )
+    for r in measured:
+        if r.get("mode") == "off" or r.get("saving_per_step_ms") is None:
+            continue
+        xs = [0, horizon]
+        saving_s = r["saving_per_step_ms"] / 1e3
+        ys = [-(r.get("compile_s") or 0.0), horizon * saving_s - (r.get("compile_s") or 0.0)]
+        ax.plot(xs, ys, label=f"{r['mode']} (compile {r.get('compile_s', 0):.1f}s)")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_title("net saving (s) against decode steps served")
+    ax.set_xlabel("steps served")
+    ax.set_ylabel("net saving (s)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.suptitle("compiled decode: measured rows")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, path)
+    plt.close(fig)
+    return path

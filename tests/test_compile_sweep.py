@@ -1,0 +1,200 @@
+"""The compile sweep against what dynamo itself reports, one fresh process per mode.
+
+These compile for real. The dynamo backend is `eager` (dynamo's guards, counters and recompile
+limit are the same; Inductor codegen is not what is under test) except in the one Inductor test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+
+
+def sweep(tmp_path, *args):
+    result = runner.invoke(
+        app,
+        [
+            "compile",
+            "--backend",
+            "eager",
+            "--threads",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--json",
+            *args,
+        ],
+    )
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads(result.stdout)
+    return {r["mode"]: r for r in doc["rows"]}, doc
+
+
+@pytest.fixture(scope="module")
+def open_sweep(tmp_path_factory):
+    return sweep(tmp_path_factory.mktemp("open"), "--steps", "12")
+
+
+def test_open_sweep_reproduces_the_recompile_limit(open_sweep):
+    rows, doc = open_sweep
+    off, dynamic, static = rows["off"], rows["dynamic"], rows["static"]
+    assert all(r["status"] == "ok" for r in rows.values())
+    assert off["builds"] == 0
+    assert static["builds"] == static["recompile_limit"] == 8
+    assert static["fell_back"] and static["predicted_fall_back"]
+    assert static["guard_kind"] == "shape"
+    assert all("size mismatch" in r for r in static["recompile_reasons"])
+    assert (
+        dynamic["builds"] <= 2 and not dynamic["fell_back"] and not dynamic["predicted_fall_back"]
+    )
+    for r in (dynamic, static):
+        assert r["compile_s"] > 0
+        assert r["unique_graphs"] >= 1
+    assert off["step_ms"] > 0 and off["speedup"] == 1.0
+    assert static["shapes"] == 12
+    gates = {g["name"]: g["passed"] for g in doc["gates"]}
+    assert gates["check_no_fallback[static]"] is False
+    assert gates["check_no_fallback[dynamic]"] is True
+
+
+def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
+    _, doc = open_sweep
+    import pandas as pd
+
+    frame = pd.read_csv(doc["outputs"]["csv"])
+    assert list(frame["mode"]) == ["off", "dynamic", "static"]
+    for column in (
+        "speedup",
+        "abs_latency",
+        "compilation_latency",
+        "unique_graphs",
+        "graph_breaks",
+        "fallbacks_to_eager",
+        "builds",
+        "reuse",
+        "fell_back",
+        "predicted_fall_back",
+        "guard_kind",
+        "recompile_reasons",
+        "breakeven_steps",
+    ):
+        assert column in frame.columns
+    from pathlib import Path
+
+    assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
+
+
+def test_bucketed_static_builds_once_per_bucket_and_keeps_its_graph(tmp_path):
+    rows, doc = sweep(
+        tmp_path,
+        "--steps",
+        "12",
+        "--bucketed",
+        "--width-multiple",
+        "8",
+        "--modes",
+        "static",
+        "--max-model-len",
+        "40",
+        "--check",
+    )
+    static = rows["static"]
+    # widths 17..28 at a multiple of 8 cross the buckets 24 and 32: two shapes, two builds.
+    assert static["shapes"] == 2 and static["predicted_shapes"] == 2
+    assert static["builds"] == 2
+    assert not static["fell_back"] and not static["predicted_fall_back"]
+
+
+def test_a_host_integer_in_the_traced_region_is_a_value_guard_in_both_modes(tmp_path):
+    rows, _ = sweep(tmp_path, "--steps", "10", "--path", "unplanned", "--modes", "dynamic,static")
+    for mode in ("dynamic", "static"):
+        r = rows[mode]
+        assert r["guard_kind"] == "value", r["recompile_reasons"]
+        assert r["predicted_guard_kind"] == "value"
+        assert any("num_tokens" in g for g in r["expected_value_guards"])
+        assert any("num_tokens" in reason for reason in r["recompile_reasons"])
+        assert r["fell_back"] and r["predicted_fall_back"], f"{mode} must walk past the limit"
+
+
+def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
+    """Day 49: a mode run after another in the same process inherits its exhausted budget."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from engine.compiled import CompiledDecode
+    from engine.engine import Engine
+    from engine.weights import materialize_preset
+    from nanobench.compile_bench import compiler_for, quiet_dynamo, spec_for
+    from nanobench.compile_bench import sweep as fresh_sweep
+    from nanobench.explain import seeded_prompts
+
+    quiet_dynamo()
+    torch._dynamo.reset()
+    counters.clear()
+    engine = Engine.from_checkpoint("tiny", max_model_len=40)
+    builds = {}
+    for mode in ("static", "dynamic"):
+        engine.compiled = CompiledDecode(
+            engine._planned_forward, mode, compiler=compiler_for("eager")
+        )
+        tokens = engine.prefill(seeded_prompts(4, 16, 4096)).argmax(-1).tolist()
+        for _ in range(10):
+            tokens = engine.decode_step(tokens).argmax(-1).tolist()
+        engine.release_all()
+        builds[mode] = engine.compiled.builds
+    torch._dynamo.reset()
+    spec = spec_for(model=materialize_preset("tiny"), steps=10, backend="eager", threads=1)
+    fresh = fresh_sweep(spec, ["dynamic"], timeout=300)[0]
+    assert builds["static"] == 8
+    # Same code object, same engine: dynamic finds the budget spent and never compiles.
+    assert builds["dynamic"] == 0
+    assert fresh["builds"] >= 1 and not fresh["fell_back"]
+
+
+def test_bad_inputs_exit_2_with_one_line(tmp_path):
+    for args, needle in (
+        (["--modes", "off,fast"], "--modes"),
+        (["--rows", "0"], "--rows"),
+        (["--rows", "9", "--max-batch", "8"], "--rows"),
+        (["--steps", "-1"], "--steps"),
+        (["--device", "cuda"], "--device"),
+        (["--model", str(tmp_path / "nope")], "--model"),
+        (["--prompt-len", "16", "--steps", "20", "--max-model-len", "30"], "--max-model-len"),
+    ):
+        result = runner.invoke(app, ["compile", "--out", str(tmp_path / "o"), *args])
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, result.stderr)
+        assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
+    result = runner.invoke(
+        app,
+        [
+            "compile",
+            "--modes",
+            "dynamic",
+            "--steps",
+            "4",
+            "--threads",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert result.exit_code in (0, 1), result.output
+    row = json.loads(result.stdout)["rows"][0]
+    assert row["status"] == "ok"
+    assert row["builds"] == 1
+    assert row["inductor_s"] > 0 and row["compile_s"] >= row["inductor_s"]
+    assert row["cache"] == "cold"
