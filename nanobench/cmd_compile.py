@@ -81,7 +81,7 @@ def compile_command(
     rows: int = typer.Option(4, help="Rows decoded together."),
     max_batch: int = typer.Option(8, help="Rows the cache holds (the row bucket ladder's top)."),
     prompt_len: int = typer.Option(16, help="Prompt tokens per row."),
-    steps: int = typer.Option(12, help="Decode steps per mode."),
+    steps: int = typer.Option(16, help="Decode steps per mode."),
     bucketed: bool = typer.Option(
         False,
         "--bucketed/--open",
