@@ -51,7 +51,9 @@ class CompiledDecode:
         self._call = (
             self.fn if self.mode == "off" else (self.compiler or torch_compiler)(self.fn, self.mode)
         )
-        self._count = self.build_counter or dynamo_frames_ok
+        # off builds nothing, and importing dynamo just to read a zero costs seconds
+        default = dynamo_frames_ok if self.mode != "off" else (lambda: 0)
+        self._count = self.build_counter or default
 
     def __call__(self, input_ids, view):
         self.history.append(shape_of(view))

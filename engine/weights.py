@@ -238,3 +238,28 @@ def inspect_checkpoint(path: str | Path) -> ModelConfig:
             raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from None
     check_tensors(config, shapes, str(directory))
     return config
+
+
+def available_memory_bytes(device: str) -> int | None:
+    """Memory a load can still use on the device: free CUDA memory, or MemAvailable on Linux."""
+    if torch.device(device).type == "cuda":
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_fits_memory(config: ModelConfig, dtype: str, device: str, copies: int = 1) -> None:
+    """Refuse a model whose weights cannot fit, instead of being killed mid-load."""
+    need = config.num_params * torch.empty((), dtype=DTYPES[dtype]).element_size() * copies
+    free = available_memory_bytes(device)
+    if free is not None and need > free:
+        raise CheckpointError(
+            f"the weights need {need / 1e9:.1f} GB in {dtype} on {device}, but only "
+            f"{free / 1e9:.1f} GB is available; pick a smaller model or dtype"
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from nanobench import __version__
+from nanobench.cmd_buckets import buckets
 from nanobench.cmd_compile import compile_command
 from nanobench.cmd_explain import explain
 
@@ -39,3 +40,5 @@ def main(
 app.command("explain")(explain)
 app.command("compile")(compile_command)
 app.command("compilebench", hidden=True)(compile_command)
+app.command("buckets")(buckets)
+app.command("bucketbench", hidden=True)(buckets)

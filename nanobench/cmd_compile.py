@@ -13,6 +13,7 @@ from nanobench.common import (
     choice_list,
     device_option,
     finish,
+    fits_option,
     gate,
     model_option,
     out_dir,
@@ -154,6 +155,8 @@ def compile_command(
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
         device_option(device)
         directory, config = model_option(model)
+        # The worker loads the checkpoint twice (a probe, then the measured engine).
+        fits_option(config, dtype, device, copies=2)
         if prompt_len + steps > config.max_position_embeddings:
             raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
         target = out_dir(out)

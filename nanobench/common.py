@@ -99,6 +99,16 @@ def model_option(model: str):
         raise BadInput(f"--model: {e}") from None
 
 
+def fits_option(config, dtype: str, device: str, copies: int = 1) -> None:
+    """Weights against the memory available on the target device, before anything loads."""
+    from engine.weights import CheckpointError, check_fits_memory
+
+    try:
+        check_fits_memory(config, dtype, device, copies)
+    except CheckpointError as e:
+        raise BadInput(f"--model: {e}") from None
+
+
 def out_dir(path: str) -> Path:
     directory = Path(path)
     try:

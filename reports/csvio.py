@@ -26,12 +26,16 @@ def cell(value):
 def write_rows(path: Path, rows: list[dict], columns: list[str]) -> Path:
     extra = [k for r in rows for k in r if k not in columns]
     cols = columns + sorted(set(extra), key=extra.index)
-    frame = pd.DataFrame([{k: cell(r.get(k)) for k in cols} for r in rows], columns=cols)
+    # object dtype keeps an int column with a missing cell as ints, not 8.0
+    frame = pd.DataFrame(
+        [{k: cell(r.get(k)) for k in cols} for r in rows], columns=cols, dtype=object
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", newline="") as f:
             frame.to_csv(f, index=False)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the results from other users
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -45,6 +49,7 @@ def save_figure(fig, path: Path) -> Path:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,365 @@
+"""The bucket bench: what a closed decode shape set costs, measured off real plans on the host.
+
+What it is: `measure(spec)`. Per run length it builds a real `BatchedPagedKVCache` (1 layer,
+1 KV head, head_dim 2: the pools are tiny, the addressing is the engine's) and calls
+`plan_decode` once per step, open and bucketed, timing each call with `time.perf_counter`,
+because the plan's host cost is part of the price. Shapes and cells come from the plans
+(`graph_rows`, `graph_width`, `graph_cells`, `open_cells`) and are cross-checked against the
+pure arithmetic in `nanobench.cost.buckets`. Then the capture list at a serving configuration
+per width multiple, for the reference kernel and the width-free (Triton) one, and the gates.
+What it is not: a model run (no weights, no compiler, no device) or a report (no printing).
+Invariant: every number in a run row was read off a plan `plan_decode` built, and agrees with
+`bucket_run` for the same buckets (`check_plans_match_arithmetic`).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+KERNELS = ("reference", "triton")
+# fp32 scores: the reference read softmaxes in float32 whatever the model dtype.
+SCORE_DTYPE_BYTES = 4
+
+
+class PriceMismatch(RuntimeError):
+    """The plans and the arithmetic disagree about what a run costs."""
+
+
+@dataclass(frozen=True)
+class BucketsSpec:
+    """Everything one bench invocation prices; validated by the command before it gets here."""
+
+    rows: int = 3
+    max_batch: int = 8
+    prompt_len: int = 16
+    steps: tuple[int, ...] = (8, 64, 128, 512)
+    width_multiple: int = 128
+    max_model_len: int | None = None
+    block_size: int = 16
+    capture_rows: int = 256
+    capture_tokens: int = 8192
+    multiples: tuple[int, ...] = (128, 512, 2048, 8192)
+    kernel: str = "reference"
+    heads: int = 32
+    max_shapes: int = 64
+    max_waste: float = 0.6
+
+    @property
+    def width_free(self) -> bool:
+        return self.kernel == "triton"
+
+    def run_len(self, steps: int) -> int:
+        """max_model_len of one run: the explicit one, else prompt + steps (as Day 52's log)."""
+        return self.max_model_len or self.prompt_len + steps
+
+    @property
+    def typical_steps(self) -> int:
+        """The longest run, clamped so prompt + steps fits the capture configuration."""
+        return min(max(self.steps), self.capture_tokens - self.prompt_len)
+
+    @property
+    def table_multiples(self) -> tuple[int, ...]:
+        """The multiples table 2 prices: the list plus the chosen one, ascending."""
+        return tuple(sorted({*self.multiples, self.width_multiple}))
+
+
+@dataclass
+class RunTrace:
+    """Per-step shapes of one run, read off the plans (the diagram draws these)."""
+
+    steps: int
+    real_rows: int
+    open_shapes: list[tuple[int, int]] = field(default_factory=list)
+    bucketed_shapes: list[tuple[int, int]] = field(default_factory=list)
+    lens: list[int] = field(default_factory=list)
+    owned_blocks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class BucketsResult:
+    runs: list[dict]
+    capture: list[dict]
+    traces: list[RunTrace]
+    spec: BucketsSpec
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.runs + self.capture
+
+    @property
+    def chosen(self) -> dict:
+        """The capture row at the chosen width multiple."""
+        return next(r for r in self.capture if r["width_multiple"] == self.spec.width_multiple)
+
+
+def run_buckets(spec: BucketsSpec, max_model_len: int):
+    from engine.buckets import DecodeBuckets
+
+    return DecodeBuckets(
+        spec.max_batch, max_model_len, spec.width_multiple, width_free=spec.width_free
+    )
+
+
+def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):
+    from engine.buckets import DecodeBuckets
+
+    return DecodeBuckets(spec.capture_rows, spec.capture_tokens, multiple, width_free=width_free)
+
+
+def _cache(spec: BucketsSpec, max_model_len: int):
+    """A real cache and its persistent step inputs, with the prompt rows admitted."""
+    import torch
+
+    from engine.cache import BatchedPagedKVCache
+    from engine.config import EngineConfig, ModelConfig
+    from engine.inputs import StepInputs
+
+    # The addressing does not depend on the model's width: the smallest legal one keeps the
+    # pools small (tens of kilobytes) while every slot, block and table is the engine's own.
+    model = ModelConfig(
+        vocab_size=1,
+        hidden_size=2,
+        intermediate_size=1,
+        num_layers=1,
+        num_heads=1,
+        num_kv_heads=1,
+        head_dim=2,
+    )
+    config = EngineConfig(
+        max_batch_size=spec.max_batch, max_model_len=max_model_len, block_size=spec.block_size
+    )
+    cache = BatchedPagedKVCache(model, config, torch.float32)
+    for row in range(spec.rows):
+        cache.add(row, spec.prompt_len)
+    # The engine plans into persistent buffers by default (persist_inputs=True); so does this.
+    return cache, StepInputs(spec.max_batch, cache.device)
+
+
+def _facts(plan) -> tuple[int, ...]:
+    # Host ints only: a plan holds windows on buffers the next step overwrites.
+    return (
+        plan.graph_rows,
+        plan.graph_width,
+        plan.graph_cells,
+        plan.open_cells,
+        plan.max_ctx,
+        plan.pad_rows,
+    )
+
+
+def _plan_runs(spec: BucketsSpec, steps: int, buckets) -> tuple[list, list, list, list, object]:
+    """Plan `steps` decode steps open and through `buckets`, on two caches, step by step.
+
+    Returns (open facts, bucketed facts, open seconds per step, bucketed seconds per step, the
+    bucketed cache); a fact is (graph_rows, graph_width, graph_cells, open_cells, max_ctx,
+    pad_rows). The two plans of a step are timed back to back, in alternating order, with the
+    collector paused, so a noisy host shifts both totals rather than one.
+    """
+    from engine.plan import plan_decode
+
+    mml = spec.run_len(steps)
+    open_cache, open_inputs = _cache(spec, mml)
+    bucket_cache, bucket_inputs = _cache(spec, mml)
+    rows = list(range(spec.rows))
+    width_free = buckets.width_free
+    open_facts, bucket_facts = [], []
+    open_s, bucket_s = [], []
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for step in range(steps):
+            for which in (0, 1) if step % 2 == 0 else (1, 0):
+                t0 = time.perf_counter()
+                if which == 0:
+                    plan = plan_decode(open_cache, rows, None, open_inputs)
+                    open_s.append(time.perf_counter() - t0)
+                    open_facts.append(_facts(plan))
+                else:
+                    plan = plan_decode(bucket_cache, rows, buckets, bucket_inputs, width_free)
+                    bucket_s.append(time.perf_counter() - t0)
+                    bucket_facts.append(_facts(plan))
+    finally:
+        if collecting:
+            gc.enable()
+    return open_facts, bucket_facts, open_s, bucket_s, bucket_cache
+
+
+def measure_run(spec: BucketsSpec, steps: int) -> tuple[dict, RunTrace]:
+    """One run length priced open and bucketed through real plans."""
+    from nanobench.cost.buckets import bucket_run
+
+    mml = spec.run_len(steps)
+    buckets = run_buckets(spec, mml)
+    open_facts, bucket_facts, open_s, bucket_s, cache = _plan_runs(spec, steps, buckets)
+    open_shapes = [(r, w) for r, w, *_ in open_facts]
+    bucketed_shapes = [(r, w) for r, w, *_ in bucket_facts]
+    distinct = list(dict.fromkeys(bucketed_shapes))
+    cells_open = sum(f[2] for f in open_facts)
+    cells_bucketed = sum(f[2] for f in bucket_facts)
+    # The cells the bucketed plans would have computed unpadded: must equal the open run's.
+    bucketed_open_cells = sum(f[3] for f in bucket_facts)
+    arithmetic = bucket_run(spec.rows, spec.prompt_len, steps, buckets)
+    row = {
+        "table": "run",
+        "kernel": spec.kernel,
+        "steps": steps,
+        "rows": spec.rows,
+        "max_batch": spec.max_batch,
+        "prompt_len": spec.prompt_len,
+        "max_model_len": mml,
+        "width_multiple": spec.width_multiple,
+        "pad_rows": bucket_facts[0][5] if bucket_facts else 0,
+        "shapes_open": len(set(open_shapes)),
+        "shapes_bucketed": len(distinct),
+        "waste": 1.0 - cells_open / cells_bucketed if cells_bucketed else 0.0,
+        "cells_open": cells_open,
+        "cells_bucketed": cells_bucketed,
+        "plan_ms_open": 1e3 * sum(open_s),
+        "plan_ms_bucketed": 1e3 * sum(bucket_s),
+        # A shared host stalls single calls; the median step says what a plan costs without them.
+        "plan_us_open_median": 1e6 * statistics.median(open_s),
+        "plan_us_bucketed_median": 1e6 * statistics.median(bucket_s),
+        "bucket_shapes": [list(s) for s in distinct],
+        "bucketed_open_cells": bucketed_open_cells,
+        "arith_shapes_open": arithmetic.open_count,
+        "arith_shapes_bucketed": arithmetic.bucketed_count,
+        "arith_cells_open": arithmetic.open_cells,
+        "arith_cells_bucketed": arithmetic.padded_cells,
+        "pool_slots": cache.sink_slot + 1,
+        "sink_slot": cache.sink_slot,
+        "blocks_used": cache.allocator.num_blocks - cache.allocator.num_free,
+        "num_blocks": cache.allocator.num_blocks,
+        "block_size": spec.block_size,
+    }
+    trace = RunTrace(
+        steps=steps,
+        real_rows=spec.rows,
+        open_shapes=open_shapes,
+        bucketed_shapes=bucketed_shapes,
+        lens=[f[4] for f in bucket_facts],
+        owned_blocks=sorted(b for t in cache.tables if t is not None for b in t.blocks),
+    )
+    return row, trace
+
+
+def capture_row(spec: BucketsSpec, multiple: int) -> dict:
+    """The capture list at (capture_rows, capture_tokens) for one width multiple, both kernels."""
+    from nanobench.cost.buckets import bucket_run
+    from nanobench.cost.capture import workspace_bytes
+
+    ref = capture_buckets(spec, multiple, width_free=False)
+    free = capture_buckets(spec, multiple, width_free=True)
+    typical = bucket_run(spec.rows, spec.prompt_len, spec.typical_steps, ref)
+    # The largest member is the top of both ladders; `shapes` would materialise every pair.
+    largest_rows, largest_width = ref.rows[-1], ref.widths[-1]
+    shapes_for_kernel = free.count if spec.width_free else ref.count
+    return {
+        "table": "capture",
+        "kernel": spec.kernel,
+        "width_multiple": multiple,
+        "capture_rows": spec.capture_rows,
+        "capture_tokens": spec.capture_tokens,
+        "row_buckets": len(ref.rows),
+        "width_buckets": len(ref.widths),
+        "shapes": ref.count,
+        "shapes_triton": free.count,
+        "waste": typical.waste,
+        "typical_rows": spec.rows,
+        "typical_prompt_len": spec.prompt_len,
+        "typical_steps": spec.typical_steps,
+        "heads": spec.heads,
+        "largest_shape": [largest_rows, largest_width],
+        "workspace_bytes": workspace_bytes(
+            largest_rows, spec.heads, largest_width, SCORE_DTYPE_BYTES
+        ),
+        # The Triton kernel keeps an online softmax in registers: no score rectangle at all.
+        "workspace_bytes_triton": 0,
+        "chosen": multiple == spec.width_multiple,
+        "fits_budget": shapes_for_kernel <= spec.max_shapes,
+    }
+
+
+def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -> BucketsResult:
+    runs, traces = [], []
+    status("warming the planner")
+    # The first plan_decode in a process pays one-time costs (torch dispatch, allocator) that
+    # would otherwise land on whichever run is measured first.
+    _plan_runs(spec, min(spec.steps), run_buckets(spec, spec.run_len(min(spec.steps))))
+    for steps in spec.steps:
+        status(f"planning {steps} decode steps open and bucketed")
+        row, trace = measure_run(spec, steps)
+        runs.append(row)
+        traces.append(trace)
+    status("pricing the capture list per width multiple")
+    capture = [capture_row(spec, m) for m in spec.table_multiples]
+    return BucketsResult(runs=runs, capture=capture, traces=traces, spec=spec)
+
+
+def check_plans_match_arithmetic(row: dict) -> None:
+    """The plans' shapes and cells equal `bucket_run`'s for the same buckets."""
+    pairs = (
+        ("shapes_open", "arith_shapes_open"),
+        ("shapes_bucketed", "arith_shapes_bucketed"),
+        ("cells_open", "arith_cells_open"),
+        ("cells_bucketed", "arith_cells_bucketed"),
+        ("bucketed_open_cells", "arith_cells_open"),
+    )
+    wrong = [f"{a} {row[a]} != {row[b]}" for a, b in pairs if row[a] != row[b]]
+    if wrong:
+        raise PriceMismatch(
+            f"run of {row['steps']} steps: plans and arithmetic disagree: {'; '.join(wrong)}"
+        )
+
+
+def gates(result: BucketsResult) -> list:
+    """Closed runs, plans = arithmetic, the capture budget at the chosen multiple, bounded waste.
+
+    Every gate goes through `nanobench.common.gate`, so a broken promise is a failed gate (exit
+    1 under --check) and never bad input.
+    """
+    from engine.buckets import check_capture_budget, check_run_closed, check_waste_bounded
+    from nanobench.common import Gate, gate
+
+    spec = result.spec
+    found: list[Gate] = []
+    for row, trace in zip(result.runs, result.traces, strict=True):
+        buckets = run_buckets(spec, row["max_model_len"])
+        found.append(
+            gate(
+                f"check_run_closed[steps={row['steps']}]",
+                check_run_closed,
+                buckets,
+                trace.bucketed_shapes,
+            )
+        )
+        found.append(
+            gate(
+                f"check_plans_match_arithmetic[steps={row['steps']}]",
+                check_plans_match_arithmetic,
+                row,
+            )
+        )
+    found.append(
+        gate(
+            f"check_capture_budget[multiple={spec.width_multiple},kernel={spec.kernel}]",
+            check_capture_budget,
+            capture_buckets(spec, spec.width_multiple, spec.width_free),
+            spec.max_shapes,
+        )
+    )
+    chosen = result.chosen
+    waste_checks = [(f"steps={r['steps']}", r["waste"]) for r in result.runs]
+    waste_checks.append((f"typical,multiple={spec.width_multiple}", chosen["waste"]))
+    for label, share in waste_checks:
+        name = f"check_waste_bounded[{label}]"
+        if spec.width_free:
+            # The window is addressed, not computed: the kernel reads each row to its length,
+            # padded rows have length 0, and there is no score rectangle to fill.
+            found.append(Gate(name, True, "triton kernel: padded cells are never computed"))
+        else:
+            found.append(gate(name, check_waste_bounded, share, spec.max_waste))
+    return found
