@@ -42,3 +42,7 @@ app.command("compile")(compile_command)
 app.command("compilebench", hidden=True)(compile_command)
 app.command("buckets")(buckets)
 app.command("bucketbench", hidden=True)(buckets)
+
+
+if __name__ == "__main__":
+    app()

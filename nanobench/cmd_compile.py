@@ -90,6 +90,7 @@ def compile_command(
     ),
     width_multiple: int = typer.Option(128, help="Width bucket multiple (with --bucketed)."),
     max_model_len: int = typer.Option(0, help="Slot table width; default prompt-len + steps."),
+    block_size: int = typer.Option(16, help="Tokens per KV block."),
     cache: str = typer.Option(
         "cold", help="cold: a fresh Inductor cache per mode; warm: one shared cache."
     ),
@@ -115,8 +116,10 @@ def compile_command(
     check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ) -> None:
-    """Sweep compile modes over the decode step, each in a fresh process: builds, reuse,
-    fall-back, compile seconds, step ms, speedup and breakeven.
+    """Sweep compile modes over the decode step, each mode in a fresh process.
+
+    Reports builds, reuse, fall-back (measured and predicted), guard kind, recompile reasons,
+    compile seconds, step ms, speedup against off, and breakeven.
 
     Example: nanobench compile --modes off,dynamic,static --steps 12 --bucketed
     """
@@ -138,6 +141,7 @@ def compile_command(
             ("--steps", steps),
             ("--width-multiple", width_multiple),
             ("--timeout", timeout),
+            ("--block-size", block_size),
             ("--horizon", horizon),
         ):
             positive(name, value)
@@ -175,6 +179,7 @@ def compile_command(
             dtype=dtype,
             decode_path=path,
             threads=threads,
+            block_size=block_size,
         )
         csv_path = target / "compile.csv"
         done: list[dict] = []

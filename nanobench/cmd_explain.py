@@ -7,8 +7,6 @@ import typer
 from nanobench.common import Gate, choice, finish, int_list, model_option, positive
 from nanobench.console import run_command, stdout_console
 
-EXAMPLE = "Example: nanobench explain --layers 2,4 --path unplanned"
-
 
 def explain(
     model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
@@ -32,7 +30,10 @@ def explain(
         False, "--check", help="Exit 1 when the planned path is not one graph."
     ),
 ) -> None:
-    """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards."""
+    """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards.
+
+    Example: nanobench explain --layers 2,4 --path unplanned
+    """
     with run_command() as status:
         from nanobench.common import device_option
 

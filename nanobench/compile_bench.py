@@ -112,6 +112,7 @@ def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> d
     options = dict(
         max_batch_size=spec["max_batch"],
         max_model_len=spec["max_model_len"],
+        block_size=spec.get("block_size", 16),
         dtype=spec["dtype"],
         device=spec["device"],
         bucket_decode=spec["bucketed"],
@@ -289,6 +290,7 @@ def spec_for(**kw) -> dict:
         seed=0,
         decode_path="planned",
         threads=0,
+        block_size=16,
     )
     base.update(kw)
     if not base.get("max_model_len"):

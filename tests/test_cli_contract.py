@@ -1,0 +1,191 @@
+"""The CLI's contract, for every command: help with an example, JSON only on stdout,
+one line and exit 2 for bad input (including anything hypothesis can think of), no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+
+runner = CliRunner()
+COMMANDS = [c.name for c in app.registered_commands if not c.hidden]
+
+
+def test_every_command_is_registered_with_its_alias():
+    names = {c.name for c in app.registered_commands}
+    assert {"explain", "compile", "compilebench", "buckets", "bucketbench"} <= names
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_an_example(command):
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert f"Example: nanobench {command}" in result.stdout
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith("nanobench ")
+
+
+def assert_bad_input(result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+BAD = [
+    (["explain", "--rows", "0"], "--rows"),
+    (["explain", "--layers", "2,x"], "--layers"),
+    (["explain", "--path", "sideways"], "--path"),
+    (["explain", "--device", "cuda"], "--device"),
+    (["explain", "--model", "no-such-model"], "--model"),
+    (["compile", "--steps", "0"], "--steps"),
+    (["compile", "--width-multiple", "-4", "--bucketed"], "--width-multiple"),
+    (["compile", "--block-size", "0"], "--block-size"),
+    (["compile", "--cache", "lukewarm"], "--cache"),
+    (["compile", "--path", "unplanned", "--bucketed"], "--path unplanned"),
+    (["buckets", "--rows", "9", "--max-batch", "8"], "--rows"),
+    (["buckets", "--kernel", "cuda-magic"], "--kernel"),
+    (["buckets", "--width-multiple", "0"], "--width-multiple"),
+    (["buckets", "--steps", "0"], "--steps"),
+    (["buckets", "--block-size", "-1"], "--block-size"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD)
+def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
+    before = set(tmp_path.iterdir())
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)] if args[0] != "explain" else args)
+    assert_bad_input(result, needle)
+    assert set(tmp_path.iterdir()) == before, "nothing may be written for bad input"
+
+
+@pytest.mark.parametrize("command", ["explain", "compile", "buckets"])
+def test_unwritable_or_missing_model_dirs(command, tmp_path):
+    if command != "explain":
+        blocker = tmp_path / "file"
+        blocker.write_text("x")
+        assert_bad_input(runner.invoke(app, [command, "--out", str(blocker / "sub")]), "--out")
+    if command != "buckets":
+        not_dir = tmp_path / "weights.txt"
+        not_dir.write_text("x")
+        assert_bad_input(runner.invoke(app, [command, "--model", str(not_dir)]), "is a file")
+
+
+def test_json_output_is_one_document_and_nothing_else(tmp_path):
+    result = runner.invoke(app, ["buckets", "--steps", "8", "--out", str(tmp_path), "--json"])
+    assert result.exit_code in (0, 1)
+    doc = json.loads(result.stdout)
+    assert doc["command"] == "buckets" and doc["rows"] and "gates" in doc
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    option=st.sampled_from(
+        ["--rows", "--steps", "--max-batch", "--prompt-len", "--width-multiple"]
+    ),
+    value=st.integers(max_value=0),
+    command=st.sampled_from(["buckets", "compile"]),
+)
+def test_any_non_positive_number_is_exit_2(option, value, command, tmp_path):
+    result = runner.invoke(app, [command, option, str(value), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+FIELDS = [
+    "architectures",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rope_scaling",
+]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(field=st.sampled_from(FIELDS), value=json_values, garbage=st.booleans())
+def test_config_json_contents_never_traceback(field, value, garbage, tmp_path_factory):
+    from engine.config import PRESETS
+
+    d = tmp_path_factory.mktemp("cfg")
+    hf = PRESETS["tiny"].config.to_hf()
+    hf[field] = value
+    (d / "config.json").write_text("{" if garbage else json.dumps(hf))
+    # No weights at all: whatever the config says, the directory is not a loadable checkpoint.
+    result = runner.invoke(app, ["explain", "--model", str(d)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_default_flow_never_touches_the_network(tmp_path):
+    """Every socket connect raises, in the CLI process and in every worker it spawns."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        textwrap.dedent("""
+        import socket
+        def refuse(*args, **kwargs):
+            raise OSError("network disabled by the test")
+        socket.socket.connect = refuse
+        socket.socket.connect_ex = refuse
+        socket.create_connection = refuse
+    """)
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+    }
+    cmd = [sys.executable, "-m", "nanobench.cli"]
+    for args in (
+        ["explain", "--layers", "2"],
+        [
+            "compile",
+            "--modes",
+            "off,dynamic",
+            "--steps",
+            "3",
+            "--backend",
+            "eager",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        ["buckets", "--steps", "8", "--out", str(tmp_path / "o")],
+    ):
+        done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        assert "network disabled" not in done.stderr
+        assert "Traceback" not in done.stderr
