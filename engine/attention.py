@@ -23,14 +23,24 @@ def reference_read(q, k_pool, v_pool, plan) -> torch.Tensor:
     )
 
 
-def triton_read(q, k_pool, v_pool, plan) -> torch.Tensor:
+def triton_read():
+    """The Triton read, with the custom op looked up here, outside the traced region.
+
+    Looking it up inside the forward would make dynamo re-run the registration and break.
+    """
     from kernels.ops import paged_decode_op
 
-    # The plan's slot_mapping spans the whole table width here: the kernel walks lengths itself.
-    return paged_decode_op()(q, k_pool, v_pool, plan.slot_mapping, plan.context_lens)
+    op = paged_decode_op()
+
+    def read(q, k_pool, v_pool, plan) -> torch.Tensor:
+        # slot_mapping spans the whole table width here: the kernel walks lengths itself.
+        return op(q, k_pool, v_pool, plan.slot_mapping, plan.context_lens)
+
+    return read
 
 
-READS = {"reference": reference_read, "triton": triton_read}
+def make_read(kind: str):
+    return triton_read() if kind == "triton" else reference_read
 
 
 class PlannedDecode:

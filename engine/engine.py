@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 import torch
 
-from engine.attention import READS, PlannedDecode, Prefill, UnplannedDecode
+from engine.attention import PlannedDecode, Prefill, UnplannedDecode, make_read
 from engine.buckets import DecodeBuckets
 from engine.cache import BatchedPagedKVCache
+from engine.captured import CapturedDecode, CaptureStats
 from engine.compiled import CompiledDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.inputs import StepInputs
@@ -45,13 +46,16 @@ class Engine:
         *,
         compiler: Callable | None = None,
         build_counter: Callable[[], int] | None = None,
+        recorder: Callable | None = None,
     ) -> None:
         self.model = model
         self.model_config: ModelConfig = model.config
         self.config = config
         self.attention = resolve_attention(config.attention, config.device)
         self.cache = BatchedPagedKVCache(self.model_config, config, DTYPES[config.dtype])
-        self.inputs = StepInputs(config.max_batch_size, config.device) if config.persist_inputs else None
+        self.inputs = (
+            StepInputs(config.max_batch_size, config.device) if config.persist_inputs else None
+        )
         self.width_free = self.attention == "triton"
         self.buckets = (
             DecodeBuckets(
@@ -63,12 +67,26 @@ class Engine:
             if config.bucket_decode
             else None
         )
-        self._read = READS[self.attention]
-        forward = self._planned_forward if config.decode_path == "planned" else self._unplanned_forward
+        self._read = make_read(self.attention)
+        forward = (
+            self._planned_forward if config.decode_path == "planned" else self._unplanned_forward
+        )
         self.compiled = CompiledDecode(
             forward, config.compile_decode, compiler=compiler, build_counter=build_counter
         )
-        self.decode_graphs = None
+        # In front of CompiledDecode, not instead of it: a recording runs the compiled forward.
+        self.decode_graphs = (
+            CapturedDecode(
+                self.compiled,
+                self.cache,
+                self.inputs,
+                self.buckets,
+                recorder=recorder,
+                fallback=self._unplanned_forward,
+            )
+            if config.capture_decode
+            else None
+        )
 
     @classmethod
     def build(
@@ -103,7 +121,9 @@ class Engine:
         attention: str = "reference",
         **options,
     ) -> Engine:
-        seams = {k: options.pop(k) for k in ("compiler", "build_counter") if k in options}
+        seams = {
+            k: options.pop(k) for k in ("compiler", "build_counter", "recorder") if k in options
+        }
         config = EngineConfig(
             max_batch_size=max_batch_size,
             max_model_len=max_model_len,
@@ -132,6 +152,19 @@ class Engine:
         if self.decode_graphs is not None:
             return self.decode_graphs(input_ids, view)
         return self.compiled(input_ids, view)
+
+    @torch.no_grad()
+    def capture(self, buckets=None) -> CaptureStats:
+        """Record the whole capture list before any request, largest shape first.
+
+        Each shape is driven by a synthetic all-padding batch that writes only the sink slot,
+        so the first real decode afterwards is a replay. `buckets` defaults to the engine's.
+        """
+        if self.decode_graphs is None:
+            raise EngineLimitError("capture() needs capture_decode=True")
+        if self.active_rows:
+            raise EngineLimitError("capture before admitting a batch: the engine holds rows")
+        return self.decode_graphs.capture_all((buckets or self.buckets).shapes)
 
     # -- steps -------------------------------------------------------------------------------
 

@@ -50,8 +50,15 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     return torch.where(is_medium, smoothed, scaled)
 
 
-def rope_tables(config: ModelConfig, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin for every position up to max_len, fp32: (L, D)."""
+def rope_tables(
+    config: ModelConfig, max_len: int, device=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin for every position up to max_len, fp32: (L, D).
+
+    device None means the ambient default device (`with torch.device(...)`), so an engine
+    built under a CUDA device context gets its tables there too.
+    """
+    device = torch.get_default_device() if device is None else device
     inv_freq = rope_inv_freq(config).to(device)
     t = torch.arange(max_len, device=device, dtype=torch.float32)
     freqs = torch.outer(t, inv_freq)  # (L, D/2)

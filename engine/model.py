@@ -26,7 +26,7 @@ class LlamaBody(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, config: ModelConfig, max_len: int, device="cpu") -> None:
+    def __init__(self, config: ModelConfig, max_len: int, device=None) -> None:
         super().__init__()
         self.config = config
         self.model = LlamaBody(config)

@@ -9,8 +9,10 @@ import typer
 
 from nanobench import __version__
 from nanobench.cmd_buckets import buckets
+from nanobench.cmd_capture import capture
 from nanobench.cmd_compile import compile_command
 from nanobench.cmd_explain import explain
+from nanobench.cmd_pool_budget import pool_budget
 
 app = typer.Typer(
     name="nanobench",
@@ -43,6 +45,9 @@ app.command("compilebench", hidden=True)(compile_command)
 app.command("buckets")(buckets)
 app.command("bucketbench", hidden=True)(buckets)
 
+app.command("capture")(capture)
+app.command("capturebench", hidden=True)(capture)
+app.command("pool-budget")(pool_budget)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,255 @@
+"""`nanobench decode`: the engine against transformers, side by side, each in a fresh process.
+
+Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
+"""
+
+from __future__ import annotations
+
+import typer
+
+from nanobench.common import (
+    Gate,
+    choice,
+    choice_list,
+    device_option,
+    finish,
+    gate,
+    model_option,
+    out_dir,
+    positive,
+)
+from nanobench.console import run_command, say_error, stdout_console
+from nanobench.errors import BadInput
+
+
+def transformers_can_load(directory) -> None:
+    """The checkpoint's config resolves to a transformers model class, without reading weights."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(directory), local_files_only=True)
+    except Exception as e:  # whatever transformers raises, it means it cannot load this
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise BadInput(
+            f"--model {directory}: transformers cannot load its config ({first})"
+        ) from None
+    archs = getattr(config, "architectures", None) or []
+    if not archs or getattr(transformers, archs[0], None) is None:
+        raise BadInput(
+            f"--model {directory}: transformers has no model class for architectures {archs}"
+        )
+
+
+def decode_gates(rows: list[dict]) -> list[Gate]:
+    from nanobench.decode_bench import (
+        COMPILED_TARGET,
+        EAGER_TARGET,
+        check_nothing_built,
+        check_ratio_at_most,
+        check_tokens_match,
+    )
+
+    gates = []
+    by_name = {r["system"]: r for r in rows}
+    for r in rows:
+        system, status = r["system"], str(r.get("status"))
+        if status.startswith("unavailable"):
+            continue
+        if status != "ok":
+            gates.append(Gate(f"measured[{system}]", False, status))
+            continue
+        gates.append(gate(f"tokens_match[{system}]", check_tokens_match, system, r))
+        if r.get("compile_s") is not None:
+            gates.append(
+                gate(
+                    f"nothing_built_while_timed[{system}]",
+                    check_nothing_built,
+                    system,
+                    int(r.get("builds_measured") or 0),
+                )
+            )
+    if "engine-eager" in by_name and "hf-eager" in by_name:
+        gates.append(
+            gate(
+                "engine_eager_vs_hf_eager",
+                check_ratio_at_most,
+                "engine-eager / hf-eager step time",
+                by_name["engine-eager"].get("ratio_vs_hf_eager"),
+                EAGER_TARGET,
+            )
+        )
+    if "engine-compiled" in by_name and "hf-static-compiled" in by_name:
+        gates.append(
+            gate(
+                "engine_compiled_vs_hf_compiled",
+                check_ratio_at_most,
+                "engine-compiled / hf-static-compiled step time",
+                by_name["engine-compiled"].get("ratio_vs_hf_compiled"),
+                COMPILED_TARGET,
+            )
+        )
+    return gates
+
+
+def public(row: dict) -> dict:
+    """A row as written: the token lists stay in the worker's answer, their digest goes out."""
+    return {k: v for k, v in row.items() if k != "tokens"}
+
+
+def decode_command(
+    model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
+    systems: str = typer.Option(
+        ",".join(
+            ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
+        ),
+        help="Comma-separated: engine-eager, engine-compiled, engine-captured, hf-eager, "
+        "hf-static-compiled.",
+    ),
+    rows: int = typer.Option(4, help="Rows (prompts) decoded together."),
+    prompt_len: int = typer.Option(16, help="Prompt tokens per row (seeded, the same for all)."),
+    steps: int = typer.Option(128, help="Greedy tokens per row: the prefill's first, then decode."),
+    repeat: int = typer.Option(3, help="Timed generations per system, after one warm-up."),
+    max_model_len: int = typer.Option(
+        0, help="The engine's slot table width; default prompt-len + steps."
+    ),
+    width_multiple: int = typer.Option(128, help="Width bucket multiple of engine-captured."),
+    device: str = typer.Option("cpu", help="cpu | cuda."),
+    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16."),
+    threads: int = typer.Option(
+        0, help="torch threads in every system's worker (0: torch's default); the same for all."
+    ),
+    backend: str = typer.Option(
+        "inductor",
+        help="torch.compile backend of the compiled systems: inductor | aot_eager | eager.",
+    ),
+    hf_attn: str = typer.Option("sdpa", help="transformers attention: sdpa (its default) | eager."),
+    timeout: int = typer.Option(900, help="Seconds before a system's worker is killed."),
+    out: str = typer.Option("nanobench-out", help="Directory for decode.csv and decode.png."),
+    json_mode: bool = typer.Option(
+        False, "--json", help="Print one JSON document instead of tables."
+    ),
+    check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+) -> None:
+    """Decode the same prompts with the engine (eager, compiled, captured) and transformers
+    (eager, static cache + compiled), each in a fresh process: ms per step, tokens/s, prefill,
+    compile seconds, peak RSS, token agreement, and the ratio to a measured memory floor.
+
+    Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
+    """
+    with run_command(quiet) as status:
+        from nanobench.decode_bench import (
+            BACKENDS,
+            DTYPE_BYTES,
+            HF_ATTENTION,
+            HF_SYSTEMS,
+            SYSTEMS,
+            kv_read_bytes,
+            spec_for,
+            sweep,
+            weight_bytes,
+        )
+        from reports.csvio import write_rows
+        from reports.decode import DECODE_COLUMNS, draw_decode, render_decode
+
+        system_list = choice_list("--systems", systems, SYSTEMS)
+        if len(set(system_list)) != len(system_list):
+            raise BadInput(f"--systems {systems!r}: a system is named twice")
+        for name, value in (
+            ("--rows", rows),
+            ("--prompt-len", prompt_len),
+            ("--steps", steps),
+            ("--repeat", repeat),
+            ("--width-multiple", width_multiple),
+            ("--timeout", timeout),
+        ):
+            positive(name, value)
+        if steps < 2:
+            raise BadInput(
+                f"--steps {steps}: expected at least 2 (the prefill's token, then decode steps)"
+            )
+        if threads < 0:
+            raise BadInput(f"--threads {threads}: expected 0 (torch's default) or more")
+        if max_model_len < 0:
+            raise BadInput(f"--max-model-len {max_model_len}: expected a positive integer")
+        if max_model_len and prompt_len + steps > max_model_len:
+            raise BadInput(
+                f"--prompt-len {prompt_len} + --steps {steps} exceed --max-model-len {max_model_len}"
+            )
+        choice("--dtype", dtype, tuple(DTYPE_BYTES))
+        choice("--backend", backend, BACKENDS)
+        choice("--hf-attn", hf_attn, HF_ATTENTION)
+        device_option(device)
+        directory, config = model_option(model)
+        if prompt_len + steps > config.max_position_embeddings:
+            raise BadInput(
+                f"--prompt-len {prompt_len} + --steps {steps} exceed the model's "
+                f"max_position_embeddings {config.max_position_embeddings}"
+            )
+        if any(s in HF_SYSTEMS for s in system_list):
+            status("checking that transformers can load the checkpoint")
+            transformers_can_load(directory)
+        target = out_dir(out)
+        elem = DTYPE_BYTES[dtype]
+        spec = spec_for(
+            model=directory,
+            rows=rows,
+            prompt_len=prompt_len,
+            steps=steps,
+            repeat=repeat,
+            max_model_len=max_model_len,
+            width_multiple=width_multiple,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            backend=backend,
+            hf_attn=hf_attn,
+            weight_bytes=weight_bytes(config, elem),
+            kv_bytes=kv_read_bytes(config, elem, rows, prompt_len, steps),
+        )
+        csv_path = target / "decode.csv"
+        done: list[dict] = []
+
+        def on_row(derived: list[dict], _probe) -> None:
+            done[:] = derived
+            write_rows(csv_path, [public(r) for r in derived], DECODE_COLUMNS)
+
+        def on_progress(system: str, event: dict) -> None:
+            status(f"{system}: {event.get('phase')} {event.get('i')}/{event.get('of')}")
+
+        try:
+            status("bandwidth probe and systems, each in a fresh process")
+            rows_out, probe = sweep(
+                spec, system_list, timeout=timeout, on_progress=on_progress, on_row=on_row
+            )
+        except KeyboardInterrupt:
+            missing = [s for s in system_list if s not in {r["system"] for r in done}]
+            say_error(
+                f"interrupted: {len(done)} finished rows are in {csv_path}; "
+                f"not run: {', '.join(missing)}"
+            )
+            raise typer.Exit(130) from None
+        written = [public(r) for r in rows_out]
+        write_rows(csv_path, written, DECODE_COLUMNS)
+        png = draw_decode(written, target / "decode.png")
+        gates = decode_gates(rows_out)
+        failed = any(
+            (r.get("status") != "ok" and not str(r.get("status")).startswith("unavailable"))
+            or r.get("tokens_match") is False
+            for r in rows_out
+        )
+        title = (
+            f"{model} {device} {dtype}: {rows} rows, {prompt_len}-token prompts, {steps} steps, "
+            f"{threads or 'default'} threads, median of {repeat}"
+        )
+        code = finish(
+            "decode",
+            written,
+            gates,
+            {"csv": str(csv_path), "png": str(png)},
+            json_mode=json_mode,
+            check=check,
+            render=lambda: render_decode(stdout_console(), written, gates, title, probe),
+            failed=failed,
+        )
+    raise typer.Exit(code)

@@ -1,0 +1,262 @@
+"""Tables and the diagram for `nanobench capture`: runs, the pool table, what a step holds.
+
+What it is: the CSV columns of `capture.csv` (one file, a `table` column naming which of the
+three tables a row belongs to: `run`, `pool`, `held`), the three terminal tables, and
+`captured-decode-replay.png`.
+What it is not: a measurement; it formats the rows it is handed and never imports the engine.
+Invariant: the diagram is drawn from the rows, never from constants; byte counts print as
+decimal megabytes (1 MB = 10**6 bytes) next to exact bytes where the seed log does.
+
+Columns (run): steps, captures_open (shapes an unbucketed run presents: one per step),
+captures_closed (graphs the bucketed run went through), predicted_closed (from the bucket
+arithmetic), recorded_mid_run (graphs recorded on a real step, in front of a request),
+replays, reuse (1 - recorded_mid_run / steps), run_ms_eager / run_ms_replayed (decode steps
+only, same prompts, the capturing engine teacher-forced with the eager tokens), max_abs_diff
+(replayed against eager logits over every step), mode, captured_up_front, capture_s,
+capture_pool_bytes (CUDA: the pool's reserved growth over the up-front walk).
+Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
+private_pools_bytes (their sum), sharing_ratio, and on CUDA *_measured_bytes and *_diff_pct.
+Columns (held): item, reference_bytes, triton_bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from reports.csvio import save_figure, write_rows
+
+CAPTURE_COLUMNS = [
+    "table",
+    "steps",
+    "captures_open",
+    "captures_closed",
+    "predicted_closed",
+    "recorded_mid_run",
+    "replays",
+    "reuse",
+    "run_ms_eager",
+    "run_ms_replayed",
+    "max_abs_diff",
+    "mode",
+    "captured_up_front",
+    "capture_s",
+    "capture_pool_bytes",
+    "kernel",
+    "device",
+    "rows",
+    "prompt_len",
+    "width_multiple",
+    "max_model_len",
+    "shapes",
+    "shared_pool_bytes",
+    "private_pools_bytes",
+    "sharing_ratio",
+    "shared_pool_measured_bytes",
+    "shared_pool_diff_pct",
+    "private_pools_measured_bytes",
+    "private_pools_diff_pct",
+    "heads",
+    "capture_rows",
+    "capture_tokens",
+    "item",
+    "reference_bytes",
+    "triton_bytes",
+]
+
+
+def mb(n_bytes) -> str:
+    return "-" if n_bytes is None else f"{n_bytes / 1e6:,.1f} MB"
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def write_capture_csv(path: Path, rows: list[dict]) -> Path:
+    return write_rows(path, rows, CAPTURE_COLUMNS)
+
+
+def render_capture(console, rows: list[dict], gates, notes: list[str] = ()) -> None:
+    runs = [r for r in rows if r["table"] == "run"]
+    pools = [r for r in rows if r["table"] == "pool"]
+    held = [r for r in rows if r["table"] == "held"]
+    if runs:
+        console.print(run_table(runs))
+    for note in notes:
+        console.print(note, markup=False)
+    if pools:
+        console.print(pool_table(pools))
+    if held:
+        console.print(held_table(held))
+    for g in gates:
+        mark = "pass" if g.passed else "FAIL"
+        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+
+
+def run_table(runs: list[dict]) -> Table:
+    first = runs[0]
+    up_front = first["mode"] == "up-front"
+    table = Table(
+        title=(
+            f"captured decode, {first['mode']}: {first['rows']} rows, {first['prompt_len']}-token "
+            f"prompt, width multiple {first['width_multiple']}, {first['kernel']} on "
+            f"{first['device']}"
+        )
+    )
+    cols = ["steps", "captures open", "captures closed", "recorded mid-run", "replays", "reuse"]
+    cols += ["run ms eager", "run ms replayed", "max |diff|"]
+    if up_front:
+        cols += ["up-front shapes", "up-front s"]
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in runs:
+        cells = [
+            str(r["steps"]),
+            str(r["captures_open"]),
+            str(r["captures_closed"]),
+            str(r["recorded_mid_run"]),
+            str(r["replays"]),
+            f"{r['reuse']:.0%}",
+            f"{r['run_ms_eager']:.3f}",
+            f"{r['run_ms_replayed']:.3f}",
+            f"{r['max_abs_diff']:.3g}",
+        ]
+        if up_front:
+            cells += [str(r["captured_up_front"]), f"{r['capture_s']:.3f}"]
+        table.add_row(*cells)
+    return table
+
+
+def pool_table(pools: list[dict]) -> Table:
+    first = pools[0]
+    measured = any("shared_pool_measured_bytes" in r for r in pools)
+    table = Table(
+        title=(
+            f"the capture pool at {first['capture_rows']} rows x {first['capture_tokens']} tokens, "
+            f"{first['heads']} heads, fp32 scores"
+        )
+    )
+    cols = ["kernel", "width multiple", "shapes", "shared pool", "private pools", "ratio"]
+    if measured:
+        cols += ["shared measured", "diff", "private measured", "diff"]
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in pools:
+        ratio = "-" if r["sharing_ratio"] is None else f"{r['sharing_ratio']:.1f}x"
+        cells = [
+            r["kernel"],
+            "-" if r["width_multiple"] is None else str(r["width_multiple"]),
+            f"{r['shapes']:,}",
+            mb(r["shared_pool_bytes"]),
+            mb(r["private_pools_bytes"]),
+            ratio,
+        ]
+        if measured:
+            cells += [
+                mb(r.get("shared_pool_measured_bytes")),
+                pct(r.get("shared_pool_diff_pct")),
+                mb(r.get("private_pools_measured_bytes")),
+                pct(r.get("private_pools_diff_pct")),
+            ]
+        table.add_row(*cells)
+    return table
+
+
+def held_table(held: list[dict]) -> Table:
+    table = Table(title="what a decode step holds at the top of the list")
+    for col in ("item", "reference bytes", "triton bytes"):
+        table.add_column(col, justify="right" if col != "item" else "left")
+    for r in held:
+        table.add_row(r["item"], f"{r['reference_bytes']:,}", f"{r['triton_bytes']:,}")
+    return table
+
+
+def plot_capture(path: Path, rows: list[dict]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in rows if r["table"] == "run"]
+    pools = [r for r in rows if r["table"] == "pool" and r["kernel"] == "reference"]
+    held = [r for r in rows if r["table"] == "held"]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    (ax_ms, ax_count), (ax_pool, ax_held) = axes
+    labels = [str(r["steps"]) for r in runs]
+    xs = range(len(runs))
+    ax_ms.bar([x - 0.2 for x in xs], [r["run_ms_eager"] for r in runs], 0.4, label="eager")
+    ax_ms.bar([x + 0.2 for x in xs], [r["run_ms_replayed"] for r in runs], 0.4, label="replayed")
+    ax_ms.set_xticks(list(xs), labels)
+    ax_ms.set_xlabel("decode steps")
+    ax_ms.set_ylabel("run ms (decode steps)")
+    ax_ms.set_title("a run, eager against replayed")
+    ax_ms.legend()
+    ax_count.bar(
+        [x - 0.2 for x in xs], [r["captures_open"] for r in runs], 0.4, label="open (per step)"
+    )
+    ax_count.bar(
+        [x + 0.2 for x in xs], [r["captures_closed"] for r in runs], 0.4, label="closed (bucketed)"
+    )
+    ax_count.set_yscale("log")
+    ax_count.set_xticks(list(xs), labels)
+    ax_count.set_xlabel("decode steps")
+    ax_count.set_ylabel("graphs to record")
+    ax_count.set_title("captures: open set against closed set")
+    ax_count.legend()
+    if pools:
+        px = range(len(pools))
+        ax_pool.bar(
+            [x - 0.2 for x in px],
+            [r["shared_pool_bytes"] / 1e6 for r in pools],
+            0.4,
+            label="shared",
+        )
+        ax_pool.bar(
+            [x + 0.2 for x in px],
+            [r["private_pools_bytes"] / 1e6 for r in pools],
+            0.4,
+            label="private",
+        )
+        measured = [r.get("shared_pool_measured_bytes") for r in pools]
+        if any(m is not None for m in measured):
+            ax_pool.plot(
+                [x - 0.2 for x, m in zip(px, measured, strict=True) if m is not None],
+                [m / 1e6 for m in measured if m is not None],
+                "k^",
+                label="shared, measured",
+            )
+        ax_pool.set_xticks(
+            list(px), [f"{r['width_multiple']}\n({r['shapes']} shapes)" for r in pools]
+        )
+        ax_pool.set_yscale("log")
+        ax_pool.set_xlabel("width multiple")
+        ax_pool.set_ylabel("MB")
+        ax_pool.set_title("one shared pool (a max) against one per shape (a sum)")
+        ax_pool.legend()
+    if held:
+        hy = range(len(held))
+        ax_held.barh(
+            [y + 0.2 for y in hy],
+            [max(r["reference_bytes"], 1) for r in held],
+            0.4,
+            label="reference",
+        )
+        ax_held.barh(
+            [y - 0.2 for y in hy], [max(r["triton_bytes"], 1) for r in held], 0.4, label="triton"
+        )
+        for y, r in zip(hy, held, strict=True):
+            if r["triton_bytes"] == 0:
+                # A log axis has no zero: say so instead of letting a 1-byte bar stand for it.
+                ax_held.text(1.5, y - 0.2, "0 (no rectangle)", va="center", fontsize=8)
+        ax_held.set_yticks(list(hy), [r["item"] for r in held])
+        ax_held.set_xscale("log")
+        ax_held.set_xlabel("bytes")
+        ax_held.set_title("what a step holds at the top of the list")
+        ax_held.legend()
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,233 @@
+"""`nanobench capture` end to end: Day 54's counts and pool table, outputs, gates, bad input.
+
+The command is registered on a local Typer app (cli.py is not this module's to edit) with a
+second command so Typer stays in subcommand mode. The model is a small checkpoint with Day 54's
+32 heads, so the pool table comes out at the seed's numbers without materialising a 1B preset.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Set at import, before anything (dynamo included) imports Triton and reads its knobs: the
+# Triton run below needs the interpreter on a machine without a device.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import json  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import typer  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from engine.config import ModelConfig  # noqa: E402
+from nanobench.cmd_capture import capture  # noqa: E402
+from tests.helpers import TINY_MHA, write_model  # noqa: E402
+
+HEADS32 = ModelConfig(
+    vocab_size=256,
+    hidden_size=256,
+    intermediate_size=128,
+    num_layers=1,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=8,
+    rope_theta=10000.0,
+    rope_scaling=None,
+    tie_word_embeddings=True,
+)
+# Day 54: steps -> captures closed, at 2 rows, a 16-token prompt, width multiple 128.
+DAY54_RUNS = {8: 1, 32: 1, 64: 1, 128: 2}
+# width multiple -> (shapes, shared MB, private MB, ratio), at 256 rows x 8192 tokens, 32 heads.
+DAY54_POOL = {
+    128: (576, "268.4", "17,414.2", "64.9"),
+    512: (144, "268.4", "4,554.5", "17.0"),
+    2048: (36, "268.4", "1,339.6", "5.0"),
+    8192: (9, "268.4", "535.8", "2.0"),
+}
+DAY54_HELD = [268_435_456, 16_777_216, 8_192]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.command("capture")(capture)
+    app.command("capturebench", hidden=True)(capture)
+    app.command("other")(lambda: None)
+    return app
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("heads32"), HEADS32)
+
+
+def invoke(app, args: list[str]):
+    # A wide terminal so rich never wraps a number across two lines.
+    return CliRunner().invoke(app, args, env={"COLUMNS": "220"})
+
+
+@pytest.fixture(scope="module")
+def day54(app, model_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("day54")
+    args = ["capture", "--model", str(model_dir), "--out", str(out), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+def rows_of(doc: dict, table: str) -> list[dict]:
+    return [r for r in doc["rows"] if r["table"] == table]
+
+
+def test_day54_captures_open_to_closed(day54):
+    _, doc = day54
+    runs = {r["steps"]: r for r in rows_of(doc, "run")}
+    assert sorted(runs) == sorted(DAY54_RUNS)
+    for steps, closed in DAY54_RUNS.items():
+        r = runs[steps]
+        assert r["captures_open"] == steps, "an unbucketed run presents one shape per step"
+        assert r["captures_closed"] == closed == r["predicted_closed"] == r["recorded_mid_run"]
+        assert r["replays"] == steps
+        assert r["max_abs_diff"] == 0.0, "replayed logits must equal eager logits exactly"
+        assert r["run_ms_eager"] > 0 and r["run_ms_replayed"] > 0
+        assert r["max_model_len"] == 16 + 128
+    assert f"{runs[8]['reuse']:.0%}" == "88%" and f"{runs[128]['reuse']:.0%}" == "98%"
+
+
+def test_day54_pool_table_exactly(day54):
+    _, doc = day54
+    pools = {r["width_multiple"]: r for r in rows_of(doc, "pool") if r["kernel"] == "reference"}
+    for multiple, (shapes, shared, private, ratio) in DAY54_POOL.items():
+        r = pools[multiple]
+        assert r["shapes"] == shapes
+        assert r["shared_pool_bytes"] == 268_435_456
+        assert f"{r['shared_pool_bytes'] / 1e6:,.1f}" == shared
+        assert f"{r['private_pools_bytes'] / 1e6:,.1f}" == private
+        assert f"{r['sharing_ratio']:.1f}" == ratio
+    triton = [r for r in rows_of(doc, "pool") if r["kernel"] == "triton"]
+    assert [(r["shapes"], r["shared_pool_bytes"]) for r in triton] == [(9, 0)]
+
+
+def test_day54_what_a_step_holds(day54):
+    _, doc = day54
+    held = rows_of(doc, "held")
+    assert [r["reference_bytes"] for r in held] == DAY54_HELD
+    assert [r["triton_bytes"] for r in held] == [0, *DAY54_HELD[1:]], "triton: no rectangle"
+
+
+def test_gates_and_outputs(day54):
+    out, doc = day54
+    names = [g["name"] for g in doc["gates"]]
+    for steps in DAY54_RUNS:
+        for gate in ("replay_equals_eager", "check_replays_dominate", "check_output_not_held"):
+            assert f"{gate}[{steps}]" in names
+    assert all(g["passed"] for g in doc["gates"]), doc["gates"]
+    frame = pd.read_csv(out / "capture.csv")
+    assert set(frame["table"]) == {"run", "pool", "held"}
+    assert list(frame[frame["table"] == "run"]["captures_closed"]) == list(DAY54_RUNS.values())
+    png = out / "captured-decode-replay.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert doc["outputs"]["png"] == str(png)
+
+
+def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
+    # The tiny preset has 8 heads; --heads 32 prices Day 54's pool table without a 32-head model.
+    args = ["capturebench", "--steps", "8", "--heads", "32", "--out", str(tmp_path)]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    for text in ("captures open", "268.4 MB", "17,414.2 MB", "64.9x", "535.8 MB", "2.0x"):
+        assert text in result.stdout, text
+    assert "268,435,456" in result.stdout and "16,777,216" in result.stdout
+    assert "pass replay_equals_eager[8]" in result.stdout
+
+
+def test_up_front_capture_then_every_step_replays(app, model_dir, tmp_path):
+    args = ["capture", "--model", str(model_dir), "--up-front", "--steps", "8,40"]
+    args += ["--width-multiple", "16", "--out", str(tmp_path), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    for r in rows_of(doc, "run"):
+        # max_model_len 16 + 40 = 56: widths 16, 32, 48, 56 x rows 1, 2.
+        assert r["captured_up_front"] == 8 and r["capture_s"] > 0
+        assert r["recorded_mid_run"] == 0 and r["reuse"] == 1.0
+        assert r["replays"] == r["steps"] and r["max_abs_diff"] == 0.0
+    assert {r["steps"]: r["captures_closed"] for r in rows_of(doc, "run")} == {8: 1, 40: 3}
+    names = {g["name"] for g in doc["gates"]}
+    assert {"check_all_shapes_captured[40]", "first_decode_replayed[40]"} <= names
+    assert len(doc["outputs"]["shapes"]) == 16
+
+
+def test_triton_kernel_replays_under_the_interpreter(app, tmp_path_factory, tmp_path):
+    # The Triton kernel takes head_dim 32..256: TINY_MHA, not the 32-head model (head_dim 8).
+    mha = write_model(tmp_path_factory.mktemp("mha"), TINY_MHA)
+    args = ["capture", "--model", str(mha), "--kernel", "triton", "--rows", "1"]
+    args += ["--prompt-len", "4", "--steps", "3", "--out", str(tmp_path), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (run,) = rows_of(json.loads(result.stdout), "run")
+    assert run["kernel"] == "triton" and run["captures_closed"] == 1
+    assert run["max_abs_diff"] == 0.0
+
+
+def test_a_model_the_kernel_cannot_take_is_bad_input(app, model_dir, tmp_path):
+    args = ["capture", "--model", str(model_dir), "--kernel", "triton", "--steps", "2"]
+    result = invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "head_dim 8" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kernel", "flash"], "--kernel 'flash': expected one of reference, triton"),
+        (["--steps", "8,x"], "--steps '8,x': expected comma-separated positive integers"),
+        (["--rows", "0"], "--rows 0: expected a positive integer"),
+        (["--multiples", ""], "--multiples '': expected comma-separated positive integers"),
+        (["--model", "/no/such/dir"], "--model '/no/such/dir'"),
+        (["--dtype", "int8"], "--dtype 'int8': expected one of"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(app, tmp_path, args, message):
+    result = invoke(app, ["capture", *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nanobench: error: "), result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA"
+)
+def test_cuda_without_a_device_is_bad_input(app, tmp_path):
+    result = invoke(app, ["capture", "--device", "cuda", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--device cuda: no CUDA device here" in result.stderr
+
+
+@pytest.mark.gpu
+def test_cuda_capture_measures_the_pool(app, model_dir, tmp_path):
+    args = ["capture", "--model", str(model_dir), "--device", "cuda", "--up-front"]
+    args += ["--steps", "8,24", "--capture-rows", "8", "--capture-tokens", "512"]
+    args += ["--multiples", "128,512", "--out", str(tmp_path), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    for r in rows_of(doc, "run"):
+        assert r["capture_pool_bytes"] is not None and r["recorded_mid_run"] == 0
+    for r in rows_of(doc, "pool"):
+        if r["kernel"] == "reference":
+            assert r["shared_pool_measured_bytes"] > 0
+            assert r["private_pools_measured_bytes"] > 0
+            assert r["shared_pool_diff_pct"] is not None

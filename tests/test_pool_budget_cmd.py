@@ -1,0 +1,226 @@
+"""`nanobench pool-budget` end to end: the budget arithmetic, the fit search, outputs, bad input.
+
+Registered on a local Typer app with a second command (cli.py is not this module's to edit).
+Model dims come from a small 32-head checkpoint's config; no weights are loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from engine.buckets import DecodeBuckets
+from nanobench.cmd_pool_budget import pool_budget
+from nanobench.cost.capture import shared_pool_bytes
+from nanobench.cost.pool import kv_bytes_per_block, parse_bytes
+from nanobench.pool_budget import (
+    budget_row,
+    candidate_multiples,
+    decode_activation_bytes,
+    graph_outputs_bytes,
+    smallest_fitting,
+)
+from tests.helpers import write_model
+from tests.test_capture_cmd import HEADS32
+
+BUDGET = {"max_batch": 256, "max_model_len": 8192, "block_size": 16, "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.command("pool-budget")(pool_budget)
+    app.command("other")(lambda: None)
+    return app
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("heads32"), HEADS32)
+
+
+def invoke(app, args: list[str]):
+    return CliRunner().invoke(app, args, env={"COLUMNS": "220"})
+
+
+def need_bytes(multiple: int, kernel: str = "reference") -> int:
+    """Bytes a list needs to fit at utilisation 1: everything plus one max_model_len sequence."""
+    row = budget_row(
+        HEADS32,
+        kernel=kernel,
+        width_multiple=multiple,
+        device_bytes=10**12,
+        utilization=1.0,
+        **BUDGET,
+    )
+    held = row["weights_bytes"] + row["capture_pool_bytes"]
+    held += row["activation_bytes"] + row["persistent_bytes"]
+    return held + row["min_blocks"] * row["kv_bytes_per_block"]
+
+
+# -- the arithmetic --------------------------------------------------------------------------
+
+
+def test_budget_row_adds_up():
+    device = parse_bytes("80GiB")
+    row = budget_row(
+        HEADS32,
+        kernel="reference",
+        width_multiple=2048,
+        device_bytes=device,
+        utilization=0.9,
+        **BUDGET,
+    )
+    shapes = DecodeBuckets(256, 8192, 2048).shapes
+    assert row["shapes"] == 36
+    assert row["capture_workspace_bytes"] == shared_pool_bytes(shapes, 32, 4) == 268_435_456
+    assert row["graph_outputs_bytes"] == 511 * 4 * HEADS32.vocab_size * 4  # sum(rows) x widths
+    assert row["weights_bytes"] == HEADS32.num_params * 4
+    per_block = kv_bytes_per_block(1, 8, 8, 4, 16)
+    assert row["kv_bytes_per_block"] == per_block == 16 * row["kv_bytes_per_token"]
+    free = math.floor(device * 0.9) - row["weights_bytes"] - row["capture_pool_bytes"]
+    free -= row["activation_bytes"] + row["persistent_bytes"]
+    assert row["free_for_kv_bytes"] == free
+    assert row["kv_blocks"] == free // per_block
+    assert row["kv_tokens"] == row["kv_blocks"] * 16
+    assert row["fits"] and row["min_blocks"] == 512
+    assert row["persistent_bytes"] == 16_777_216 + 8_192
+
+
+def test_triton_lists_rows_only_and_holds_no_rectangle():
+    row = budget_row(
+        HEADS32,
+        kernel="triton",
+        width_multiple=128,
+        device_bytes=parse_bytes("80GiB"),
+        utilization=0.9,
+        **BUDGET,
+    )
+    assert row["shapes"] == 9 and row["width_multiple"] is None
+    assert row["capture_workspace_bytes"] == 0
+    assert row["graph_outputs_bytes"] == graph_outputs_bytes(
+        DecodeBuckets(256, 8192, 8192, True).shapes, 256
+    )
+
+
+def test_activation_estimate_is_the_stated_formula():
+    assert decode_activation_bytes(2, 10, 20, 30, 2) == 2 * (2 * 10 * 2 + 2 * 20 * 2 + 30 * 4)
+
+
+def test_candidates_and_the_fit_search():
+    assert candidate_multiples(16, 100) == [16, 32, 64, 100]
+    # Enough for width multiple 2048's list but not for 1024's: the search stops at 2048.
+    device = need_bytes(2048)
+    assert need_bytes(1024) > device
+    best = smallest_fitting(HEADS32, "reference", device_bytes=device, utilization=1.0, **BUDGET)
+    assert best["width_multiple"] == 2048 and best["shapes"] == 36
+    assert (
+        smallest_fitting(HEADS32, "reference", device_bytes=device - 1, utilization=1.0, **BUDGET)[
+            "width_multiple"
+        ]
+        == 4096
+    )
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def test_json_rows_carry_the_answers(app, model_dir, tmp_path):
+    args = ["pool-budget", "--model", str(model_dir), "--width-multiple", "128,2048"]
+    args += ["--out", str(tmp_path), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    keys = {"kernel", "width_multiple", "shapes", "weights_bytes", "capture_pool_bytes"}
+    keys |= {"free_for_kv_bytes", "kv_blocks", "kv_tokens", "fits"}
+    assert [(r["kernel"], r["width_multiple"], r["shapes"]) for r in doc["rows"]] == [
+        ("reference", 128, 576),
+        ("reference", 2048, 36),
+        ("triton", None, 9),
+    ]
+    for r in doc["rows"]:
+        assert keys <= set(r)
+        assert r["fits"] is True and r["kv_tokens"] == r["kv_blocks"] * 16
+        assert r["device_bytes"] == 80 * 2**30
+    assert [g["name"] for g in doc["gates"]] == [
+        "check_pool_budget[reference,128]",
+        "check_pool_budget[reference,2048]",
+        "check_pool_budget[triton]",
+    ]
+    frame = pd.read_csv(tmp_path / "pool-budget.csv")
+    assert list(frame["shapes"]) == [576, 36, 9]
+    assert (tmp_path / "pool-budget.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
+    args = ["pool-budget", "--model", str(model_dir), "--kernel", "reference"]
+    result = invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for text in ("weights", "capture workspace (shared)", "268.4 MB", "graph outputs", "KV pool"):
+        assert text in result.stdout, text
+    assert "smallest fitting width multiple" in result.stdout
+    assert "pass check_pool_budget[reference,2048]" in result.stdout
+
+
+def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, model_dir, tmp_path):
+    device = need_bytes(2048)
+    args = ["pool-budget", "--model", str(model_dir), "--kernel", "reference"]
+    args += ["--width-multiple", "128,2048", "--device-memory", str(device)]
+    args += ["--gpu-memory-utilization", "1.0", "--out", str(tmp_path), "--json", "--check"]
+    result = invoke(app, args)
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    fits = {r["width_multiple"]: r["fits"] for r in doc["rows"]}
+    assert fits == {128: False, 2048: True}
+    assert {r["smallest_fitting_width_multiple"] for r in doc["rows"]} == {2048}
+    failed = [g for g in doc["gates"] if not g["passed"]]
+    assert [g["name"] for g in failed] == ["check_pool_budget[reference,128]"]
+    assert "shrink the capture list" in failed[0]["detail"]
+    # Without --check the same answer exits 0: a gate is a verdict, not an error.
+    assert invoke(app, [a for a in args if a != "--check"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device-memory", "80 gigs"], "--device-memory: byte size: expected a number"),
+        (["--device-memory", "1MiB"], "no reference capture list fits, not even the coarsest"),
+        (["--kernel", "flash"], "--kernel 'flash': expected one of reference, triton"),
+        (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5: expected a share"),
+        (["--width-multiple", "0"], "--width-multiple '0': expected comma-separated positive"),
+        (["--max-batch", "0"], "--max-batch 0: expected a positive integer"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(app, model_dir, tmp_path, args, message):
+    result = invoke(app, ["pool-budget", "--model", str(model_dir), *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nanobench: error: "), result.stderr
+    assert message in lines[0]
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA"
+)
+def test_probe_without_cuda_is_bad_input(app, model_dir, tmp_path):
+    args = ["pool-budget", "--model", str(model_dir), "--device-memory", "probe"]
+    result = invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--device-memory probe: reads free memory on a CUDA device" in result.stderr
+    result = invoke(app, [*args, "--device", "cuda", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "no CUDA device here" in result.stderr
+
+
+@pytest.mark.gpu
+def test_probe_reads_free_memory_on_cuda(app, model_dir, tmp_path):
+    args = ["pool-budget", "--model", str(model_dir), "--device-memory", "probe"]
+    result = invoke(app, [*args, "--device", "cuda", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    (first, *_) = json.loads(result.stdout)["rows"]
+    assert 0 < first["device_bytes"] <= torch.cuda.mem_get_info()[1]
