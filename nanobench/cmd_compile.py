@@ -89,7 +89,9 @@ def compile_command(
         help="Close the shape set (pad rows and width) or leave it open.",
     ),
     width_multiple: int = typer.Option(128, help="Width bucket multiple (with --bucketed)."),
-    max_model_len: int = typer.Option(0, help="Slot table width; default prompt-len + steps."),
+    max_model_len: int = typer.Option(
+        2048, help="Slot table width, as a server sets it (the engine's default)."
+    ),
     block_size: int = typer.Option(16, help="Tokens per KV block."),
     cache: str = typer.Option(
         "cold", help="cold: a fresh Inductor cache per mode; warm: one shared cache."
@@ -147,7 +149,8 @@ def compile_command(
             positive(name, value)
         if rows > max_batch:
             raise BadInput(f"--rows {rows}: above --max-batch {max_batch}")
-        if max_model_len and prompt_len + steps > max_model_len:
+        positive("--max-model-len", max_model_len)
+        if prompt_len + steps > max_model_len:
             raise BadInput(
                 f"--prompt-len {prompt_len} + --steps {steps} exceed --max-model-len {max_model_len}"
             )

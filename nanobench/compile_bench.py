@@ -293,8 +293,7 @@ def spec_for(**kw) -> dict:
         block_size=16,
     )
     base.update(kw)
-    if not base.get("max_model_len"):
-        base["max_model_len"] = base["prompt_len"] + base["steps"]
+    base.setdefault("max_model_len", 2048)
     base["model"] = str(base["model"])
     return base
 

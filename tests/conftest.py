@@ -1,6 +1,12 @@
 """Shared pytest hooks: tests marked `gpu` are skipped on a machine without CUDA."""
 
+import os
+
 import pytest
+
+# Triton reads this when a kernel is defined, and dynamo may import Triton in any test, so the
+# interpreter is chosen once here, before anything imports it: kernels run on the CPU in tests.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):
