@@ -16,7 +16,6 @@ from engine.buckets import BucketsUnsound
 from engine.captured import (
     CapturedDecode,
     CaptureUnsound,
-    EagerPool,
     check_addresses_stable,
     check_all_shapes_captured,
     check_capture_preconditions,
@@ -24,8 +23,6 @@ from engine.captured import (
     check_output_not_held,
     check_replay_rows,
     check_replays_dominate,
-    default_recorder,
-    eager_recorder,
     padding_plan,
 )
 from engine.config import ConfigError, EngineConfig
@@ -33,6 +30,7 @@ from engine.engine import Engine, EngineLimitError
 from engine.inputs import InputsUnsound
 from engine.padding import PadUnsound, check_pad_inert
 from engine.plan import plan_decode
+from engine.recorders import EagerPool, default_recorder, eager_recorder
 from engine.slots import SlotsUnsound
 from nanobench.cost.pool import PoolUnsound, check_pool_shared
 from tests.helpers import TINY_MHA, prompts
