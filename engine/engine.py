@@ -23,7 +23,7 @@ from engine.compiled import CompiledDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.inputs import StepInputs
 from engine.model import Llama
-from engine.plan import PlanUnsound, check_plan_current, plan_decode
+from engine.plan import DecodePlan, PlanUnsound, check_plan_current, plan_decode
 from engine.sampler import SamplingParams, sample
 from engine.weights import DTYPES, load_checkpoint, resolve_model
 
@@ -75,6 +75,7 @@ class Engine:
             forward, config.compile_decode, compiler=compiler, build_counter=build_counter
         )
         # In front of CompiledDecode, not instead of it: a recording runs the compiled forward.
+        self.last_plan: DecodePlan | None = None
         self.decode_graphs = (
             CapturedDecode(
                 self.compiled,
@@ -226,7 +227,11 @@ class Engine:
 
     @torch.no_grad()
     def decode_step(self, tokens: list[int]) -> torch.Tensor:
-        """Feed one token per active row; returns the real rows' logits (B, V), fp32."""
+        """Feed one token per active row; returns the real rows' logits (B, V), fp32.
+
+        On a captured engine the result is a view of the replay's output buffer: it lives
+        one step, so consume it (sample, or clone) before the next decode_step.
+        """
         rows = self.active_rows
         if len(tokens) != len(rows):
             raise PlanUnsound(f"{len(tokens)} tokens for {len(rows)} active rows")
@@ -234,7 +239,15 @@ class Engine:
             self._grow(rows)
             input_ids = torch.tensor(tokens, device=self.cache.device).view(-1, 1)  # (B, 1)
             return self.decode_forward(input_ids, UnplannedDecode(self.cache, rows))
-        plan = plan_decode(self.cache, list(rows), self.buckets, self.inputs, self.width_free)
+        input_ids, plan = self.plan_step(tokens)
+        logits = self.decode_forward(input_ids, plan)  # (B, V) incl. padded rows
+        return logits[: plan.batch_size]  # padded rows dropped outside the region
+
+    def plan_step(self, tokens: list[int]) -> tuple[torch.Tensor, DecodePlan]:
+        """Plan the next step and write its token ids: the inputs decode_forward takes."""
+        plan = plan_decode(
+            self.cache, list(self.active_rows), self.buckets, self.inputs, self.width_free
+        )
         ids = list(tokens) + [0] * plan.pad_rows
         if self.inputs is not None:
             self.inputs.write_ids(ids)
@@ -243,8 +256,7 @@ class Engine:
             input_ids = torch.tensor(ids, device=self.cache.device).view(-1, 1)  # (B, 1)
         check_plan_current(plan, self.cache)
         self.last_plan = plan
-        logits = self.decode_forward(input_ids, plan)  # (B, V) incl. padded rows
-        return logits[: plan.batch_size]  # padded rows dropped outside the region
+        return input_ids, plan
 
     def _grow(self, rows) -> None:
         tables = [self.cache.tables[r] for r in rows]
