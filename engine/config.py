@@ -144,7 +144,7 @@ class ModelConfig:
             )
         except KeyError as e:
             raise ConfigError(f"{source}: missing required field {e.args[0]!r}") from None
-        except (TypeError, ValueError, AttributeError) as e:
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError(f"{source}: a field has the wrong type ({e})") from None

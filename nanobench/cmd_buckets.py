@@ -18,7 +18,6 @@ from nanobench.common import choice, finish, int_list, positive
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 
-EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 DEFAULT_WIDTH_MULTIPLE = 128
 DEFAULT_MULTIPLES = "128,512,2048,8192"
 CSV_NAME = "buckets.csv"

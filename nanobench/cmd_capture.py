@@ -18,7 +18,6 @@ from nanobench.common import (
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 
-EXAMPLE = "Example: nanobench capture --steps 8,32,64,128 --width-multiple 128 --up-front"
 KERNELS = ("reference", "triton")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -44,7 +43,10 @@ def capture(
     check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ) -> None:
-    """Record the decode step once per shape and replay it: counts, run time, logits, pools."""
+    """Record the decode step once per shape and replay it: counts, run time, logits, pools.
+
+    Example: nanobench capture --steps 8,32,64,128 --width-multiple 128 --up-front
+    """
     with run_command(quiet) as status:
         directory, config = model_option(model)
         positive("--rows", rows)

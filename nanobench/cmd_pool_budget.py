@@ -18,7 +18,6 @@ from nanobench.common import (
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 
-EXAMPLE = "Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB"
 KERNELS = ("reference", "triton")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -47,7 +46,10 @@ def pool_budget(
     check: bool = typer.Option(False, "--check", help="Exit 1 when a requested list does not fit."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ) -> None:
-    """Price the capture list against a device: weights, capture pool, KV blocks left."""
+    """Price the capture list against a device: weights, capture pool, KV blocks left.
+
+    Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB
+    """
     with run_command(quiet) as status:
         _, config = model_option(model)
         positive("--max-batch", max_batch)
