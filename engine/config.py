@@ -14,7 +14,8 @@ from typing import Any
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 DTYPES = ("float32", "bfloat16", "float16")
-ATTENTION_KINDS = ("reference", "triton", "auto")
+KERNELS = ("reference", "triton")
+ATTENTION_KINDS = (*KERNELS, "auto")
 COMPILE_MODES = ("off", "dynamic", "static")
 DECODE_PATHS = ("planned", "unplanned")
 

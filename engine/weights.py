@@ -140,12 +140,17 @@ def check_tensors(config: ModelConfig, shapes: dict[str, tuple[int, ...]], where
             )
 
 
-def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+def checkpoint_dir(path: str | Path) -> Path:
     directory = Path(path)
     if not directory.exists():
         raise CheckpointError(f"{directory}: no such checkpoint directory")
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: is a file, expected a checkpoint directory")
+    return directory
+
+
+def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    directory = checkpoint_dir(path)
     config = read_config(directory)
     tensors = read_tensors(weight_files(directory))
     check_tensors(config, {k: tuple(v.shape) for k, v in tensors.items()}, str(directory))
@@ -222,11 +227,7 @@ def inspect_checkpoint(path: str | Path) -> ModelConfig:
     """Validate a checkpoint without reading its weights: config, files, tensor names and shapes."""
     from safetensors import SafetensorError, safe_open
 
-    directory = Path(path)
-    if not directory.exists():
-        raise CheckpointError(f"{directory}: no such checkpoint directory")
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: is a file, expected a checkpoint directory")
+    directory = checkpoint_dir(path)
     config = read_config(directory)
     shapes: dict[str, tuple[int, ...]] = {}
     for f in weight_files(directory):

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-KERNELS = ("reference", "triton")
 # fp32 scores: the reference read softmaxes in float32 whatever the model dtype.
 SCORE_DTYPE_BYTES = 4
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from engine.config import DTYPES, KERNELS
 from nanobench.common import (
     Gate,
     choice,
@@ -17,9 +18,6 @@ from nanobench.common import (
 )
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
-
-KERNELS = ("reference", "triton")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 def pool_budget(

@@ -25,10 +25,10 @@ from functools import partial
 
 import torch
 
+from engine.config import KERNELS
 from kernels.reference import paged_attention_batched_reference
 from kernels.triton_decode import paged_attention_triton
 
-KERNELS = ("reference", "triton")
 WARMUP = 2
 
 

@@ -15,7 +15,7 @@ at least one sequence at max_model_len (vLLM's startup rule), checked by
 from __future__ import annotations
 
 from engine.buckets import DecodeBuckets
-from engine.config import ModelConfig
+from engine.config import KERNELS, ModelConfig
 from nanobench.cost.capture import input_buffer_bytes, shared_pool_bytes, slot_table_bytes
 from nanobench.cost.pool import (
     PoolUnsound,
@@ -31,7 +31,6 @@ from nanobench.cost.pool import (
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # The reference read's softmax and the logits are fp32 whatever the model dtype.
 FP32 = 4
-KERNELS = ("reference", "triton")
 
 
 def capture_list(

@@ -21,7 +21,9 @@ from nanobench.buckets_bench import (
     check_plans_match_arithmetic,
     measure_run,
 )
-from nanobench.cmd_buckets import CSV_NAME, EXAMPLE, PNG_NAME, buckets
+from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, buckets
+
+EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 from nanobench.cost.buckets import bucket_run
 
 DAY52 = ["--rows", "3", "--max-batch", "8", "--prompt-len", "16", "--width-multiple", "128"]
