@@ -23,8 +23,9 @@ from nanobench.buckets_bench import (
 )
 from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, buckets
 
-EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 from nanobench.cost.buckets import bucket_run
+
+EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 
 DAY52 = ["--rows", "3", "--max-batch", "8", "--prompt-len", "16", "--width-multiple", "128"]
 DAY52 += ["--steps", "8,64,128,512", "--multiples", "128,512,2048,8192"]
