@@ -22,7 +22,6 @@ from nanobench.buckets_bench import (
     measure_run,
 )
 from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, buckets
-
 from nanobench.cost.buckets import bucket_run
 
 EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
