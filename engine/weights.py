@@ -205,6 +205,7 @@ def materialize_preset(name: str) -> Path:
         write_checkpoint(
             tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
         )
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
         try:
             tmp.rename(target)
         except OSError:
