@@ -23,10 +23,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        # transformers' order: normalise in fp32, round to the input dtype, then scale.
+        # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call instead of five.
+        normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * normed.to(x.dtype)
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
@@ -75,10 +75,75 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """x: (B, W, H, D); cos, sin: (B, W, D) fp32."""
     c = cos.unsqueeze(2)  # (B, W, 1, D)
     s = sin.unsqueeze(2)  # (B, W, 1, D)
-    return (x.float() * c + rotate_half(x.float()) * s).to(x.dtype)
+    xf = x.float()
+    return (xf * c + rotate_half(xf) * s).to(x.dtype)
 
 
-class Attention(nn.Module):
+def fuse_after_load(module: FusedRows, incompatible_keys) -> None:
+    module.fuse()
+
+
+class FusedRows(nn.Module):
+    """A module whose sibling projections run as one GEMM over one weight buffer.
+
+    `FUSED` maps a buffer name to the bias-free nn.Linear children whose weights are its row
+    blocks. Each child's parameter keeps Hugging Face's name and (out, in) shape but is a view
+    of its block, so a checkpoint loads into the buffer as is (load_state_dict copies into the
+    views), the weights exist once, and a decode step runs one GEMM where it ran two or three:
+    with a handful of rows per step, each GEMM call costs about as much in launch and packing
+    as in arithmetic. The views are rebuilt whenever a parameter may have been replaced: after
+    `_apply` (`.to()`, `.cuda()`, `.half()`) and after `load_state_dict` (assign=True).
+    Invariant: the buffer's row blocks are the children's parameters, element for element.
+    """
+
+    FUSED: dict[str, tuple[str, ...]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_load_state_dict_post_hook(fuse_after_load)
+
+    def fuse(self) -> None:
+        for name, parts in self.FUSED.items():
+            linears = [getattr(self, p) for p in parts]
+            if self._is_fused(name, linears):
+                continue
+            fused = torch.cat([m.weight.detach() for m in linears])  # (sum of out, in)
+            self.register_buffer(name, fused, persistent=False)
+            start = 0
+            for m in linears:
+                rows = m.weight.shape[0]
+                m.weight.data = fused[start : start + rows]
+                start += rows
+
+    def _is_fused(self, name: str, linears: list[nn.Linear]) -> bool:
+        fused = self._buffers.get(name)
+        if fused is None:
+            return False
+        start = 0
+        for m in linears:
+            w = m.weight
+            if (
+                w.dtype != fused.dtype
+                or w.device != fused.device
+                or w.untyped_storage().data_ptr() != fused.untyped_storage().data_ptr()
+                or w.storage_offset() != fused.storage_offset() + start * fused.stride(0)
+                or w.stride() != fused.stride()
+            ):
+                return False
+            start += w.shape[0]
+        return start == fused.shape[0]
+
+    def _apply(self, fn, recurse=True):
+        # Converting a module converts its parameters and buffers one by one, into separate
+        # tensors: re-fuse from the (converted) parameters, which are the source of truth.
+        super()._apply(fn, recurse)
+        self.fuse()
+        return self
+
+
+class Attention(FusedRows):
+    FUSED = {"qkv_weight": ("q_proj", "k_proj", "v_proj")}
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
@@ -89,27 +154,36 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, config.kv_size, bias=False)
         self.v_proj = nn.Linear(config.hidden_size, config.kv_size, bias=False)
         self.o_proj = nn.Linear(config.q_size, config.hidden_size, bias=False)
+        self.fuse()
 
     def forward(self, x, cos, sin, attn) -> torch.Tensor:
         B, W, _ = x.shape
-        q = self.q_proj(x).view(B, W, self.num_heads, self.head_dim)  # (B, W, H, D)
-        k = self.k_proj(x).view(B, W, self.num_kv_heads, self.head_dim)  # (B, W, Hkv, D)
-        v = self.v_proj(x).view(B, W, self.num_kv_heads, self.head_dim)  # (B, W, Hkv, D)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
+        H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        qkv = nn.functional.linear(x, self.qkv_weight).view(B, W, H + 2 * Hkv, D)
+        # q and k rotate together: one RoPE over H + Hkv heads instead of two calls.
+        qk = apply_rope(qkv[:, :, : H + Hkv], cos, sin)  # (B, W, H + Hkv, D)
+        # q dense: a kernel may index it by row and head alone (the Triton read requires it).
+        q = qk[:, :, :H].contiguous()  # (B, W, H, D)
+        k = qk[:, :, H:]  # (B, W, Hkv, D)
+        v = qkv[:, :, H + Hkv :]  # (B, W, Hkv, D)
         out = attn.attend(self.layer, q, k, v)  # (B, W, H, D)
-        return self.o_proj(out.reshape(B, W, self.num_heads * self.head_dim))
+        return self.o_proj(out.reshape(B, W, H * D))
 
 
-class MLP(nn.Module):
+class MLP(FusedRows):
+    FUSED = {"gate_up_weight": ("gate_proj", "up_proj")}
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        self.intermediate_size = config.intermediate_size
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.fuse()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = nn.functional.linear(x, self.gate_up_weight).split(self.intermediate_size, -1)
+        return self.down_proj(nn.functional.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):

@@ -11,6 +11,7 @@ from nanobench import __version__
 from nanobench.cmd_buckets import buckets
 from nanobench.cmd_capture import capture
 from nanobench.cmd_compile import compile_command
+from nanobench.cmd_decode import decode_command
 from nanobench.cmd_explain import explain
 from nanobench.cmd_pool_budget import pool_budget
 
@@ -48,6 +49,7 @@ app.command("bucketbench", hidden=True)(buckets)
 app.command("capture")(capture)
 app.command("capturebench", hidden=True)(capture)
 app.command("pool-budget")(pool_budget)
+app.command("decode")(decode_command)
 
 if __name__ == "__main__":
     app()

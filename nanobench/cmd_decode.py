@@ -174,7 +174,8 @@ def decode_command(
             raise BadInput(f"--max-model-len {max_model_len}: expected a positive integer")
         if max_model_len and prompt_len + steps > max_model_len:
             raise BadInput(
-                f"--prompt-len {prompt_len} + --steps {steps} exceed --max-model-len {max_model_len}"
+                f"--prompt-len {prompt_len} + --steps {steps} exceed "
+                f"--max-model-len {max_model_len}"
             )
         choice("--dtype", dtype, tuple(DTYPE_BYTES))
         choice("--backend", backend, BACKENDS)

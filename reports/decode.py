@@ -17,33 +17,35 @@ from reports.csvio import save_figure
 
 DECODE_COLUMNS = [
     "system",
-    "status",
-    "tokens_match",
-    "tokens_ref",
-    "first_mismatch",
-    "ms_per_step",
-    "tokens_per_s",
-    "prefill_ms",
-    "compile_s",
-    "ratio_vs_hf_eager",
-    "ratio_vs_hf_compiled",
-    "floor_ms",
+    "status",  # ok | error: <line> | timeout | crashed: <signal> | unavailable: <why>
+    "tokens_match",  # the greedy tokens equal tokens_ref's, every row and step
+    "tokens_ref",  # engine-eager, or hf-eager when engine-eager did not run
+    "first_mismatch",  # "row r step s: a vs b" where they first differ
+    "ms_per_step",  # median over repeats of each repeat's median decode step (prefill excluded)
+    "tokens_per_s",  # rows * 1000 / ms_per_step
+    "prefill_ms",  # from the generate call to the first token on the host, median of repeats
+    "compile_s",  # dynamo's ledger (entire_frame_compile_time_s) during the warm-up
+    "ratio_vs_hf_eager",  # ms_per_step / hf-eager's, same sweep
+    "ratio_vs_hf_compiled",  # ms_per_step / hf-static-compiled's, same sweep
+    "floor_ms",  # step_bytes / bandwidth_gbs
     "ratio_vs_floor",
-    "peak_rss_mb",
-    "mean_ms_per_step",
-    "cpu_ms_per_step",
+    "peak_rss_mb",  # the worker's ru_maxrss
+    "mean_ms_per_step",  # decode wall time / decode steps, median of repeats
+    "cpu_ms_per_step",  # thread CPU time per decode step, median of repeats
     "ms_per_step_repeats",
-    "bandwidth_gbs",
-    "step_bytes",
-    "weight_bytes",
-    "kv_bytes",
-    "warmup_s",
-    "build_s",
-    "capture_s",
+    "bandwidth_gbs",  # the probe: fastest full read of a weight-sized tensor
+    "bandwidth_median_gbs",
+    "step_bytes",  # weight_bytes + kv_bytes
+    "weight_bytes",  # every matrix once (a tied head counted once)
+    "kv_bytes",  # K and V attended over, mean across the decode steps
+    "warmup_s",  # the untimed first generation (where compiling happens)
+    "build_s",  # loading the model (and capturing, for engine-captured)
+    "capture_s",  # engine-captured: recording the capture list up front
     "frames_compiled",
-    "builds_measured",
-    "recorded_mid_run",
-    "deterministic",
+    "builds_measured",  # frames compiled during the timed repeats: 0, or the times include it
+    "recorded_mid_run",  # engine-captured: graphs recorded on a real step
+    "recorder",
+    "deterministic",  # the warm-up and every repeat made the same tokens
     "tokens_digest",
     "attention",
     "rows",
@@ -74,21 +76,22 @@ def ratio(value) -> str:
 
 def render_decode(console, rows: list[dict], gates, title: str, probe: dict | None) -> None:
     table = Table(title=title)
+    table.add_column("system", no_wrap=True)
+    # Ratios are this row's ms/step over the named row's, measured in the same sweep.
     for col in (
-        "system",
         "status",
         "tokens match",
         "ms/step",
-        "tokens/s",
+        "tok/s",
         "prefill ms",
         "compile s",
-        "vs hf-eager",
-        "vs hf-compiled",
-        "vs floor",
+        "x hf-eager",
+        "x hf-comp",
+        "x floor",
         "cpu ms/step",
-        "peak RSS MB",
+        "RSS MB",
     ):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         match = r.get("tokens_match")
         table.add_row(
@@ -113,7 +116,8 @@ def render_decode(console, rows: list[dict], gates, title: str, probe: dict | No
         console.print(
             f"floor: {measured['step_bytes'] / 1e6:.1f} MB per step (weights "
             f"{measured['weight_bytes'] / 1e6:.1f} MB + K/V {measured['kv_bytes'] / 1e6:.2f} MB) "
-            f"/ {measured['bandwidth_gbs']:.1f} GB/s measured = {measured['floor_ms']:.2f} ms",
+            f"/ {measured['bandwidth_gbs']:.1f} GB/s (fastest of the probe's reads; median "
+            f"{measured.get('bandwidth_median_gbs') or 0:.1f}) = {measured['floor_ms']:.2f} ms",
             markup=False,
         )
     elif probe is not None and probe.get("status") not in (None, "ok"):

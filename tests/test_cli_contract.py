@@ -22,7 +22,17 @@ COMMANDS = [c.name for c in app.registered_commands if not c.hidden]
 
 def test_every_command_is_registered_with_its_alias():
     names = {c.name for c in app.registered_commands}
-    assert {"explain", "compile", "compilebench", "buckets", "bucketbench"} <= names
+    assert {
+        "explain",
+        "compile",
+        "compilebench",
+        "buckets",
+        "bucketbench",
+        "capture",
+        "capturebench",
+        "pool-budget",
+        "decode",
+    } <= names
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -61,6 +71,11 @@ BAD = [
     (["buckets", "--width-multiple", "0"], "--width-multiple"),
     (["buckets", "--steps", "0"], "--steps"),
     (["buckets", "--block-size", "-1"], "--block-size"),
+    (["decode", "--systems", "engine-eager,vllm"], "--systems"),
+    (["decode", "--rows", "0"], "--rows"),
+    (["decode", "--steps", "0"], "--steps"),
+    (["capture", "--kernel", "flash"], "--kernel"),
+    (["pool-budget", "--device-memory", "lots"], "--device-memory"),
 ]
 
 

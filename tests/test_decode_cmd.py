@@ -1,0 +1,305 @@
+"""`nanobench decode`: the engine and transformers on one checkpoint, each in a fresh process.
+
+The slow tests run real workers with few steps and one repeat: they check what the command
+promises (the same greedy tokens, every column, a floor from a measured probe), never a timing.
+The command is registered on a local Typer app next to a dummy, so it is invoked by name the
+way cli.py will register it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from engine.config import PRESETS
+from nanobench.cmd_decode import decode_command, decode_gates
+from nanobench.decode_bench import (
+    derive,
+    floor_ms,
+    kv_read_bytes,
+    spec_for,
+    weight_bytes,
+)
+from reports.decode import DECODE_COLUMNS
+from tests.helpers import TINY_GQA, TINY_MHA, write_model
+
+app = typer.Typer(pretty_exceptions_enable=False)
+app.command("decode")(decode_command)
+
+
+@app.command("version")
+def version() -> None:
+    """A second command, so `decode` is a subcommand as in nanobench.cli."""
+
+
+runner = CliRunner()
+
+
+def decode(tmp_path: Path, *args: str):
+    result = runner.invoke(
+        app,
+        ["decode", "--threads", "1", "--repeat", "1", "--out", str(tmp_path), "--json", *args],
+    )
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads(result.stdout)
+    return {r["system"]: r for r in doc["rows"]}, doc, result.exit_code
+
+
+# -- arithmetic and gates, no workers ---------------------------------------------------------
+
+
+def test_weight_bytes_count_a_tied_head_once_and_skip_an_untied_embedding():
+    tiny = PRESETS["tiny"].config
+    assert tiny.tie_word_embeddings
+    assert weight_bytes(tiny, 4) == tiny.num_params * 4
+    untied = TINY_MHA
+    assert (
+        weight_bytes(untied, 2) == (untied.num_params - untied.vocab_size * untied.hidden_size) * 2
+    )
+
+
+def test_kv_bytes_are_the_mean_context_over_the_decode_steps():
+    c = TINY_GQA
+    per_token = 2 * c.num_layers * c.kv_size * 4
+    # decode steps 1..3 attend over 11, 12, 13 tokens: mean 12
+    assert kv_read_bytes(c, 4, rows=2, prompt_len=10, steps=4) == 2 * 12 * per_token
+    assert kv_read_bytes(c, 4, rows=2, prompt_len=10, steps=1) == 0
+    assert floor_ms(10_000_000, 10.0) == pytest.approx(1.0)
+
+
+def fake_rows(hf_tokens):
+    base = {"status": "ok", "deterministic": True, "builds_measured": 0}
+    return [
+        {**base, "system": "engine-eager", "ms_per_step": 4.0, "tokens": [[1, 2], [3, 4]]},
+        {**base, "system": "hf-eager", "ms_per_step": 5.0, "tokens": hf_tokens},
+        {
+            **base,
+            "system": "engine-compiled",
+            "ms_per_step": 3.0,
+            "compile_s": 1.0,
+            "tokens": [[1, 2], [3, 4]],
+        },
+        {
+            **base,
+            "system": "hf-static-compiled",
+            "ms_per_step": 4.0,
+            "compile_s": 2.0,
+            "tokens": [[1, 2], [3, 4]],
+        },
+    ]
+
+
+def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
+    spec = spec_for(model="x", rows=2, steps=2, weight_bytes=8_000_000, kv_bytes=2_000_000)
+    rows = derive(fake_rows([[1, 2], [3, 9]]), spec, {"bandwidth_gbs": 10.0})
+    by = {r["system"]: r for r in rows}
+    assert by["engine-eager"]["ratio_vs_hf_eager"] == 0.8
+    assert by["engine-compiled"]["ratio_vs_hf_compiled"] == 0.75
+    assert by["engine-eager"]["floor_ms"] == pytest.approx(1.0)
+    assert by["engine-eager"]["ratio_vs_floor"] == pytest.approx(4.0)
+    assert by["engine-compiled"]["tokens_match"] is True
+    assert by["hf-eager"]["tokens_match"] is False
+    assert by["hf-eager"]["first_mismatch"] == "row 1 step 1: 9 vs 4"
+    gates = {g.name: g for g in decode_gates(rows)}
+    assert not gates["tokens_match[hf-eager]"].passed
+    assert gates["engine_eager_vs_hf_eager"].passed
+    # 3.0 / 4.0 = 0.75 misses the 0.7 target
+    assert not gates["engine_compiled_vs_hf_compiled"].passed
+    assert "0.75x" in gates["engine_compiled_vs_hf_compiled"].detail
+    assert gates["nothing_built_while_timed[engine-compiled]"].passed
+
+
+def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch):
+    import nanobench.decode_bench as bench
+
+    def fake_sweep(spec, systems, **kw):
+        rows = [r for r in fake_rows([[1, 2], [3, 9]]) if r["system"] in systems]
+        probe = {"system": bench.PROBE, "status": "ok", "bandwidth_gbs": 10.0}
+        return derive(rows, spec, probe), probe
+
+    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    result = runner.invoke(
+        app, ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "NO" in result.stdout and "row 1 step 1: 9 vs 4" in result.stdout
+    frame = pd.read_csv(tmp_path / "decode.csv")
+    assert list(frame["tokens_match"]) == [True, False]
+    assert "tokens" not in frame.columns
+
+
+def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
+    unloadable = write_model(tmp_path / "unloadable", TINY_MHA)
+    cfg = json.loads((unloadable / "config.json").read_text())
+    cfg["model_type"] = "not-a-transformers-model"
+    (unloadable / "config.json").write_text(json.dumps(cfg))
+    a_file = tmp_path / "weights.txt"
+    a_file.write_text("x")
+    out = tmp_path / "o"
+    for args, needle in (
+        (["--systems", "engine-eager,fast"], "--systems"),
+        (["--systems", "hf-eager,hf-eager"], "--systems"),
+        (["--rows", "0"], "--rows"),
+        (["--steps", "-1"], "--steps"),
+        (["--steps", "1"], "--steps"),
+        (["--repeat", "0"], "--repeat"),
+        (["--prompt-len", "0"], "--prompt-len"),
+        (["--threads", "-2"], "--threads"),
+        (["--dtype", "int8"], "--dtype"),
+        (["--device", "tpu"], "--device"),
+        (["--prompt-len", "16", "--steps", "20", "--max-model-len", "30"], "--max-model-len"),
+        (["--steps", "131072"], "max_position_embeddings"),
+        (["--model", str(tmp_path / "nope")], "--model"),
+        (["--model", str(unloadable)], "transformers cannot load"),
+        (["--model", str(a_file)], "is a file"),
+        (["--out", str(a_file / "sub")], "--out"),
+    ):
+        result = runner.invoke(app, ["decode", "--out", str(out), *args])
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, result.stderr)
+        assert "Traceback" not in result.output
+        assert not out.exists(), f"{args}: nothing may be written for bad input"
+
+
+# -- the engine changes this command's targets asked for ----------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_engines_reference_read_is_the_oracles_math(dtype):
+    from types import SimpleNamespace
+
+    from engine.attention import reference_read
+    from kernels.reference import paged_attention_batched_reference
+
+    g = torch.Generator().manual_seed(0)
+    for B, H, Hkv, D, W in [(4, 8, 4, 32, 40), (3, 6, 2, 32, 17), (2, 4, 4, 16, 5)]:
+        k_pool = torch.randn(64, Hkv, D, generator=g).to(dtype)
+        v_pool = torch.randn(64, Hkv, D, generator=g).to(dtype)
+        q = torch.randn(B, H, D, generator=g).to(dtype)
+        mapping = torch.randint(0, 64, (B, W), generator=g)
+        lens = torch.randint(1, W + 1, (B,), generator=g)
+        lens[-1] = 0  # a padded row: every column masked, uniform weights, never NaN
+        want = paged_attention_batched_reference(q, k_pool, v_pool, mapping, lens, validated=True)
+        got = reference_read(
+            q, k_pool, v_pool, SimpleNamespace(slot_mapping=mapping, context_lens=lens)
+        )
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_changes():
+    from engine.engine import Engine
+    from engine.model import Llama
+    from engine.weights import load_checkpoint, materialize_preset
+
+    config, tensors = load_checkpoint(materialize_preset("tiny"))
+    name = "model.layers.1.self_attn.k_proj.weight"
+    for engine in (
+        Engine.from_checkpoint("tiny"),
+        Engine.from_checkpoint("tiny", dtype="bfloat16"),
+    ):
+        attn = engine.model.model.layers[1].self_attn
+        assert attn._is_fused("qkv_weight", [attn.q_proj, attn.k_proj, attn.v_proj])
+        torch.testing.assert_close(attn.k_proj.weight, tensors[name].to(attn.k_proj.weight.dtype))
+        assert name in engine.model.state_dict() and "qkv_weight" not in str(
+            list(engine.model.state_dict())
+        )
+    model = Llama(config, 32)
+    model.load_state_dict(tensors, strict=False, assign=True)  # replaces the parameters
+    mlp = model.model.layers[0].mlp
+    assert mlp._is_fused("gate_up_weight", [mlp.gate_proj, mlp.up_proj])
+    assert torch.equal(mlp.gate_up_weight[config.intermediate_size :], mlp.up_proj.weight)
+
+
+# -- real workers -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tiny_engine_and_transformers_agree_and_every_column_is_written(tmp_path):
+    rows, doc, code = decode(
+        tmp_path,
+        "--systems",
+        "engine-eager,engine-captured,hf-eager",
+        "--steps",
+        "8",
+        "--width-multiple",
+        "8",
+    )
+    assert set(rows) == {"engine-eager", "engine-captured", "hf-eager"}
+    for name, r in rows.items():
+        assert r["status"] == "ok", (name, r["status"])
+        assert r["tokens_match"] is True, (name, r["first_mismatch"])
+        assert r["tokens_ref"] == "engine-eager"
+        assert r["ms_per_step"] > 0 and r["prefill_ms"] > 0 and r["tokens_per_s"] > 0
+        assert r["floor_ms"] > 0 and r["ratio_vs_floor"] > 0
+        assert r["ratio_vs_hf_eager"] > 0 and r["ratio_vs_hf_compiled"] is None
+        assert r["peak_rss_mb"] > 0 and r["threads"] == 1
+        assert "tokens" not in r
+    assert rows["hf-eager"]["ratio_vs_hf_eager"] == 1.0
+    assert rows["engine-captured"]["recorded_mid_run"] == 0
+    assert rows["engine-captured"]["capture_s"] > 0
+    frame = pd.read_csv(doc["outputs"]["csv"])
+    assert list(frame["system"]) == ["engine-eager", "engine-captured", "hf-eager"]
+    missing = [c for c in DECODE_COLUMNS if c not in frame.columns]
+    assert not missing, missing
+    assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
+    gates = {g["name"]: g["passed"] for g in doc["gates"]}
+    assert all(gates[f"tokens_match[{s}]"] for s in rows)
+    assert "engine_eager_vs_hf_eager" in gates
+
+
+@pytest.mark.slow
+def test_a_second_config_untied_without_rope_scaling_matches_too(tmp_path):
+    directory = write_model(tmp_path / "mha", TINY_MHA)
+    rows, _, _ = decode(
+        tmp_path / "out",
+        "--model",
+        str(directory),
+        "--systems",
+        "engine-eager,hf-eager",
+        "--hf-attn",
+        "eager",
+        "--rows",
+        "3",
+        "--prompt-len",
+        "9",
+        "--steps",
+        "12",
+    )
+    for name, r in rows.items():
+        assert r["status"] == "ok", (name, r["status"])
+        assert r["tokens_match"] is True, (name, r["first_mismatch"])
+    assert rows["hf-eager"]["attention"] == "eager"
+    assert rows["engine-eager"]["weight_bytes"] == weight_bytes(TINY_MHA, 4)
+
+
+@pytest.mark.slow
+def test_compiled_systems_report_compile_apart_from_their_steps(tmp_path):
+    # Dynamo with its eager backend: the same warm-up, guards and counters, no Inductor codegen.
+    rows, doc, _ = decode(
+        tmp_path,
+        "--systems",
+        "engine-eager,engine-compiled,hf-static-compiled",
+        "--backend",
+        "eager",
+        "--steps",
+        "6",
+    )
+    for name in ("engine-compiled", "hf-static-compiled"):
+        r = rows[name]
+        assert r["status"] == "ok", (name, r["status"])
+        assert r["tokens_match"] is True, (name, r["first_mismatch"])
+        assert r["compile_s"] > 0 and r["frames_compiled"] >= 1
+        assert r["builds_measured"] == 0, "the warm-up must reach every shape"
+    assert rows["engine-eager"]["compile_s"] is None
+    gates = {g["name"]: g for g in doc["gates"]}
+    assert gates["nothing_built_while_timed[hf-static-compiled]"]["passed"]
+    assert "engine_compiled_vs_hf_compiled" in gates
+    assert rows["engine-compiled"]["ratio_vs_hf_compiled"] > 0
