@@ -11,6 +11,7 @@ from nanobench.common import (
     choice,
     device_option,
     finish,
+    fits_option,
     int_list,
     model_option,
     out_dir,
@@ -47,6 +48,7 @@ def capture(
     """
     with run_command(quiet) as status:
         directory, config = model_option(model)
+        fits_option(config, dtype, device)
         positive("--rows", rows)
         positive("--prompt-len", prompt_len)
         run_lengths = int_list("--steps", steps)

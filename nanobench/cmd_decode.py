@@ -13,6 +13,7 @@ from nanobench.common import (
     choice_list,
     device_option,
     finish,
+    fits_option,
     gate,
     model_option,
     out_dir,
@@ -182,6 +183,7 @@ def decode_command(
         choice("--hf-attn", hf_attn, HF_ATTENTION)
         device_option(device)
         directory, config = model_option(model)
+        fits_option(config, dtype, device)
         if prompt_len + steps > config.max_position_embeddings:
             raise BadInput(
                 f"--prompt-len {prompt_len} + --steps {steps} exceed the model's "

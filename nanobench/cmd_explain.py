@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from nanobench.common import Gate, choice, finish, int_list, model_option, positive
+from nanobench.common import Gate, choice, finish, fits_option, int_list, model_option, positive
 from nanobench.console import run_command, stdout_console
 
 
@@ -29,15 +29,17 @@ def explain(
     check: bool = typer.Option(
         False, "--check", help="Exit 1 when the planned path is not one graph."
     ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ) -> None:
     """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards.
 
     Example: nanobench explain --layers 2,4 --path unplanned
     """
-    with run_command() as status:
+    with run_command(quiet) as status:
         from nanobench.common import device_option
 
         _, config = model_option(model)
+        fits_option(config, "float32", device)
         depths = int_list("--layers", layers) if layers else [config.num_layers]
         positive("--rows", rows)
         positive("--prompt-len", prompt_len)

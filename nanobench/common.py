@@ -103,6 +103,7 @@ def fits_option(config, dtype: str, device: str, copies: int = 1) -> None:
     """Weights against the memory available on the target device, before anything loads."""
     from engine.weights import CheckpointError, check_fits_memory
 
+    device_option(device)
     try:
         check_fits_memory(config, dtype, device, copies)
     except CheckpointError as e:

@@ -204,3 +204,14 @@ def test_the_default_flow_never_touches_the_network(tmp_path):
         assert done.returncode in (0, 1), done.stderr[-2000:]
         assert "network disabled" not in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["explain", "compile", "capture", "decode"])
+def test_a_model_that_cannot_fit_is_refused_before_loading(command, tmp_path, monkeypatch):
+    import engine.weights
+
+    monkeypatch.setattr(engine.weights, "available_memory_bytes", lambda device: 1_000_000)
+    args = [command] if command == "explain" else [command, "--out", str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert_bad_input(result, "the weights need")
+    assert list(tmp_path.iterdir()) == []
