@@ -43,6 +43,20 @@ def engine_run(engine: Engine, batch: list[list[int]], steps: int):
     return out, logits
 
 
+def assert_matches_transformers(directory, batch, tokens, logits, steps: int) -> float:
+    """Greedy tokens identical and every step's logits within 1e-4; returns the worst error."""
+    worst = 0.0
+    for row, prompt in enumerate(batch):
+        hf_tokens, hf_logits = hf_run(directory, prompt, steps)
+        assert tokens[row] == hf_tokens, f"row {row}: greedy tokens diverge from transformers"
+        for step, ref in enumerate(hf_logits):
+            err = rel_err(logits[step][row], ref)
+            worst = max(worst, err)
+            assert err < 1e-4, f"row {row} step {step}: relative error {err:.2e}"
+    assert len(set(tokens[0])) > 4, "degenerate synthetic model: the comparison would be weak"
+    return worst
+
+
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
@@ -72,15 +86,7 @@ def test_logits_and_greedy_tokens_match_transformers(
     )
     batch = prompts(4, lengths, engine.model_config.vocab_size, seed=len(name))
     tokens, logits = engine_run(engine, batch, STEPS)
-    worst = 0.0
-    for row, prompt in enumerate(batch):
-        hf_tokens, hf_logits = hf_run(directory, prompt, STEPS)
-        assert tokens[row] == hf_tokens, f"row {row}: greedy tokens diverge from transformers"
-        for step, ref in enumerate(hf_logits):
-            err = rel_err(logits[step][row], ref)
-            worst = max(worst, err)
-            assert err < 1e-4, f"row {row} step {step}: relative error {err:.2e}"
-    assert len(set(tokens[0])) > 4, "degenerate synthetic model: the comparison would be weak"
+    worst = assert_matches_transformers(directory, batch, tokens, logits, STEPS)
     print(f"{name}: worst relative logit error {worst:.2e}")
 
 
