@@ -101,8 +101,10 @@ def model_option(model: str):
 
 def fits_option(config, dtype: str, device: str, copies: int = 1) -> None:
     """Weights against the memory available on the target device, before anything loads."""
+    from engine.config import DTYPES
     from engine.weights import CheckpointError, check_fits_memory
 
+    choice("--dtype", dtype, DTYPES)
     device_option(device)
     try:
         check_fits_memory(config, dtype, device, copies)
