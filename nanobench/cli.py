@@ -14,9 +14,11 @@ from nanobench.cmd_compile import compile_command
 from nanobench.cmd_decode import decode_command
 from nanobench.cmd_explain import explain
 from nanobench.cmd_pool_budget import pool_budget
+from nanobench.console import OneLineErrors
 
 app = typer.Typer(
     name="nanobench",
+    cls=OneLineErrors,
     help="Does torch.compile or a recorded CUDA graph pay off for your LLM decode step? "
     "And if not, exactly why not.",
     no_args_is_help=True,

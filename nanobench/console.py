@@ -3,6 +3,8 @@
 What it is: `run_command()`, a context manager every command body runs in. It turns a user
 mistake into one line on stderr and exit 2, and yields a `status(msg)` callable that shows
 progress on stderr only when both streams are terminals and `--quiet` is not set.
+`OneLineErrors`, the app's command group, does the same for what click rejects while parsing
+(`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
 What it is not: output formatting (that is `reports/`).
 Invariant: no traceback ever reaches the user for a mistake of theirs.
 """
@@ -14,6 +16,7 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from nanobench.errors import EXIT_BAD_INPUT, BadInput
 
@@ -65,3 +68,41 @@ def run_command(quiet: bool = False):
     finally:
         if status_box is not None:
             status_box.stop()
+
+
+class OneLineErrors(TyperGroup):
+    """Typer's group, with click's parse errors reported as one line on stderr and exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(
+                args=args,
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except typer.TyperException as e:
+            if not standalone_mode:
+                raise
+            report_parse_error(e)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            sys.stderr.write("nanobench: aborted\n")
+            sys.exit(1)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def report_parse_error(e: typer.TyperException) -> None:
+    ctx = getattr(e, "ctx", None)
+    # Bare `nanobench` raises an error whose message is the help: that is shown whole.
+    if type(e).__name__ == "NoArgsIsHelpError":
+        typer.echo(e.format_message(), err=True)
+        return
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    say_error(f"{where}{e.format_message().rstrip('.')}{hint}")

@@ -87,6 +87,38 @@ def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     assert set(tmp_path.iterdir()) == before, "nothing may be written for bad input"
 
 
+PARSE_ERRORS = [
+    (["decode", "--rows", "x"], "--rows"),
+    (["compile", "--steps", "1.5"], "--steps"),
+    (["buckets", "--rowz", "3"], "--rowz"),
+    (["capture", "--steps"], "--steps"),
+    (["pool-budget", "--max-batch", ""], "--max-batch"),
+    (["explain", "--rows", "four"], "--rows"),
+    (["warp-speed"], "warp-speed"),
+]
+
+
+@pytest.mark.parametrize("args,needle", PARSE_ERRORS)
+def test_what_the_parser_rejects_is_one_line_exit_2(args, needle, tmp_path):
+    """Typer's usage box is replaced by one line naming the option (cli.OneLineErrors)."""
+    result = runner.invoke(app, args)
+    assert_bad_input(result, needle)
+    assert "Usage:" not in result.output
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    option=st.sampled_from(["--rows", "--steps", "--prompt-len"]),
+    value=st.text(min_size=1, max_size=6).filter(lambda v: not v.strip().lstrip("+-").isdigit()),
+    command=st.sampled_from(["buckets", "compile", "decode", "capture"]),
+)
+def test_any_non_integer_is_one_line_exit_2(option, value, command):
+    result = runner.invoke(app, [command, f"{option}={value}"])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("command", ["explain", "compile", "buckets"])
 def test_unwritable_or_missing_model_dirs(command, tmp_path):
     if command != "explain":
