@@ -18,7 +18,21 @@ import torch
 from kernels.reference import paged_attention_batched_reference
 
 
-def reference_read(q, k_pool, v_pool, plan) -> torch.Tensor:
+def reference_index(plan, num_kv_heads: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the reference read derives from the plan alone: the same in every layer of a step.
+
+    Returns the pool rows to gather, `slot * Hkv + h` in `[B, Hkv, W]` order, and the mask of
+    columns past each row's length.
+    """
+    W = plan.slot_mapping.shape[1]
+    heads = torch.arange(num_kv_heads, device=device)  # (Hkv,)
+    rows = (plan.slot_mapping.unsqueeze(1) * num_kv_heads + heads.view(1, -1, 1)).view(-1)
+    cols = torch.arange(W, device=device)  # (W,)
+    masked = cols.unsqueeze(0) >= plan.context_lens.unsqueeze(1)  # (B, W)
+    return rows, masked.unsqueeze(1)  # (B*Hkv*W,), (B, 1, W)
+
+
+def reference_read(q, k_pool, v_pool, plan, index=None) -> torch.Tensor:
     """The reference kernel's math, laid out so that each product is one batched GEMM.
 
     Same gather through the slot mapping, same `[B, H, W]` score rectangle, same
@@ -29,20 +43,18 @@ def reference_read(q, k_pool, v_pool, plan) -> torch.Tensor:
     order (pool row `slot * Hkv + h` of the pool seen as `[S * Hkv, D]`), so there is no
     permute copy and no `repeat_interleave`; and the G query heads sharing a KV head ride in
     the GEMM's M dimension (`[B*Hkv, G, D] @ [B*Hkv, D, W]`). Reads no device value.
+    `index` is `reference_index(plan, ...)`, computed once per step by the caller, or here.
     q: (B, H, D); k_pool, v_pool: (S, Hkv, D), contiguous. Returns (B, H, D).
     """
     B, H, D = q.shape
     Hkv = k_pool.shape[1]
     W = plan.slot_mapping.shape[1]
     G = H // Hkv
-    heads = torch.arange(Hkv, device=q.device)  # (Hkv,)
-    rows = (plan.slot_mapping.unsqueeze(1) * Hkv + heads.view(1, Hkv, 1)).view(-1)  # (B*Hkv*W,)
+    rows, masked = index if index is not None else reference_index(plan, Hkv, q.device)
     k = k_pool.view(-1, D).index_select(0, rows).view(B * Hkv, W, D)
     v = v_pool.view(-1, D).index_select(0, rows).view(B * Hkv, W, D)
     scores = torch.bmm(q.reshape(B * Hkv, G, D), k.transpose(1, 2)).view(B, H, W) * D**-0.5
-    cols = torch.arange(W, device=q.device)  # (W,)
-    masked = cols.unsqueeze(0) >= plan.context_lens.unsqueeze(1)  # (B, W)
-    scores = scores.masked_fill(masked.unsqueeze(1), torch.finfo(scores.dtype).min)
+    scores = scores.masked_fill(masked, torch.finfo(scores.dtype).min)
     probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, W)
     return torch.bmm(probs.view(B * Hkv, G, W), v).view(B, H, D)
 
@@ -73,13 +85,19 @@ class PlannedDecode:
         self.k_pools = k_pools
         self.v_pools = v_pools
         self.read = read
+        self.index = None  # the reference read's per-step index, built by the first layer
 
     def attend(self, layer: int, q, k, v) -> torch.Tensor:
         k_pool, v_pool = self.k_pools[layer], self.v_pools[layer]
         # One index_put for the whole batch; padded rows land on the sink slot.
         k_pool.index_put_((self.plan.write_slots,), k[:, 0])  # (B, Hkv, D)
         v_pool.index_put_((self.plan.write_slots,), v[:, 0])  # (B, Hkv, D)
-        out = self.read(q[:, 0], k_pool, v_pool, self.plan)  # (B, H, D)
+        if self.read is reference_read:
+            if self.index is None:
+                self.index = reference_index(self.plan, k_pool.shape[1], q.device)
+            out = reference_read(q[:, 0], k_pool, v_pool, self.plan, self.index)  # (B, H, D)
+        else:
+            out = self.read(q[:, 0], k_pool, v_pool, self.plan)  # (B, H, D)
         return out.unsqueeze(1)  # (B, 1, H, D)
 
 

@@ -17,6 +17,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 KERNELS = ("reference", "triton")
 ATTENTION_KINDS = (*KERNELS, "auto")
 COMPILE_MODES = ("off", "dynamic", "static")
+LINEAR_LAYOUTS = ("auto", "dense", "packed")
 DECODE_PATHS = ("planned", "unplanned")
 
 
@@ -243,6 +244,8 @@ class EngineConfig:
     persist_inputs: bool = True
     capture_decode: bool = False
     decode_path: str = "planned"
+    # auto: oneDNN-packed GEMM weights for an eager float32 CPU engine, dense otherwise.
+    linear_layout: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_model_len", "block_size", "width_multiple"):
@@ -264,6 +267,15 @@ class EngineConfig:
         if self.decode_path not in DECODE_PATHS:
             raise ConfigError(
                 f"decode path {self.decode_path!r}: expected one of {', '.join(DECODE_PATHS)}"
+            )
+        if self.linear_layout not in LINEAR_LAYOUTS:
+            raise ConfigError(
+                f"linear layout {self.linear_layout!r}: expected one of {', '.join(LINEAR_LAYOUTS)}"
+            )
+        if self.linear_layout == "packed" and self.compile_decode != "off":
+            raise ConfigError(
+                "linear_layout packed needs compile_decode off: dynamo cannot trace oneDNN's "
+                "packed tensors"
             )
         if self.decode_path == "unplanned" and (self.bucket_decode or self.capture_decode):
             raise ConfigError("the unplanned decode path cannot bucket or capture: it has no plan")

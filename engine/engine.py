@@ -23,6 +23,7 @@ from engine.compiled import CompiledDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.inputs import StepInputs
 from engine.model import Llama
+from engine.packed import PACK_MIN_BYTES, pack_model, resolve_layout
 from engine.plan import DecodePlan, PlanUnsound, check_plan_current, plan_decode
 from engine.sampler import SamplingParams, sample
 from engine.weights import DTYPES, load_checkpoint, resolve_model
@@ -51,6 +52,10 @@ class Engine:
         self.model = model
         self.model_config: ModelConfig = model.config
         self.config = config
+        self.linear_layout = resolve_layout(config)
+        if self.linear_layout == "packed" and not model.packed:
+            # An explicit `packed` packs every matrix; auto only those worth it (PACK_MIN_BYTES).
+            pack_model(model, min_bytes=0 if config.linear_layout == "packed" else PACK_MIN_BYTES)
         self.attention = resolve_attention(config.attention, config.device)
         self.cache = BatchedPagedKVCache(self.model_config, config, DTYPES[config.dtype])
         self.inputs = (

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from engine.config import ModelConfig
+from engine.packed import linear
 
 
 class RMSNorm(nn.Module):
@@ -23,6 +24,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            # No rounding step in fp32: one call, the same products in the same order.
+            return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         # transformers' order: normalise in fp32, round to the input dtype, then scale.
         # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call instead of five.
         normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
@@ -53,8 +57,11 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
 def rope_tables(
     config: ModelConfig, max_len: int, device=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin for every position up to max_len, fp32: (L, D).
+    """cos and the signed sin for every position up to max_len, fp32: (L, D) each.
 
+    The sin table carries rotate_half's sign (-sin on the first half), so a rotation is a roll,
+    two products and a sum: rotate_half(x) * sin == roll(x, D/2) * signed_sin, exactly (the
+    negation moves from x to the table and is exact either way).
     device None means the ambient default device (`with torch.device(...)`), so an engine
     built under a CUDA device context gets its tables there too.
     """
@@ -63,20 +70,15 @@ def rope_tables(
     t = torch.arange(max_len, device=device, dtype=torch.float32)
     freqs = torch.outer(t, inv_freq)  # (L, D/2)
     emb = torch.cat((freqs, freqs), dim=-1)  # (L, D)
-    return emb.cos(), emb.sin()
+    sin = emb.sin()
+    half = sin.shape[-1] // 2
+    return emb.cos(), torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (B, W, H, D); cos, sin: (B, W, D) fp32."""
-    c = cos.unsqueeze(2)  # (B, W, 1, D)
-    s = sin.unsqueeze(2)  # (B, W, 1, D)
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, W, H, D); cos, signed_sin: (B, W, 1, D) fp32 (see rope_tables)."""
     xf = x.float()
-    return (xf * c + rotate_half(xf) * s).to(x.dtype)
+    return (xf * cos + xf.roll(x.shape[-1] // 2, -1) * signed_sin).to(x.dtype)
 
 
 def fuse_after_load(module: FusedRows, incompatible_keys) -> None:
@@ -101,6 +103,8 @@ class FusedRows(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.register_load_state_dict_post_hook(fuse_after_load)
+        # Filled by engine.packed.pack_model: the oneDNN-blocked copies the GEMMs then use.
+        self.packed: dict[str, torch.Tensor] = {}
 
     def fuse(self) -> None:
         for name, parts in self.FUSED.items():
@@ -159,7 +163,7 @@ class Attention(FusedRows):
     def forward(self, x, cos, sin, attn) -> torch.Tensor:
         B, W, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
-        qkv = nn.functional.linear(x, self.qkv_weight).view(B, W, H + 2 * Hkv, D)
+        qkv = linear(x, self.qkv_weight, self.packed.get("qkv")).view(B, W, H + 2 * Hkv, D)
         # q and k rotate together: one RoPE over H + Hkv heads instead of two calls.
         qk = apply_rope(qkv[:, :, : H + Hkv], cos, sin)  # (B, W, H + Hkv, D)
         # q dense: a kernel may index it by row and head alone (the Triton read requires it).
@@ -167,7 +171,7 @@ class Attention(FusedRows):
         k = qk[:, :, H:]  # (B, W, Hkv, D)
         v = qkv[:, :, H + Hkv :]  # (B, W, Hkv, D)
         out = attn.attend(self.layer, q, k, v)  # (B, W, H, D)
-        return self.o_proj(out.reshape(B, W, H * D))
+        return linear(out.reshape(B, W, H * D), self.o_proj.weight, self.packed.get("o"))
 
 
 class MLP(FusedRows):
@@ -182,8 +186,9 @@ class MLP(FusedRows):
         self.fuse()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = nn.functional.linear(x, self.gate_up_weight).split(self.intermediate_size, -1)
-        return self.down_proj(nn.functional.silu(gate) * up)
+        gate_up = linear(x, self.gate_up_weight, self.packed.get("gate_up"))
+        gate, up = gate_up.split(self.intermediate_size, -1)
+        return linear(nn.functional.silu(gate) * up, self.down_proj.weight, self.packed.get("down"))
 
 
 class DecoderLayer(nn.Module):

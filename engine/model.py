@@ -15,6 +15,7 @@ from torch import nn
 
 from engine.config import ModelConfig
 from engine.layers import DecoderLayer, RMSNorm, rope_tables
+from engine.packed import linear
 
 
 class LlamaBody(nn.Module):
@@ -33,19 +34,22 @@ class Llama(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.packed: dict[str, torch.Tensor] = {}  # engine.packed.pack_model fills it
         cos, sin = rope_tables(config, max_len, device)
         self.register_buffer("rope_cos", cos, persistent=False)  # (L, D)
-        self.register_buffer("rope_sin", sin, persistent=False)  # (L, D)
+        self.register_buffer("rope_sin", sin, persistent=False)  # (L, D) signed, see rope_tables
 
     def forward(self, input_ids, positions, attn, last_index=None) -> torch.Tensor:
         """input_ids, positions: (B, W). Returns logits (B, V) at `last_index` (default W-1)."""
         x = self.model.embed_tokens(input_ids)  # (B, W, hidden)
-        cos = self.rope_cos[positions]  # (B, W, D)
-        sin = self.rope_sin[positions]  # (B, W, D)
+        # Broadcast over heads once here, not in every layer.
+        cos = self.rope_cos[positions].unsqueeze(2)  # (B, W, 1, D)
+        sin = self.rope_sin[positions].unsqueeze(2)  # (B, W, 1, D)
         for layer in self.model.layers:
             x = layer(x, cos, sin, attn)
         if last_index is None:
             x = x[:, -1]  # (B, hidden)
         else:
             x = x[torch.arange(x.shape[0], device=x.device), last_index]  # (B, hidden)
-        return self.lm_head(self.model.norm(x)).float()  # (B, V)
+        head = self.packed.get("head")
+        return linear(self.model.norm(x), self.lm_head.weight, head).float()  # (B, V)
