@@ -45,6 +45,8 @@ def decode_gates(rows: list[dict]) -> list[Gate]:
     from nanobench.decode_bench import (
         COMPILED_TARGET,
         EAGER_TARGET,
+        FLOOR_TARGET,
+        best_engine_row,
         check_nothing_built,
         check_ratio_at_most,
         check_tokens_match,
@@ -87,6 +89,17 @@ def decode_gates(rows: list[dict]) -> list[Gate]:
                 "engine-compiled / hf-static-compiled step time",
                 by_name["engine-compiled"].get("ratio_vs_hf_compiled"),
                 COMPILED_TARGET,
+            )
+        )
+    best = best_engine_row(rows)
+    if best is not None and best.get("ratio_vs_floor") is not None:
+        gates.append(
+            gate(
+                "best_engine_vs_floor",
+                check_ratio_at_most,
+                f"{best['system']} (the fastest engine mode) / the bandwidth floor",
+                best["ratio_vs_floor"],
+                FLOOR_TARGET,
             )
         )
     return gates

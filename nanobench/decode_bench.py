@@ -37,6 +37,8 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # engine well under transformers' own best CPU configuration (static cache, compiled forward).
 EAGER_TARGET = 1.0
 COMPILED_TARGET = 0.7
+# ...and the engine's best mode within 1.5x of what the memory bandwidth allows.
+FLOOR_TARGET = 1.5
 PROBE_READS = 9
 
 
@@ -205,7 +207,7 @@ def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], di
         **options,
     )
     prompts = prompts_for(spec, engine.model_config.vocab_size)
-    info: dict = {"attention": engine.attention}
+    info: dict = {"attention": engine.attention, "linear_layout": engine.linear_layout}
     if system == "engine-captured":
         recorder = options.get("recorder")
         info["recorder"] = recorder.__name__ if recorder is not None else "default_recorder"
@@ -550,6 +552,19 @@ def check_ratio_at_most(what: str, ratio: float | None, target: float) -> None:
         raise DecodeGateFailed(f"{what}: not measured (both systems must run in the sweep)")
     if ratio > target:
         raise DecodeGateFailed(f"{what} is {ratio:.2f}x, the target is at most {target:.2f}x")
+
+
+def best_engine_row(rows: list[dict]) -> dict | None:
+    """The fastest engine row that ran and made the reference tokens, or None."""
+    done = [
+        r
+        for r in rows
+        if r.get("system") in ENGINE_SYSTEMS
+        and r.get("status") == "ok"
+        and r.get("tokens_match") is not False
+        and r.get("ms_per_step")
+    ]
+    return min(done, key=lambda r: r["ms_per_step"]) if done else None
 
 
 def check_nothing_built(system: str, builds: int) -> None:

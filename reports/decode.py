@@ -48,6 +48,7 @@ DECODE_COLUMNS = [
     "deterministic",  # the warm-up and every repeat made the same tokens
     "tokens_digest",
     "attention",
+    "linear_layout",  # engine rows: packed (oneDNN-blocked GEMM weights) or dense
     "rows",
     "prompt_len",
     "steps",

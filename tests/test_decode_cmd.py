@@ -113,6 +113,11 @@ def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
     assert not gates["engine_compiled_vs_hf_compiled"].passed
     assert "0.75x" in gates["engine_compiled_vs_hf_compiled"].detail
     assert gates["nothing_built_while_timed[engine-compiled]"].passed
+    # the best engine mode is engine-compiled at 3.0 ms: 3.0x a 1.0 ms floor misses 1.5x
+    floor = gates["best_engine_vs_floor"]
+    assert not floor.passed and "engine-compiled" in floor.detail and "3.00x" in floor.detail
+    fast = derive(fake_rows([[1, 2], [3, 4]]), spec, {"bandwidth_gbs": 2.5})  # floor 4.0 ms
+    assert {g.name: g for g in decode_gates(fast)}["best_engine_vs_floor"].passed
 
 
 def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch):

@@ -68,22 +68,40 @@ def model_dir(name: str, tmp_path_factory):
     return write_model(tmp_path_factory.mktemp(name), config)
 
 
+def needs_packing(layout: str):
+    from engine.packed import packing_unavailable
+
+    why = packing_unavailable("cpu", "float32") if layout == "packed" else None
+    return pytest.mark.skipif(why is not None, reason=why or "")
+
+
 @pytest.mark.parametrize(
-    "name,block_size,lengths",
+    "name,block_size,lengths,layout",
     [
-        ("tiny", 16, [16, 5, 11, 23]),
-        ("mha-untied", 16, [9, 16, 3, 12]),
-        ("gqa-ragged-blocks", 7, [10, 15, 4, 22]),
+        ("tiny", 16, [16, 5, 11, 23], "auto"),
+        ("mha-untied", 16, [9, 16, 3, 12], "auto"),
+        ("gqa-ragged-blocks", 7, [10, 15, 4, 22], "auto"),
+        # Every matrix in oneDNN's layout (the auto engine packs only big ones): untied, tied.
+        pytest.param("mha-untied", 16, [9, 16, 3, 12], "packed", marks=needs_packing("packed")),
+        pytest.param(
+            "gqa-ragged-blocks", 7, [7, 2, 19, 8], "packed", marks=needs_packing("packed")
+        ),
     ],
 )
 @pytest.mark.parametrize("attention", ["reference"])
 def test_logits_and_greedy_tokens_match_transformers(
-    name, block_size, lengths, attention, tmp_path_factory
+    name, block_size, lengths, layout, attention, tmp_path_factory
 ):
     directory = model_dir(name, tmp_path_factory)
     engine = Engine.from_checkpoint(
-        str(directory), max_model_len=128, block_size=block_size, attention=attention
+        str(directory),
+        max_model_len=128,
+        block_size=block_size,
+        attention=attention,
+        linear_layout=layout,
     )
+    if layout == "packed":
+        assert engine.linear_layout == "packed" and engine.model.packed, "nothing was packed"
     batch = prompts(4, lengths, engine.model_config.vocab_size, seed=len(name))
     tokens, logits = engine_run(engine, batch, STEPS)
     worst = assert_matches_transformers(directory, batch, tokens, logits, STEPS)

@@ -1,0 +1,98 @@
+"""oneDNN-packed GEMM weights: the same products as F.linear, one copy of each matrix, and
+packing only where the engine config allows it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.config import ConfigError, EngineConfig
+from engine.engine import Engine
+from engine.packed import linear, pack_model, pack_weight, packing_unavailable, resolve_layout
+from tests.helpers import TINY_GQA, TINY_MHA
+
+WHY = packing_unavailable("cpu", "float32")
+needs_onednn = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+
+@needs_onednn
+@pytest.mark.parametrize("shape", [(1, 256), (4, 1, 256), (3, 7, 256), (16, 256)])
+@pytest.mark.parametrize("out_features", [96, 1000])
+def test_packed_linear_matches_f_linear(shape, out_features):
+    g = torch.Generator().manual_seed(sum(shape) + out_features)
+    weight = torch.randn(out_features, shape[-1], generator=g)  # (N, K)
+    x = torch.randn(*shape, generator=g)  # (..., K)
+    want = torch.nn.functional.linear(x, weight)
+    got = linear(x, weight.new_empty((0, shape[-1])), pack_weight(weight))
+    assert got.shape == want.shape
+    err = (got - want).abs()
+    scale = want.abs().max()
+    print(f"{shape} x {out_features}: max {err.max():.2e} mean {err.mean():.2e} (|y| {scale:.1f})")
+    assert float(err.max() / scale) < 1e-5
+
+
+def dense_bytes(model) -> int:
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+@needs_onednn
+@pytest.mark.parametrize("config", [TINY_MHA, TINY_GQA], ids=["untied", "tied"])
+def test_packing_replaces_the_dense_copies(config):
+    engine = Engine.build(config, None, EngineConfig(max_model_len=64, linear_layout="dense"))
+    model = engine.model
+    before = dense_bytes(model)
+    assert pack_model(model, min_bytes=0) == 4 * config.num_layers + 1
+    for layer in model.model.layers:
+        for lin in (layer.self_attn.q_proj, layer.self_attn.o_proj, layer.mlp.down_proj):
+            assert lin.weight.numel() == 0, "a packed matrix must not also stay dense"
+        assert set(layer.self_attn.packed) == {"qkv", "o"}
+        assert set(layer.mlp.packed) == {"gate_up", "down"}
+    embed = model.model.embed_tokens.weight
+    assert embed.numel() == config.vocab_size * config.hidden_size, "the lookup needs the table"
+    assert (model.lm_head.weight.numel() == 0) == (not config.tie_word_embeddings)
+    projections = (
+        config.num_layers
+        * config.hidden_size
+        * (config.q_size + 2 * config.kv_size + config.q_size + 3 * config.intermediate_size)
+    )
+    head = 0 if config.tie_word_embeddings else config.vocab_size * config.hidden_size
+    assert before - dense_bytes(model) == (projections + head) * 4
+
+
+@needs_onednn
+def test_auto_packs_only_matrices_at_or_above_the_bar():
+    engine = Engine.build(TINY_GQA, None, EngineConfig(max_model_len=64, linear_layout="dense"))
+    attn, mlp = engine.model.model.layers[0].self_attn, engine.model.model.layers[0].mlp
+    bar = mlp.down_proj.weight.numel() * 4  # down (192 x 320) is bigger than o (192 x 192)
+    pack_model(engine.model, min_bytes=bar)
+    assert set(mlp.packed) == {"gate_up", "down"}
+    assert set(attn.packed) == {"qkv"} and attn.o_proj.weight.numel() == 192 * 192
+
+
+def test_layout_rules_of_the_config():
+    with pytest.raises(ConfigError, match="linear layout 'sideways'"):
+        EngineConfig(linear_layout="sideways")
+    with pytest.raises(ConfigError, match="needs compile_decode off"):
+        EngineConfig(linear_layout="packed", compile_decode="dynamic")
+    assert resolve_layout(EngineConfig(compile_decode="dynamic")) == "dense"
+    assert resolve_layout(EngineConfig(linear_layout="dense")) == "dense"
+    assert resolve_layout(EngineConfig(device="cuda", linear_layout="auto")) == "dense"
+    with pytest.raises(ConfigError, match="CPU layout"):
+        resolve_layout(EngineConfig(device="cuda", linear_layout="packed"))
+    with pytest.raises(ConfigError, match="float32 only"):
+        resolve_layout(EngineConfig(dtype="bfloat16", linear_layout="packed"))
+    if WHY is None:
+        assert resolve_layout(EngineConfig()) == "packed"
+
+
+@needs_onednn
+def test_a_compiled_engine_keeps_dense_weights_and_one_graph():
+    engine = Engine.build(TINY_MHA, None, EngineConfig(max_model_len=64, compile_decode="dynamic"))
+    assert engine.linear_layout == "dense"
+    assert not engine.model.packed
+    assert all(p.numel() > 0 for p in engine.model.parameters())
