@@ -41,11 +41,9 @@ def transformers_can_load(directory) -> None:
         )
 
 
-def decode_gates(rows: list[dict]) -> list[Gate]:
+def decode_gates(rows: list[dict], targets) -> list[Gate]:
+    """Tokens and warm-up gates for every row; the ratio gates `targets` (DecodeTargets) sets."""
     from nanobench.decode_bench import (
-        COMPILED_TARGET,
-        EAGER_TARGET,
-        FLOOR_TARGET,
         best_engine_row,
         check_nothing_built,
         check_ratio_at_most,
@@ -71,35 +69,27 @@ def decode_gates(rows: list[dict]) -> list[Gate]:
                     int(r.get("builds_measured") or 0),
                 )
             )
-    if "engine-eager" in by_name and "hf-eager" in by_name:
-        gates.append(
-            gate(
-                "engine_eager_vs_hf_eager",
-                check_ratio_at_most,
-                "engine-eager / hf-eager step time",
-                by_name["engine-eager"].get("ratio_vs_hf_eager"),
-                EAGER_TARGET,
-            )
-        )
-    if "engine-compiled" in by_name and "hf-static-compiled" in by_name:
-        gates.append(
-            gate(
-                "engine_compiled_vs_hf_compiled",
-                check_ratio_at_most,
-                "engine-compiled / hf-static-compiled step time",
-                by_name["engine-compiled"].get("ratio_vs_hf_compiled"),
-                COMPILED_TARGET,
-            )
-        )
+    ratio_gates = (
+        # gate name, our system, their system, column, target
+        ("engine_eager_vs_hf_eager", "engine-eager", "hf-eager", "ratio_vs_hf_eager",
+         targets.eager_vs_hf_eager),
+        ("engine_compiled_vs_hf_compiled", "engine-compiled", "hf-static-compiled",
+         "ratio_vs_hf_compiled", targets.compiled_vs_hf_compiled),
+    )  # fmt: skip
+    for name, ours, theirs, column, target in ratio_gates:
+        if target is None or ours not in by_name or theirs not in by_name:
+            continue
+        what = f"{ours} / {theirs} step time"
+        gates.append(gate(name, check_ratio_at_most, what, by_name[ours].get(column), target))
     best = best_engine_row(rows)
-    if best is not None and best.get("ratio_vs_floor") is not None:
+    if targets.best_vs_floor is not None and best is not None:
         gates.append(
             gate(
                 "best_engine_vs_floor",
                 check_ratio_at_most,
                 f"{best['system']} (the fastest engine mode) / the bandwidth floor",
-                best["ratio_vs_floor"],
-                FLOOR_TARGET,
+                best.get("ratio_vs_floor"),
+                targets.best_vs_floor,
             )
         )
     return gates
@@ -161,6 +151,7 @@ def decode_command(
             kv_read_bytes,
             spec_for,
             sweep,
+            targets_for,
             weight_bytes,
         )
         from reports.csvio import write_rows
@@ -248,7 +239,7 @@ def decode_command(
         written = [public(r) for r in rows_out]
         write_rows(csv_path, written, DECODE_COLUMNS)
         png = draw_decode(written, target / "decode.png")
-        gates = decode_gates(rows_out)
+        gates = decode_gates(rows_out, targets_for(model, spec["weight_bytes"]))
         failed = any(
             (r.get("status") != "ok" and not str(r.get("status")).startswith("unavailable"))
             or r.get("tokens_match") is False

@@ -20,10 +20,12 @@ from typer.testing import CliRunner
 from engine.config import PRESETS
 from nanobench.cmd_decode import decode_command, decode_gates
 from nanobench.decode_bench import (
+    DecodeTargets,
     derive,
     floor_ms,
     kv_read_bytes,
     spec_for,
+    targets_for,
     weight_bytes,
 )
 from reports.decode import DECODE_COLUMNS
@@ -106,7 +108,8 @@ def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
     assert by["engine-compiled"]["tokens_match"] is True
     assert by["hf-eager"]["tokens_match"] is False
     assert by["hf-eager"]["first_mismatch"] == "row 1 step 1: 9 vs 4"
-    gates = {g.name: g for g in decode_gates(rows)}
+    every = DecodeTargets(compiled_vs_hf_compiled=0.7, best_vs_floor=1.5)
+    gates = {g.name: g for g in decode_gates(rows, every)}
     assert not gates["tokens_match[hf-eager]"].passed
     assert gates["engine_eager_vs_hf_eager"].passed
     # 3.0 / 4.0 = 0.75 misses the 0.7 target
@@ -117,7 +120,15 @@ def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
     floor = gates["best_engine_vs_floor"]
     assert not floor.passed and "engine-compiled" in floor.detail and "3.00x" in floor.detail
     fast = derive(fake_rows([[1, 2], [3, 4]]), spec, {"bandwidth_gbs": 2.5})  # floor 4.0 ms
-    assert {g.name: g for g in decode_gates(fast)}["best_engine_vs_floor"].passed
+    assert {g.name: g for g in decode_gates(fast, every)}["best_engine_vs_floor"].passed
+    # each model is held to its own targets: tiny to compiling's gain, the 1B shape to the floor
+    tiny = {g.name for g in decode_gates(rows, targets_for("tiny", 16 << 20))}
+    big = {g.name for g in decode_gates(rows, targets_for("llama-3.2-1b", 5 << 30))}
+    assert "engine_compiled_vs_hf_compiled" in tiny and "best_engine_vs_floor" not in tiny
+    assert "best_engine_vs_floor" in big and "engine_compiled_vs_hf_compiled" not in big
+    assert "engine_eager_vs_hf_eager" in tiny & big
+    assert targets_for("/some/dir", 5 << 30).best_vs_floor == 1.5
+    assert targets_for("/some/dir", 5 << 20).compiled_vs_hf_compiled == 0.7
 
 
 def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch):
