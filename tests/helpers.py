@@ -33,6 +33,19 @@ TINY_GQA = ModelConfig(
     rope_scaling=RopeScaling(factor=8.0, original_max_position_embeddings=64),
     tie_word_embeddings=True,
 )
+# 32 query heads in one small layer: the head count the capture and pool tables are quoted at.
+HEADS32 = ModelConfig(
+    vocab_size=256,
+    hidden_size=256,
+    intermediate_size=128,
+    num_layers=1,
+    num_heads=32,
+    num_kv_heads=8,
+    head_dim=8,
+    rope_theta=10000.0,
+    rope_scaling=None,
+    tie_word_embeddings=True,
+)
 
 
 def write_model(directory: Path, config: ModelConfig, seed: int = 1) -> Path:

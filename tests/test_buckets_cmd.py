@@ -21,6 +21,7 @@ from nanobench.buckets_bench import (
     check_plans_match_arithmetic,
     measure_run,
 )
+from nanobench.cli import app as cli_app
 from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, buckets
 from nanobench.cost.buckets import bucket_run
 
@@ -40,11 +41,7 @@ DAY52_CAPTURE = {128: 576, 512: 144, 2048: 36, 8192: 9}
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.command("buckets")(buckets)
-    app.command("bucketbench", hidden=True)(buckets)
-    app.command("other")(lambda: None)
-    return app
+    return cli_app
 
 
 def invoke(app, args: list[str]):

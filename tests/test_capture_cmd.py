@@ -21,22 +21,9 @@ import torch  # noqa: E402
 import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from engine.config import ModelConfig  # noqa: E402
-from nanobench.cmd_capture import capture  # noqa: E402
-from tests.helpers import TINY_MHA, write_model  # noqa: E402
+from nanobench.cli import app as cli_app  # noqa: E402
+from tests.helpers import HEADS32, TINY_MHA, write_model  # noqa: E402
 
-HEADS32 = ModelConfig(
-    vocab_size=256,
-    hidden_size=256,
-    intermediate_size=128,
-    num_layers=1,
-    num_heads=32,
-    num_kv_heads=8,
-    head_dim=8,
-    rope_theta=10000.0,
-    rope_scaling=None,
-    tie_word_embeddings=True,
-)
 # Day 54: steps -> captures closed, at 2 rows, a 16-token prompt, width multiple 128.
 DAY54_RUNS = {8: 1, 32: 1, 64: 1, 128: 2}
 # width multiple -> (shapes, shared MB, private MB, ratio), at 256 rows x 8192 tokens, 32 heads.
@@ -59,11 +46,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.command("capture")(capture)
-    app.command("capturebench", hidden=True)(capture)
-    app.command("other")(lambda: None)
-    return app
+    return cli_app
 
 
 @pytest.fixture(scope="module")

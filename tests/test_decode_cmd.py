@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-import typer
 from typer.testing import CliRunner
 
 from engine.config import PRESETS
-from nanobench.cmd_decode import decode_command, decode_gates
+from nanobench.cli import app
+from nanobench.cmd_decode import decode_gates
 from nanobench.decode_bench import (
     DecodeTargets,
     derive,
@@ -30,15 +30,6 @@ from nanobench.decode_bench import (
 )
 from reports.decode import DECODE_COLUMNS
 from tests.helpers import TINY_GQA, TINY_MHA, write_model
-
-app = typer.Typer(pretty_exceptions_enable=False)
-app.command("decode")(decode_command)
-
-
-@app.command("version")
-def version() -> None:
-    """A second command, so `decode` is a subcommand as in nanobench.cli."""
-
 
 runner = CliRunner()
 

@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
-from nanobench.cmd_pool_budget import pool_budget
+from nanobench.cli import app as cli_app
 from nanobench.cost.capture import shared_pool_bytes
 from nanobench.cost.pool import kv_bytes_per_block, parse_bytes
 from nanobench.pool_budget import (
@@ -26,18 +26,14 @@ from nanobench.pool_budget import (
     graph_outputs_bytes,
     smallest_fitting,
 )
-from tests.helpers import write_model
-from tests.test_capture_cmd import HEADS32
+from tests.helpers import HEADS32, write_model
 
 BUDGET = {"max_batch": 256, "max_model_len": 8192, "block_size": 16, "dtype": "float32"}
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.command("pool-budget")(pool_budget)
-    app.command("other")(lambda: None)
-    return app
+    return cli_app
 
 
 @pytest.fixture(scope="module")
