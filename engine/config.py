@@ -244,7 +244,7 @@ class EngineConfig:
     persist_inputs: bool = True
     capture_decode: bool = False
     decode_path: str = "planned"
-    # auto: oneDNN-packed GEMM weights for an eager float32 CPU engine, dense otherwise.
+    # auto: oneDNN-packed large GEMM weights for a float32 CPU engine, dense otherwise.
     linear_layout: str = "auto"
 
     def __post_init__(self) -> None:
@@ -271,11 +271,6 @@ class EngineConfig:
         if self.linear_layout not in LINEAR_LAYOUTS:
             raise ConfigError(
                 f"linear layout {self.linear_layout!r}: expected one of {', '.join(LINEAR_LAYOUTS)}"
-            )
-        if self.linear_layout == "packed" and self.compile_decode != "off":
-            raise ConfigError(
-                "linear_layout packed needs compile_decode off: dynamo cannot trace oneDNN's "
-                "packed tensors"
             )
         if self.decode_path == "unplanned" and (self.bucket_decode or self.capture_decode):
             raise ConfigError("the unplanned decode path cannot bucket or capture: it has no plan")

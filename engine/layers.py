@@ -103,8 +103,8 @@ class FusedRows(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.register_load_state_dict_post_hook(fuse_after_load)
-        # Filled by engine.packed.pack_model: the oneDNN-blocked copies the GEMMs then use.
-        self.packed: dict[str, torch.Tensor] = {}
+        # Filled by engine.packed.pack_model: refs (key, out) to the oneDNN-blocked weights.
+        self.packed: dict[str, tuple[int, int]] = {}
 
     def fuse(self) -> None:
         for name, parts in self.FUSED.items():

@@ -34,7 +34,7 @@ class Llama(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.packed: dict[str, torch.Tensor] = {}  # engine.packed.pack_model fills it
+        self.packed: dict[str, tuple[int, int]] = {}  # engine.packed.pack_model fills it
         cos, sin = rope_tables(config, max_len, device)
         self.register_buffer("rope_cos", cos, persistent=False)  # (L, D)
         self.register_buffer("rope_sin", sin, persistent=False)  # (L, D) signed, see rope_tables

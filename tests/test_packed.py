@@ -8,7 +8,14 @@ import torch
 
 from engine.config import ConfigError, EngineConfig
 from engine.engine import Engine
-from engine.packed import linear, pack_model, pack_weight, packing_unavailable, resolve_layout
+from engine.packed import (
+    linear,
+    pack_model,
+    packing_unavailable,
+    register_packed,
+    release_packed,
+    resolve_layout,
+)
 from tests.helpers import TINY_GQA, TINY_MHA
 
 WHY = packing_unavailable("cpu", "float32")
@@ -23,7 +30,9 @@ def test_packed_linear_matches_f_linear(shape, out_features):
     weight = torch.randn(out_features, shape[-1], generator=g)  # (N, K)
     x = torch.randn(*shape, generator=g)  # (..., K)
     want = torch.nn.functional.linear(x, weight)
-    got = linear(x, weight.new_empty((0, shape[-1])), pack_weight(weight))
+    ref = register_packed(weight)
+    got = linear(x, weight.new_empty((0, shape[-1])), ref)
+    release_packed([ref[0]])
     assert got.shape == want.shape
     err = (got - want).abs()
     scale = want.abs().max()
@@ -77,9 +86,6 @@ def test_auto_packs_only_matrices_at_or_above_the_bar():
 def test_layout_rules_of_the_config():
     with pytest.raises(ConfigError, match="linear layout 'sideways'"):
         EngineConfig(linear_layout="sideways")
-    with pytest.raises(ConfigError, match="needs compile_decode off"):
-        EngineConfig(linear_layout="packed", compile_decode="dynamic")
-    assert resolve_layout(EngineConfig(compile_decode="dynamic")) == "dense"
     assert resolve_layout(EngineConfig(linear_layout="dense")) == "dense"
     assert resolve_layout(EngineConfig(device="cuda", linear_layout="auto")) == "dense"
     with pytest.raises(ConfigError, match="CPU layout"):
@@ -88,11 +94,41 @@ def test_layout_rules_of_the_config():
         resolve_layout(EngineConfig(dtype="bfloat16", linear_layout="packed"))
     if WHY is None:
         assert resolve_layout(EngineConfig()) == "packed"
+        assert resolve_layout(EngineConfig(compile_decode="dynamic")) == "packed"
 
 
 @needs_onednn
-def test_a_compiled_engine_keeps_dense_weights_and_one_graph():
-    engine = Engine.build(TINY_MHA, None, EngineConfig(max_model_len=64, compile_decode="dynamic"))
-    assert engine.linear_layout == "dense"
-    assert not engine.model.packed
-    assert all(p.numel() > 0 for p in engine.model.parameters())
+def test_a_compiled_packed_engine_is_one_graph_and_matches_the_dense_engine():
+    """dynamo holds a key, not oneDNN's tensor: the packed GEMMs are custom-op nodes."""
+    import torch._dynamo
+
+    from engine.packed import _WEIGHTS
+
+    dense = Engine.build(TINY_GQA, None, EngineConfig(max_model_len=64, linear_layout="dense"))
+    config = EngineConfig(max_model_len=64, linear_layout="packed", compile_decode="dynamic")
+    packed = Engine.build(TINY_GQA, None, config)
+    assert packed.linear_layout == "packed" and packed.model.packed
+    batch = [[5, 9, 2, 7], [3, 1, 4]]
+    logits = [e.prefill(batch) for e in (dense, packed)]
+    tokens = logits[0].argmax(-1).tolist()
+    ids, plan = packed.plan_step(tokens)
+    explained = torch._dynamo.explain(packed._planned_forward)(ids, plan)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    ops = [str(n.target) for g in explained.graphs for n in g.graph.nodes]
+    assert sum("nanobench.packed_linear" in op for op in ops) == 4 * TINY_GQA.num_layers + 1
+    packed.release_all()
+    packed.prefill(batch)
+    for _ in range(4):
+        want = dense.decode_step(tokens)
+        got = packed.decode_step(tokens)
+        err = float((got - want).abs().max() / want.abs().max())
+        assert err < 1e-5, f"compiled packed vs eager dense: relative error {err:.2e}"
+        tokens = want.argmax(-1).tolist()
+    assert packed.compiled.builds >= 1
+    keys = [ref[0] for ref in packed.model.packed.values()]
+    assert all(k in _WEIGHTS for k in keys)
+    del packed, explained
+    import gc
+
+    gc.collect()
+    assert not any(k in _WEIGHTS for k in keys), "a dropped model's packed weights must go too"
