@@ -32,7 +32,7 @@ def reference_index(plan, num_kv_heads: int, device) -> tuple[torch.Tensor, torc
     return rows, masked.unsqueeze(1)  # (B*Hkv*W,), (B, 1, W)
 
 
-def reference_read(q, k_pool, v_pool, plan, index=None) -> torch.Tensor:
+def reference_read(q, k_pool, v_pool, plan, step: dict | None = None) -> torch.Tensor:
     """The reference kernel's math, laid out so that each product is one batched GEMM.
 
     Same gather through the slot mapping, same `[B, H, W]` score rectangle, same
@@ -43,14 +43,18 @@ def reference_read(q, k_pool, v_pool, plan, index=None) -> torch.Tensor:
     order (pool row `slot * Hkv + h` of the pool seen as `[S * Hkv, D]`), so there is no
     permute copy and no `repeat_interleave`; and the G query heads sharing a KV head ride in
     the GEMM's M dimension (`[B*Hkv, G, D] @ [B*Hkv, D, W]`). Reads no device value.
-    `index` is `reference_index(plan, ...)`, computed once per step by the caller, or here.
+    `step` is the forward's per-step scratch (`PlannedDecode.step`): the first layer stores
+    `reference_index(plan, ...)` there and the others reuse it.
     q: (B, H, D); k_pool, v_pool: (S, Hkv, D), contiguous. Returns (B, H, D).
     """
     B, H, D = q.shape
     Hkv = k_pool.shape[1]
     W = plan.slot_mapping.shape[1]
     G = H // Hkv
-    rows, masked = index if index is not None else reference_index(plan, Hkv, q.device)
+    step = {} if step is None else step
+    if "reference_index" not in step:
+        step["reference_index"] = reference_index(plan, Hkv, q.device)
+    rows, masked = step["reference_index"]
     k = k_pool.view(-1, D).index_select(0, rows).view(B * Hkv, W, D)
     v = v_pool.view(-1, D).index_select(0, rows).view(B * Hkv, W, D)
     scores = torch.bmm(q.reshape(B * Hkv, G, D), k.transpose(1, 2)).view(B, H, W) * D**-0.5
@@ -68,7 +72,7 @@ def triton_read():
 
     op = paged_decode_op()
 
-    def read(q, k_pool, v_pool, plan) -> torch.Tensor:
+    def read(q, k_pool, v_pool, plan, step: dict | None = None) -> torch.Tensor:
         # slot_mapping spans the whole table width here: the kernel walks lengths itself.
         return op(q, k_pool, v_pool, plan.slot_mapping, plan.context_lens)
 
@@ -85,19 +89,15 @@ class PlannedDecode:
         self.k_pools = k_pools
         self.v_pools = v_pools
         self.read = read
-        self.index = None  # the reference read's per-step index, built by the first layer
+        # Per-step scratch a read may keep across layers (what depends on the plan alone).
+        self.step: dict = {}
 
     def attend(self, layer: int, q, k, v) -> torch.Tensor:
         k_pool, v_pool = self.k_pools[layer], self.v_pools[layer]
         # One index_put for the whole batch; padded rows land on the sink slot.
         k_pool.index_put_((self.plan.write_slots,), k[:, 0])  # (B, Hkv, D)
         v_pool.index_put_((self.plan.write_slots,), v[:, 0])  # (B, Hkv, D)
-        if self.read is reference_read:
-            if self.index is None:
-                self.index = reference_index(self.plan, k_pool.shape[1], q.device)
-            out = reference_read(q[:, 0], k_pool, v_pool, self.plan, self.index)  # (B, H, D)
-        else:
-            out = self.read(q[:, 0], k_pool, v_pool, self.plan)  # (B, H, D)
+        out = self.read(q[:, 0], k_pool, v_pool, self.plan, self.step)  # (B, H, D)
         return out.unsqueeze(1)  # (B, 1, H, D)
 
 

@@ -55,7 +55,9 @@ class Engine:
         self.linear_layout = resolve_layout(config)
         if self.linear_layout == "packed" and not model.packed:
             # An explicit `packed` packs every matrix; auto only those worth it (PACK_MIN_BYTES).
-            pack_model(model, min_bytes=0 if config.linear_layout == "packed" else PACK_MIN_BYTES)
+            bar = 0 if config.linear_layout == "packed" else PACK_MIN_BYTES
+            if pack_model(model, min_bytes=bar) == 0:
+                self.linear_layout = "dense"  # every matrix is under the bar
         self.attention = resolve_attention(config.attention, config.device)
         self.cache = BatchedPagedKVCache(self.model_config, config, DTYPES[config.dtype])
         self.inputs = (

@@ -174,36 +174,6 @@ def compiler_for(backend: str) -> Callable:
     return compile_with
 
 
-def capture_unavailable() -> str | None:
-    """Why the engine cannot capture here, or None: the capture path is optional engine code."""
-    try:
-        from engine.captured import CapturedDecode  # noqa: F401
-    except ImportError as e:
-        return f"engine.captured does not import ({e})"
-    from engine.config import EngineConfig
-
-    fields = EngineConfig.__dataclass_fields__
-    if "capture_decode" not in fields or "bucket_decode" not in fields:
-        return "EngineConfig has no capture_decode/bucket_decode"
-    if eager_recorder() is None:
-        return "no eager_recorder in engine.recorders or engine.captured"
-    return None
-
-
-def eager_recorder():
-    """The engine's device-free recorder, wherever this version of the engine keeps it."""
-    import importlib
-
-    for name in ("engine.recorders", "engine.captured"):
-        try:
-            found = getattr(importlib.import_module(name), "eager_recorder", None)
-        except ImportError:
-            continue
-        if found is not None:
-            return found
-    return None
-
-
 def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
     """A generation function over the engine in the system's mode, and the facts of its build."""
     from engine.engine import Engine
@@ -220,8 +190,10 @@ def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], di
             capture_decode=True, bucket_decode=True, width_multiple=spec["width_multiple"]
         )
         if spec["device"] == "cpu":
+            from engine.recorders import eager_recorder
+
             # No device to record on: capture semantics (fixed buffers, no-argument replays).
-            options["recorder"] = eager_recorder()
+            options["recorder"] = eager_recorder
     engine = Engine.from_checkpoint(
         spec["model"],
         max_batch_size=spec["rows"],
@@ -369,10 +341,6 @@ def run_worker(spec: dict, progress: Callable[[dict], None] = lambda e: None) ->
     counters.clear()
     clear_compilation_metrics()
     system = spec["system"]
-    if system == "engine-captured":
-        why = capture_unavailable()
-        if why:
-            return {"system": system, "status": f"unavailable: {why}"}
     build = engine_system if system in ENGINE_SYSTEMS else hf_system
     started = time.perf_counter()
     generate, info = build(spec)

@@ -17,7 +17,7 @@ from reports.csvio import save_figure
 
 DECODE_COLUMNS = [
     "system",
-    "status",  # ok | error: <line> | timeout | crashed: <signal> | unavailable: <why>
+    "status",  # ok | error: <line> | timeout | crashed: <signal>
     "tokens_match",  # the greedy tokens equal tokens_ref's, every row and step
     "tokens_ref",  # engine-eager, or hf-eager when engine-eager did not run
     "first_mismatch",  # "row r step s: a vs b" where they first differ

@@ -2,8 +2,6 @@
 
 The slow tests run real workers with few steps and one repeat: they check what the command
 promises (the same greedy tokens, every column, a floor from a measured probe), never a timing.
-The command is registered on a local Typer app next to a dummy, so it is invoked by name the
-way cli.py will register it.
 """
 
 from __future__ import annotations

@@ -3,12 +3,15 @@ packing only where the engine config allows it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from engine.config import ConfigError, EngineConfig
 from engine.engine import Engine
 from engine.packed import (
+    PACK_MIN_BYTES,
     linear,
     pack_model,
     packing_unavailable,
@@ -81,6 +84,24 @@ def test_auto_packs_only_matrices_at_or_above_the_bar():
     pack_model(engine.model, min_bytes=bar)
     assert set(mlp.packed) == {"gate_up", "down"}
     assert set(attn.packed) == {"qkv"} and attn.o_proj.weight.numel() == 192 * 192
+
+
+@needs_onednn
+def test_the_engine_packs_what_its_layout_asks_for():
+    auto = EngineConfig(max_model_len=64)
+    small = Engine.build(TINY_MHA, None, auto)  # every matrix under PACK_MIN_BYTES
+    assert small.linear_layout == "dense" and not small.model.packed
+    assert all(not layer.self_attn.packed for layer in small.model.model.layers)
+    # An untied 16384 x 128 fp32 head is exactly 8 MiB: auto packs it and nothing else.
+    wide = dataclasses.replace(TINY_MHA, vocab_size=16384)
+    assert wide.vocab_size * wide.hidden_size * 4 == PACK_MIN_BYTES
+    engine = Engine.build(wide, None, auto)
+    assert engine.linear_layout == "packed" and set(engine.model.packed) == {"head"}
+    assert engine.model.lm_head.weight.numel() == 0
+    assert all(not layer.mlp.packed for layer in engine.model.model.layers)
+    every = Engine.build(TINY_MHA, None, EngineConfig(max_model_len=64, linear_layout="packed"))
+    assert every.linear_layout == "packed"
+    assert all(set(layer.mlp.packed) == {"gate_up", "down"} for layer in every.model.model.layers)
 
 
 def test_layout_rules_of_the_config():
