@@ -9,10 +9,10 @@ from nanobench.common import (
     Gate,
     choice,
     choice_list,
+    config_option,
     device_option,
     finish,
     int_list,
-    model_option,
     out_dir,
     positive,
 )
@@ -49,7 +49,7 @@ def pool_budget(
     Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB
     """
     with run_command(quiet) as status:
-        _, config = model_option(model)
+        config = config_option(model)
         positive("--max-batch", max_batch)
         positive("--max-model-len", max_model_len)
         positive("--block-size", block_size)

@@ -99,6 +99,27 @@ def model_option(model: str):
         raise BadInput(f"--model: {e}") from None
 
 
+def config_option(model: str):
+    """The ModelConfig of a preset or a checkpoint directory, from config.json alone.
+
+    For commands that only do arithmetic: no weights are read, synthesized or written, so a
+    directory holding only `config.json` is enough and a preset is never materialised.
+    """
+    from engine.config import PRESETS, ConfigError, preset
+    from engine.weights import CheckpointError, checkpoint_dir, read_config
+
+    try:
+        if model in PRESETS:
+            return preset(model).config
+        if not Path(model).exists():
+            raise BadInput(
+                f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
+            )
+        return read_config(checkpoint_dir(model))
+    except (CheckpointError, ConfigError) as e:
+        raise BadInput(f"--model: {e}") from None
+
+
 def fits_option(config, dtype: str, device: str, copies: int = 1) -> None:
     """Weights against the memory available on the target device, before anything loads."""
     from engine.config import DTYPES
