@@ -120,6 +120,33 @@ def read_tensors(files: list[Path]) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def check_finite(name: str, tensor: torch.Tensor, where: str) -> None:
+    """A NaN or Inf weight makes every logit downstream meaningless while argmax still agrees
+    with itself, so it is refused at load, by name. One read of the tensor, no copy of it."""
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise CheckpointError(
+            f"{where}: tensor {name} holds {bad} non-finite value(s) (NaN or Inf); "
+            "expected finite weights"
+        )
+
+
+def scan_finite(path: str | Path) -> None:
+    """Every weight of a checkpoint is finite, read one tensor at a time (memory: the largest).
+
+    For a parent process that must refuse a broken checkpoint before any worker loads it.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    for f in weight_files(checkpoint_dir(path)):
+        try:
+            with safe_open(str(f), framework="pt") as handle:
+                for name in handle.keys():
+                    check_finite(name, handle.get_tensor(name), str(f))
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{f}: not a readable safetensors file ({e})") from None
+
+
 def check_tensors(config: ModelConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
     """Names and shapes against the config; a tied head may or may not be stored."""
     expected = expected_shapes(config)
@@ -154,6 +181,8 @@ def load_checkpoint(path: str | Path) -> tuple[ModelConfig, dict[str, torch.Tens
     config = read_config(directory)
     tensors = read_tensors(weight_files(directory))
     check_tensors(config, {k: tuple(v.shape) for k, v in tensors.items()}, str(directory))
+    for name, tensor in tensors.items():
+        check_finite(name, tensor, str(directory))
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     return config, tensors

@@ -155,10 +155,12 @@ def run_rows(
         diff = max(
             float((a - b).abs().max()) for a, b in zip(eager_logits, replay_logits, strict=True)
         )
+        run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
         predicted = bucket_run(rows, prompt_len, n, engine.buckets)
         mid_run = graphs.recorded_mid_run
         row = {
             "table": "run",
+            "status": run_status or "ok",
             "steps": n,
             "captures_open": predicted.open_count,
             "captures_closed": graphs.distinct,
@@ -190,6 +192,7 @@ def run_gates(row: dict, graphs, held, buckets: DecodeBuckets | None) -> list[Ga
     n = row["steps"]
     tol = TOLERANCE[row["device"]]
     found = [
+        Gate(f"measured[{n}]", row["status"] == "ok", row["status"]),
         gate(f"replay_equals_eager[{n}]", _check_close, row["max_abs_diff"], tol),
         gate(
             f"closed_as_predicted[{n}]",
@@ -221,6 +224,15 @@ def run_gates(row: dict, graphs, held, buckets: DecodeBuckets | None) -> list[Ga
             )
         )
     return found
+
+
+def finite_status(logits: list[torch.Tensor], system: str) -> str | None:
+    """`error: non-finite logits at step N (system)` for the first decode step (1-based) whose
+    logits held NaN or Inf: NaN logits compare equal to nothing, yet argmax still agrees."""
+    for step, held in enumerate(logits, start=1):
+        if not bool(torch.isfinite(held).all()):
+            return f"error: non-finite logits at step {step} ({system})"
+    return None
 
 
 def _check_close(diff: float, tol: float) -> None:

@@ -114,6 +114,7 @@ def capture(
             json_mode=json_mode,
             check=check,
             render=lambda: render_capture(stdout_console(), rows_out, gates, notes),
+            failed=any(r["status"] != "ok" for r in runs),
         )
     raise typer.Exit(code)
 

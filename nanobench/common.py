@@ -78,12 +78,18 @@ def device_option(device: str) -> str:
 
 
 def model_option(model: str):
-    """A preset name or a checkpoint directory, validated without reading weights.
+    """A preset name or a checkpoint directory whose weights a worker will load, validated first.
 
-    Returns (checkpoint directory, ModelConfig). A preset is materialised on first use.
+    Returns (checkpoint directory, ModelConfig). A preset is materialised on first use. Names and
+    shapes come from the headers; every weight is read once to refuse NaN/Inf before measuring.
     """
     from engine.config import PRESETS, ConfigError
-    from engine.weights import CheckpointError, inspect_checkpoint, materialize_preset
+    from engine.weights import (
+        CheckpointError,
+        inspect_checkpoint,
+        materialize_preset,
+        scan_finite,
+    )
 
     try:
         if model in PRESETS:
@@ -94,7 +100,9 @@ def model_option(model: str):
                 raise BadInput(
                     f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
                 )
-        return directory, inspect_checkpoint(directory)
+        config = inspect_checkpoint(directory)
+        scan_finite(directory)
+        return directory, config
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
 

@@ -104,6 +104,7 @@ def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> d
 
     from engine.engine import Engine
     from nanobench.explain import seeded_prompts
+    from nanobench.finite import FiniteWatch
 
     quiet_dynamo()
     if spec.get("threads"):
@@ -143,23 +144,24 @@ def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> d
     )
     vocab = engine.model_config.vocab_size
     sync = torch.cuda.synchronize if spec["device"] == "cuda" else (lambda: None)
-    tokens = (
-        engine.prefill(seeded_prompts(spec["rows"], spec["prompt_len"], vocab, batch_seed))
-        .argmax(-1)
-        .tolist()
-    )
+    watch = FiniteWatch()
+    logits = engine.prefill(seeded_prompts(spec["rows"], spec["prompt_len"], vocab, batch_seed))
+    tokens = logits.argmax(-1).tolist()
+    watch.see(logits)
     times: list[float] = []
     for i in range(spec["steps"]):
         sync()
         t0 = time.perf_counter()
-        logits = engine.decode_step(tokens)
+        logits = engine.decode_step(tokens)  # (B, V)
         tokens = logits.argmax(-1).tolist()
         sync()
         times.append(time.perf_counter() - t0)
+        watch.see(logits)
         progress(
             {"step": i + 1, "steps": spec["steps"], "built": engine.compiled.builds_per_call[-1]}
         )
     engine.release_all()
+    watch.check()
 
     metrics = list(get_compilation_metrics())
     compiled = [m for m in metrics if m.fail_type is None]

@@ -177,6 +177,7 @@ def compiler_for(backend: str) -> Callable:
 def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
     """A generation function over the engine in the system's mode, and the facts of its build."""
     from engine.engine import Engine
+    from nanobench.finite import FiniteWatch
 
     system = spec["system"]
     options: dict = {}
@@ -213,19 +214,26 @@ def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], di
         info["captured_shapes"] = stats.count
 
     def generate() -> tuple[TokenClock, list]:
+        watch = FiniteWatch()
         clock = TokenClock()
         clock.begin()
-        tokens = engine.prefill(prompts).argmax(-1).tolist()
+        logits = engine.prefill(prompts)  # (B, V)
+        tokens = logits.argmax(-1).tolist()
         clock.token()
+        watch.see(logits)
         out = [[t] for t in tokens]
         for _ in range(spec["steps"] - 1):
             # argmax + tolist is the greedy sampler and puts the tokens on the host, as
             # transformers' streamer does: both clocks stop at the same point of a step.
-            tokens = engine.decode_step(tokens).argmax(-1).tolist()
+            logits = engine.decode_step(tokens)  # (B, V)
+            tokens = logits.argmax(-1).tolist()
             clock.token()
+            # One on-device flag per step, as transformers' side pays in its logits processor.
+            watch.see(logits)
             for row, t in zip(out, tokens):
                 row.append(t)
         engine.release_all()
+        watch.check()
         return clock, out
 
     def finish(row: dict) -> None:
@@ -240,9 +248,10 @@ def hf_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
     """transformers' `generate` over the same directory: default cache, or static + compiled."""
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, LogitsProcessorList
 
     from engine.weights import DTYPES
+    from nanobench.finite import FiniteWatch
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -270,6 +279,12 @@ def hf_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
     ids = torch.tensor(prompts_for(spec, vocab), device=spec["device"])  # (B, P)
     mask = torch.ones_like(ids)
 
+    def watch_scores(_input_ids, scores):  # a LogitsProcessor: sees every step's logits
+        watch.see(scores)
+        return scores
+
+    watch = FiniteWatch()
+
     def generate() -> tuple[TokenClock, list]:
         clock = TokenClock()
         clock.begin()
@@ -278,7 +293,9 @@ def hf_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
             attention_mask=mask,
             max_new_tokens=spec["steps"],
             streamer=clock,
+            logits_processor=LogitsProcessorList([watch_scores]),
         )
+        watch.check()
         tokens = out[:, ids.shape[1] :].tolist()
         if any(len(t) != spec["steps"] for t in tokens):
             raise DecodeGateFailed(

@@ -18,4 +18,4 @@ class BadInput(ValueError):
 
 
 class MeasurementFailed(RuntimeError):
-    """A measurement that could not be taken (a worker crashed or timed out)."""
+    """A measurement that ran but cannot be trusted; its message is the row's status."""

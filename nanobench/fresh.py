@@ -22,6 +22,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from nanobench.errors import MeasurementFailed
+
 EVENT = "@@nanobench "
 
 
@@ -115,7 +117,10 @@ def worker_main(fn: Callable[[dict, Callable[[dict], None]], dict]) -> None:
     except BaseException as e:
         traceback.print_exc()
         first = str(e).splitlines()[0] if str(e) else ""
-        sys.stderr.write(f"nanobench-worker: {type(e).__name__}: {first}\n")
+        # A failed measurement names itself ("non-finite logits at step 3"); anything else is a
+        # bug whose type is the first clue.
+        line = first if isinstance(e, MeasurementFailed) else f"{type(e).__name__}: {first}"
+        sys.stderr.write(f"nanobench-worker: {line}\n")
         sys.stderr.flush()
         sys.exit(1)
     row.setdefault("status", "ok")

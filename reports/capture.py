@@ -29,6 +29,7 @@ from reports.csvio import save_figure, write_rows
 
 CAPTURE_COLUMNS = [
     "table",
+    "status",
     "steps",
     "captures_open",
     "captures_closed",
