@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -228,14 +227,17 @@ def derive(rows: list[dict], horizon: int) -> list[dict]:
     return rows
 
 
-def cache_env(cache: str, mode: str, shared_dir: str) -> tuple[dict[str, str], str | None]:
-    """Cold: a fresh Inductor cache per mode (returned for cleanup). Warm: one shared dir."""
+def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:
+    """Cold: a fresh Inductor cache per mode (returned for cleanup). Warm: the one shared
+    directory for this machine's code-generation setting (`nanobench.inductor_cache`)."""
+    from nanobench.inductor_cache import fresh_dir, warm_dir
+
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if cache == "cold":
-        fresh = tempfile.mkdtemp(prefix=f"nanobench-inductor-{mode}-")
+        fresh = fresh_dir(mode)
         env["TORCHINDUCTOR_CACHE_DIR"] = fresh
         return env, fresh
-    env["TORCHINDUCTOR_CACHE_DIR"] = shared_dir
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(warm_dir(device))
     return env, None
 
 
@@ -249,13 +251,11 @@ def sweep(
 ) -> list[dict]:
     import shutil
 
-    from engine.weights import cache_root
     from nanobench.fresh import run_fresh
 
     rows = []
-    shared = str(cache_root() / "inductor")
     for mode in modes:
-        env, fresh = cache_env(spec["cache"], mode, shared)
+        env, fresh = cache_env(spec["cache"], mode, spec["device"])
         try:
             row = run_fresh(
                 "nanobench.compile_worker",

@@ -19,7 +19,6 @@ import logging
 import math
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -417,7 +416,9 @@ def run_worker(spec: dict, progress: Callable[[dict], None] = lambda e: None) ->
 
 def worker_env(threads: int) -> tuple[dict[str, str], str]:
     """A cold Inductor cache per system (returned for cleanup), offline transformers."""
-    cache = tempfile.mkdtemp(prefix="nanobench-decode-inductor-")
+    from nanobench.inductor_cache import fresh_dir
+
+    cache = fresh_dir("decode")
     env = {
         "TORCHINDUCTOR_CACHE_DIR": cache,
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
