@@ -27,7 +27,7 @@ from nanobench.decode_bench import (
     weight_bytes,
 )
 from reports.decode import DECODE_COLUMNS
-from tests.helpers import TINY_GQA, TINY_MHA, write_model
+from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
 runner = CliRunner()
 
@@ -196,7 +196,10 @@ def test_the_engines_reference_read_is_the_oracles_math(dtype):
             q, k_pool, v_pool, SimpleNamespace(slot_mapping=mapping, context_lens=lens)
         )
         assert torch.isfinite(got).all()
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        # bmm over grouped heads against matmul after repeat_interleave: other kernels. Each
+        # output is D products for the score, then W for the weighted sum, and in bf16 every
+        # stored intermediate rounds too: the rounding tolerance of D + W additions.
+        assert_close_rounding(got, want, D + W, f"{dtype} B={B} W={W}")
 
 
 def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_changes():

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import LlamaForCausalLM
 
 from engine.engine import Engine
-from engine.weights import materialize_preset
-from tests.helpers import TINY_GQA, TINY_MHA, prompts, write_model
+from engine.weights import materialize_preset, read_config
+from tests.helpers import (
+    TINY_GQA,
+    TINY_MHA,
+    forward_terms,
+    prompts,
+    rounding_rtol,
+    write_model,
+)
 
 STEPS = 64
 
@@ -44,7 +53,14 @@ def engine_run(engine: Engine, batch: list[list[int]], steps: int):
 
 
 def assert_matches_transformers(directory, batch, tokens, logits, steps: int) -> float:
-    """Greedy tokens identical and every step's logits within 1e-4; returns the worst error."""
+    """Greedy tokens identical and every step's logits within rounding; returns the worst error.
+
+    transformers runs sdpa over a dense cache and its own GEMM shapes, the engine a paged read:
+    the same sums in other orders, so the tolerance is the forward's rounding (rounding_rtol).
+    """
+    config = read_config(Path(directory))
+    width = max(len(p) for p in batch) + steps
+    rtol = rounding_rtol(torch.float32, forward_terms(config, width))
     worst = 0.0
     for row, prompt in enumerate(batch):
         hf_tokens, hf_logits = hf_run(directory, prompt, steps)
@@ -52,7 +68,7 @@ def assert_matches_transformers(directory, batch, tokens, logits, steps: int) ->
         for step, ref in enumerate(hf_logits):
             err = rel_err(logits[step][row], ref)
             worst = max(worst, err)
-            assert err < 1e-4, f"row {row} step {step}: relative error {err:.2e}"
+            assert err <= rtol, f"row {row} step {step}: relative error {err:.2e} > {rtol:.2e}"
     assert len(set(tokens[0])) > 4, "degenerate synthetic model: the comparison would be weak"
     return worst
 
@@ -105,7 +121,7 @@ def test_logits_and_greedy_tokens_match_transformers(
     batch = prompts(4, lengths, engine.model_config.vocab_size, seed=len(name))
     tokens, logits = engine_run(engine, batch, STEPS)
     worst = assert_matches_transformers(directory, batch, tokens, logits, STEPS)
-    print(f"{name}: worst relative logit error {worst:.2e}")
+    print(f"{name}: worst relative logit error {worst:.2e}")  # about 1-2e-6 on AVX-512
 
 
 def test_generate_returns_exactly_max_new_tokens_and_frees_blocks():

@@ -19,7 +19,13 @@ from engine.packed import (
     release_packed,
     resolve_layout,
 )
-from tests.helpers import TINY_GQA, TINY_MHA
+from tests.helpers import (
+    TINY_GQA,
+    TINY_MHA,
+    assert_close_rounding,
+    forward_terms,
+    rounding_rtol,
+)
 
 WHY = packing_unavailable("cpu", "float32")
 needs_onednn = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -40,7 +46,8 @@ def test_packed_linear_matches_f_linear(shape, out_features):
     err = (got - want).abs()
     scale = want.abs().max()
     print(f"{shape} x {out_features}: max {err.max():.2e} mean {err.mean():.2e} (|y| {scale:.1f})")
-    assert float(err.max() / scale) < 1e-5
+    # oneDNN's blocked GEMM against MKL's row-major one: K products summed in other orders.
+    assert float(err.max() / scale) <= rounding_rtol(torch.float32, shape[-1])
 
 
 def dense_bytes(model) -> int:
@@ -142,8 +149,9 @@ def test_a_compiled_packed_engine_is_one_graph_and_matches_the_dense_engine():
     for _ in range(4):
         want = dense.decode_step(tokens)
         got = packed.decode_step(tokens)
-        err = float((got - want).abs().max() / want.abs().max())
-        assert err < 1e-5, f"compiled packed vs eager dense: relative error {err:.2e}"
+        # Inductor's kernels and oneDNN's GEMMs against eager dense ones: the whole forward's
+        # sums in other orders.
+        assert_close_rounding(got, want, forward_terms(TINY_GQA, 64), "compiled packed")
         tokens = want.argmax(-1).tolist()
     assert packed.compiled.builds >= 1
     keys = [ref[0] for ref in packed.model.packed.values()]

@@ -18,6 +18,7 @@ from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from engine.padding import PadUnsound, check_pad_inert
 from engine.plan import plan_decode
+from tests.helpers import assert_close_rounding, forward_terms, rounding_rtol
 
 STEPS = 10
 PROMPT_LENS = (5, 11, 14)
@@ -32,15 +33,15 @@ def _engine(bucketed: bool) -> Engine:
 def driven():
     """Both engines after a prefill and STEPS decode steps fed the same tokens.
 
-    Returns (bucketed, open, per-step max |logit diff|, the pool rows each bucketed step
-    changed, the write slots of its real rows per step).
+    Returns (bucketed, open, per-step max |logit diff| / max |logit|, the pool rows each
+    bucketed step changed, the write slots of its real rows per step).
     """
     bucketed, open_ = _engine(True), _engine(False)
     g = torch.Generator().manual_seed(0)
     vocab = open_.model_config.vocab_size
     prompts = [torch.randint(0, vocab, (n,), generator=g).tolist() for n in PROMPT_LENS]
     logits_b, logits_o = bucketed.prefill(prompts), open_.prefill(prompts)  # (3, V)
-    diffs, changed, real_writes = [(logits_b - logits_o).abs().max().item()], [], []
+    diffs, changed, real_writes = [relative_diff(logits_b, logits_o)], [], []
     tokens = logits_o.argmax(-1).tolist()
     for _ in range(STEPS):
         before = [p.clone() for p in bucketed.cache.k_pools + bucketed.cache.v_pools]
@@ -56,15 +57,22 @@ def driven():
         check_pad_inert(bucketed)
         real_writes.append(set(plan.write_slots[: plan.batch_size].tolist()))
         assert plan.pad_rows == 1 and plan.graph_rows == 4
-        diffs.append((logits_b - logits_o).abs().max().item())
+        diffs.append(relative_diff(logits_b, logits_o))
         tokens = logits_o.argmax(-1).tolist()
     return bucketed, open_, diffs, changed, real_writes
 
 
+def relative_diff(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max())
+
+
 def test_real_rows_logits_agree_with_and_without_padding(driven):
-    _, _, diffs, _, _ = driven
+    bucketed, _, diffs, _, _ = driven
     assert len(diffs) == STEPS + 1
-    assert max(diffs) < 1e-5
+    # Padding changes the GEMMs' row count (3 -> 4) and the attention width (to a multiple of
+    # 16): other kernels, other summation orders, so agreement is to rounding, not bitwise.
+    rtol = rounding_rtol(torch.float32, forward_terms(bucketed.model_config, 64))
+    assert max(diffs) <= rtol, f"relative logit diffs {max(diffs):.2e} > {rtol:.2e}"
 
 
 def test_bucketed_steps_presented_padded_shapes(driven):
@@ -95,13 +103,19 @@ def test_pools_outside_the_sink_match_the_unpadded_engine(driven):
         open_.cache.k_pools + open_.cache.v_pools,
         strict=True,
     ):
-        # The same slots hold K/V in both engines and nothing else was written.
+        # The same slots hold K/V in both engines and nothing else was written (exact: a
+        # rounding difference never turns a written slot's whole row into zeros).
         assert torch.equal(pb[:sink].flatten(1).any(1), po[:sink].flatten(1).any(1))
-        # Values agree to float rounding: deeper layers see attention outputs that were summed
-        # over a padded width, which reorders the additions (observed ~1e-6).
-        torch.testing.assert_close(pb[:sink], po[:sink], atol=1e-5, rtol=0)
-    # Layer 0's K/V come straight off the embeddings: no padded sum upstream of them.
-    assert torch.equal(bucketed.cache.k_pools[0][:sink], open_.cache.k_pools[0][:sink])
+        # Values agree to rounding: the GEMMs ran over 4 rows instead of 3 and deeper layers
+        # attended over a padded width, so the same sums were added in other orders.
+        terms = forward_terms(bucketed.model_config, 64)
+        assert_close_rounding(pb[:sink], po[:sink], terms, "pool outside the sink")
+    # Layer 0's K/V come straight off the embeddings: one GEMM over the hidden size (plus
+    # RoPE) away from identical inputs, so they must agree to that GEMM's rounding alone.
+    hidden = bucketed.model_config.hidden_size
+    for pools in ("k_pools", "v_pools"):
+        pb, po = getattr(bucketed.cache, pools)[0], getattr(open_.cache, pools)[0]
+        assert_close_rounding(pb[:sink], po[:sink], hidden, f"layer 0 {pools}")
 
 
 def test_the_sink_changed_only_in_the_bucketed_engine(driven):
