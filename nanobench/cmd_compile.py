@@ -18,6 +18,7 @@ from nanobench.common import (
     model_option,
     out_dir,
     positive,
+    threads_option,
 )
 from nanobench.console import run_command, say_error, stdout_console
 from nanobench.errors import BadInput
@@ -147,6 +148,7 @@ def compile_command(
             ("--horizon", horizon),
         ):
             positive(name, value)
+        threads_option(threads)
         if rows > max_batch:
             raise BadInput(f"--rows {rows}: above --max-batch {max_batch}")
         positive("--max-model-len", max_model_len)

@@ -18,6 +18,7 @@ from nanobench.common import (
     model_option,
     out_dir,
     positive,
+    threads_option,
 )
 from nanobench.console import run_command, say_error, stdout_console
 from nanobench.errors import BadInput
@@ -171,8 +172,7 @@ def decode_command(
             raise BadInput(
                 f"--steps {steps}: expected at least 2 (the prefill's token, then decode steps)"
             )
-        if threads < 0:
-            raise BadInput(f"--threads {threads}: expected 0 (torch's default) or more")
+        threads_option(threads)
         if max_model_len < 0:
             raise BadInput(f"--max-model-len {max_model_len}: expected a positive integer")
         if max_model_len and prompt_len + steps > max_model_len:

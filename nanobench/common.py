@@ -41,6 +41,13 @@ def positive(name: str, value: int) -> int:
     return value
 
 
+def threads_option(threads: int) -> int:
+    """torch threads per worker: 0 keeps torch's default, so only negatives are wrong."""
+    if threads < 0:
+        raise BadInput(f"--threads {threads}: expected 0 (torch's default) or more")
+    return threads
+
+
 def int_list(name: str, text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
