@@ -244,3 +244,32 @@ def test_capture_path_on_cpu_replays_every_step_equal_to_eager():
     # nanobench's prediction: the largest score rectangle, 8 rows x 8 heads x 256 x fp32
     assert row["predicted_pool_bytes"] == 8 * 8 * 256 * 4
     assert "pool_reserved_bytes" not in row and row["pool_diff_pct"] is None  # no device memory
+
+
+def conftest_decides(cuda: bool) -> str:
+    """TRITON_INTERPRET after conftest is imported on a machine with or without CUDA."""
+    code = (
+        "import os, torch\n"
+        f"torch.cuda.is_available = lambda: {cuda}\n"
+        "import tests.conftest\n"
+        "print(os.environ.get('TRITON_INTERPRET', 'unset'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_conftest_turns_the_interpreter_on_only_without_cuda():
+    assert conftest_decides(cuda=False) == "1"
+    assert conftest_decides(cuda=True) == "unset"
+
+
+def test_no_test_module_sets_the_interpreter():
+    # conftest is the one place that decides; a module setting it at import would force the
+    # interpreter on CUDA tensors for every test that reaches Triton after it.
+    setters = re.compile(r"environ(\[.TRITON_INTERPRET.\]\s*=|\.setdefault\(.TRITON_INTERPRET)")
+    found = [p.name for p in (REPO / "tests").glob("*.py") if p.name != "conftest.py"]
+    assert [n for n in found if setters.search((REPO / "tests" / n).read_text())] == []
