@@ -42,7 +42,7 @@ KERNEL_ATOL = 2e-2  # bf16 against the fp32 oracle, as tests/test_triton_decode.
 COMPILE_MODELS = ("tiny", "llama-3.2-1b")
 COMPILE_MODES = ("off", "dynamic", "static")
 # Seconds a stage needs before it is worth starting (a fresh process, a model, a compile).
-NEEDS_S = {"kernel": 20, "capture": 20, "tiny": 60, "llama-3.2-1b": 120, "pytest": 30}
+NEEDS_S = {"kernel": 20, "capture": 20, "tiny": 45, "llama-3.2-1b": 60, "pytest": 30}
 MODE_NEEDS_S = 15
 
 
