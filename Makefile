@@ -1,14 +1,23 @@
-# The CPU build of torch is pinned here; a GPU user overrides it: make setup TORCH_SPEC="torch==2.13.0"
+# The CPU build of torch is pinned here. On a machine with an NVIDIA GPU, install a CUDA build:
+#   make setup TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# setup notices a changed TORCH_SPEC (a stamp file named by its checksum) and reinstalls torch.
 TORCH_SPEC ?= torch==2.13.0
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
 
 .PHONY: setup test test-numerics lint bench gpu-check clean
 
-$(BIN)/nanobench: pyproject.toml
+# Uninstall first: for the same version in another build (+cpu, +cu128) pip says "satisfied".
+$(TORCH_STAMP):
 	$(PYTHON) -m venv $(VENV)
+	rm -f $(VENV)/.torch-*
+	$(BIN)/pip uninstall --quiet --yes torch || true
 	$(BIN)/pip install --quiet $(TORCH_SPEC)
+	touch $@
+
+$(BIN)/nanobench: pyproject.toml $(TORCH_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
@@ -34,8 +43,9 @@ lint: setup
 bench: setup
 	$(BIN)/nanobench compile
 
-gpu-check: setup
-	$(BIN)/python -m nanobench.gpu_check
+# No setup: a GPU machine's own python (a CUDA torch, Triton, pytest) runs it, installing nothing.
+gpu-check:
+	PYTHONPATH=. $(PYTHON) -m nanobench.gpu_check --out $${OUT:-nanobench-out}
 
 clean:
 	rm -rf $(VENV) nanobench-out

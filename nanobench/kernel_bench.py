@@ -1,19 +1,20 @@
-"""Kernel timing: the reference paged decode read against the Triton kernel, point by point.
+"""Kernel timing: the Triton paged decode read against the reference read and against HBM.
 
 What it is: `bench_kernels(points, ...)`, which for each `(rows, context)` point builds random
 K/V pools and a slot table whose blocks are scattered through the pool the way the engine's
 allocator hands them out, gives every row exactly `context` tokens, and times both reads:
-`paged_attention_batched_reference(validated=True)` over the `[rows, context]` mapping and
-`paged_attention_triton` over the same table. Each kernel is warmed up (the Triton kernel builds
-on its first launch), then timed `repeat` times with the device synchronised around every call;
-the row reports the median. `max_err` is the largest absolute difference from the reference run
-in fp32 on the same (already rounded) inputs, so in fp32 the reference's own row reads 0 and in
-bf16 it shows how far the native-dtype reference drifts.
-What it is not: a model benchmark or a ragged-batch study (every row has the same length, so
-padding plays no part), and not a printer: it returns rows and the caller reports them.
-Invariant: `kv_bytes` is the K and V a decode step must read, `2 * rows * context * kv_heads *
-head_dim * element_size`, the same for both kernels, so `gbps` compares them on one scale; the
-reference moves more than that (gather, GQA repeat, score rectangle), which is the point.
+`paged_attention_batched_reference(validated=True)` and `paged_attention_triton` over the same
+table. On CUDA the timer is `triton.testing.do_bench` (CUDA events, L2 flushed before every
+call, the median kept); on CPU (tests, under the interpreter) a host clock. Each row carries the
+bytes a decode read must move (`decode_read_bytes`), the GB/s that makes, its fraction of the
+HBM bandwidth measured in the same run by a device-to-device copy (`copy_bandwidth_gbps`), the
+Triton kernel's speedup over the reference, and its error against an fp32 oracle.
+What it is not: a model benchmark or a ragged-batch study (every row has the same length), and
+not a printer: it returns frozen rows and the caller reports them.
+Invariant: both kernels are held to the same byte count (what a decode read must move), so
+their GB/s compare on one scale; the reference moves more than that (gather, GQA repeat, score
+rectangle), which is the point. A point whose reference working set is over
+`max_reference_bytes` gets a reference row with no time and a note, never an out-of-memory.
 """
 
 from __future__ import annotations
@@ -21,15 +22,85 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterable
-from functools import partial
+from dataclasses import dataclass
 
 import torch
 
-from engine.config import KERNELS
 from kernels.reference import paged_attention_batched_reference
 from kernels.triton_decode import paged_attention_triton
 
-WARMUP = 2
+INDEX_BYTES = 8  # the engine's slot table and lengths are int64
+ERR_ROWS = 4  # rows checked against the fp32 oracle: the oracle's pool is only their slots
+WARMUP_MS, REP_MS = 25, 100  # do_bench's own defaults, spelled out
+HOST_REPEAT = 3
+REFERENCE_MAX_BYTES = 24 * 10**9  # the reference's gathered and repeated K/V, on one H200
+GATE_POINT = (64, 8192)
+GATE_FRACTION = 0.5
+
+Timer = Callable[[Callable[[], object]], float]
+
+
+class KernelTooSlow(RuntimeError):
+    """The Triton decode read reaches too small a share of the measured HBM bandwidth."""
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """One kernel at one point; ms and the rates are None when the kernel was not run."""
+
+    rows: int
+    context: int
+    kernel: str
+    dtype: str
+    read_bytes: int
+    ms: float | None
+    gbps: float | None
+    hbm_fraction: float | None
+    speedup: float | None
+    max_err: float | None
+    note: str = ""
+
+
+def decode_read_bytes(
+    rows: int, context: int, heads: int, kv_heads: int, head_dim: int, elem_bytes: int
+) -> int:
+    """2*rows*context*kv_heads*head_dim*elem + rows*context*8 + 2*rows*heads*head_dim*elem + rows*8."""
+    kv = 2 * rows * context * kv_heads * head_dim * elem_bytes
+    q_out = 2 * rows * heads * head_dim * elem_bytes
+    return kv + rows * context * INDEX_BYTES + q_out + rows * INDEX_BYTES
+
+
+def reference_working_bytes(
+    rows: int, context: int, heads: int, kv_heads: int, head_dim: int, elem_bytes: int
+) -> int:
+    """2*rows*context*(kv_heads + heads)*head_dim*elem: gathered plus head-repeated K and V."""
+    return 2 * rows * context * (kv_heads + heads) * head_dim * elem_bytes
+
+
+def cuda_ms(fn: Callable[[], object]) -> float:
+    """Median ms by triton.testing.do_bench: CUDA events, L2 flushed before each call."""
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+
+
+def host_ms(fn: Callable[[], object]) -> float:
+    """Median ms of HOST_REPEAT calls after one warm-up, by the host clock (CPU only)."""
+    fn()
+    times = []
+    for _ in range(HOST_REPEAT):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbps(device: str | torch.device, nbytes: int, timer: Timer) -> float:
+    """2 * nbytes / copy seconds / 1e9: a device-to-device copy reads and writes nbytes."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)  # (nbytes,)
+    dst = torch.empty_like(src)
+    ms = timer(lambda: dst.copy_(src))
+    return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -38,37 +109,7 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _median_ms(fn: Callable[[], torch.Tensor], device: torch.device, repeat: int) -> float:
-    for _ in range(WARMUP):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeat):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def _point_inputs(
-    rows: int,
-    context: int,
-    *,
-    device: torch.device,
-    dtype: torch.dtype,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    block_size: int,
-    seed: int,
-) -> tuple[torch.Tensor, ...]:
+def point_inputs(rows, context, *, device, dtype, heads, kv_heads, head_dim, block_size, seed):
     """q, pools, a [rows, context] slot table over shuffled blocks, and lengths all = context."""
     gen = torch.Generator(device=device).manual_seed(seed)
     blocks_per_row = -(-context // block_size)
@@ -84,6 +125,21 @@ def _point_inputs(
     return q, k_pool, v_pool, table, lens  # pools: (S, Hkv, D)
 
 
+def oracle_error(out, q, k_pool, v_pool, table, lens) -> float:
+    """Largest |out - fp32 reference| over the first ERR_ROWS rows.
+
+    The oracle's pool is only those rows' slots, widened to fp32, so it costs ERR_ROWS rows of
+    K/V at any point size instead of a second copy of the whole pool.
+    """
+    n, W = min(ERR_ROWS, table.shape[0]), table.shape[1]
+    slots = table[:n].reshape(-1)  # (n*W,)
+    own = torch.arange(n * W, device=table.device).view(n, W)  # (n, W) rows of the small pool
+    want = paged_attention_batched_reference(
+        q[:n].float(), k_pool[slots].float(), v_pool[slots].float(), own, lens[:n], validated=True
+    )  # (n, H, D)
+    return float((out[:n].float() - want).abs().max())
+
+
 def bench_kernels(
     points: Iterable[tuple[int, int]],
     *,
@@ -93,11 +149,14 @@ def bench_kernels(
     kv_heads: int = 8,
     head_dim: int = 128,
     block_size: int = 16,
-    repeat: int = 20,
-) -> list[dict]:
-    """One row per (point, kernel): rows, context, kernel, dtype, ms, kv_bytes, gbps, max_err.
+    timer: Timer | None = None,
+    hbm_gbps: float | None = None,
+    max_reference_bytes: int = REFERENCE_MAX_BYTES,
+) -> list[KernelTiming]:
+    """Two rows per point, reference then triton. timer: cuda_ms on CUDA, host_ms elsewhere.
 
-    points: (rows, context) pairs. The Triton kernel needs CUDA, or CPU under TRITON_INTERPRET=1.
+    hbm_gbps: the bandwidth measured in the same run; without it hbm_fraction is None.
+    The Triton kernel needs CUDA, or CPU under TRITON_INTERPRET=1.
     """
     device = torch.device(device)
     for name, value in (
@@ -105,52 +164,79 @@ def bench_kernels(
         ("kv_heads", kv_heads),
         ("head_dim", head_dim),
         ("block_size", block_size),
-        ("repeat", repeat),
     ):
         _positive_int(name, value)
     if heads % kv_heads:
         raise ValueError(f"kv_heads: {kv_heads} does not divide heads {heads}")
     points = [(_positive_int("rows", r), _positive_int("context", c)) for r, c in points]
-    elem = torch.empty((), dtype=dtype).element_size()
-    results: list[dict] = []
+    timer = timer or (cuda_ms if device.type == "cuda" else host_ms)
+    shape = dict(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    results: list[KernelTiming] = []
     for seed, (rows, context) in enumerate(points):
-        q, k_pool, v_pool, table, lens = _point_inputs(
-            rows,
-            context,
-            device=device,
-            dtype=dtype,
-            heads=heads,
-            kv_heads=kv_heads,
-            head_dim=head_dim,
-            block_size=block_size,
-            seed=seed,
+        args = point_inputs(
+            rows, context, device=device, dtype=dtype, block_size=block_size, seed=seed, **shape
         )
         with torch.no_grad():
-            want = paged_attention_batched_reference(
-                q.float(), k_pool.float(), v_pool.float(), table, lens, validated=True
-            )  # (B, H, D) fp32 oracle on the rounded inputs
-            args = (q, k_pool, v_pool, table, lens)
-            calls = {
-                "reference": partial(paged_attention_batched_reference, *args, validated=True),
-                "triton": partial(paged_attention_triton, *args),
-            }
-            kv_bytes = 2 * rows * context * kv_heads * head_dim * elem
-            for kernel in KERNELS:
-                fn = calls[kernel]
-                out = fn()  # (B, H, D)
-                max_err = float((out.float() - want).abs().max())
-                ms = _median_ms(fn, device, repeat)
-                results.append(
-                    {
-                        "rows": rows,
-                        "context": context,
-                        "kernel": kernel,
-                        "dtype": str(dtype).removeprefix("torch."),
-                        "ms": ms,
-                        "kv_bytes": kv_bytes,
-                        "gbps": kv_bytes / (ms * 1e-3) / 1e9,
-                        "max_err": max_err,
-                    }
-                )
-        del q, k_pool, v_pool, table, lens, want, out, args, calls
+            results += _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape)
+        del args  # the pools of the largest points are tens of GB
     return results
+
+
+def _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape) -> list[KernelTiming]:
+    q, _, _, table, _ = args
+    rows, context = table.shape
+    elem = q.element_size()
+    read_bytes = decode_read_bytes(rows, context, elem_bytes=elem, **shape)
+    working = reference_working_bytes(rows, context, elem_bytes=elem, **shape)
+
+    def timing(kernel: str, ms, max_err, speedup=None, note="") -> KernelTiming:
+        gbps = None if ms is None else read_bytes / (ms * 1e-3) / 1e9
+        return KernelTiming(
+            rows=rows,
+            context=context,
+            kernel=kernel,
+            dtype=str(q.dtype).removeprefix("torch."),
+            read_bytes=read_bytes,
+            ms=ms,
+            gbps=gbps,
+            hbm_fraction=None if gbps is None or not hbm_gbps else gbps / hbm_gbps,
+            speedup=speedup,
+            max_err=max_err,
+            note=note,
+        )
+
+    def ref():
+        return paged_attention_batched_reference(*args, validated=True)
+
+    def tri():
+        return paged_attention_triton(*args)
+
+    found, ref_ms = [], None
+    if working <= max_reference_bytes:
+        ref_err = oracle_error(ref(), *args)
+        ref_ms = timer(ref)
+        found.append(timing("reference", ref_ms, ref_err))
+    else:
+        limit = f"{working / 1e9:.0f} GB over {max_reference_bytes / 1e9:.0f} GB"
+        found.append(timing("reference", None, None, note=f"not run: working set {limit}"))
+    tri_err = oracle_error(tri(), *args)
+    tri_ms = timer(tri)
+    found.append(timing("triton", tri_ms, tri_err, None if ref_ms is None else ref_ms / tri_ms))
+    return found
+
+
+def check_kernel_bandwidth(
+    timings: Iterable[KernelTiming],
+    at: tuple[int, int] = GATE_POINT,
+    min_fraction: float = GATE_FRACTION,
+) -> float:
+    """The Triton row at `at` reaches min_fraction of measured HBM bandwidth; returns it."""
+    row = next((t for t in timings if t.kernel == "triton" and (t.rows, t.context) == at), None)
+    if row is None or row.hbm_fraction is None:
+        raise KernelTooSlow(f"no Triton timing with a measured bandwidth at {at[0]}x{at[1]}")
+    if row.hbm_fraction < min_fraction:
+        raise KernelTooSlow(
+            f"Triton decode read at {at[0]} rows x {at[1]} context: {row.gbps:.0f} GB/s, "
+            f"{row.hbm_fraction:.0%} of measured HBM bandwidth, expected at least {min_fraction:.0%}"
+        )
+    return row.hbm_fraction

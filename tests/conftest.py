@@ -1,14 +1,29 @@
-"""Shared pytest hooks: a fresh Inductor cache per run; `gpu` tests skip without CUDA."""
+"""Shared pytest hooks: the one place that decides the Triton interpreter, a fresh Inductor
+cache per run, and the device skips.
+
+Triton reads TRITON_INTERPRET when a kernel is defined, and dynamo may import Triton in any test,
+so the choice is made here, before any test module is imported: on a machine without CUDA the
+kernels run on the CPU under the interpreter (set only when the user has not set it); with CUDA
+it is never forced, so a test that reaches Triton through the engine compiles for real. Tests
+marked `interpreter` run Triton on CPU tensors and skip when the interpreter is off; tests
+marked `gpu` skip without CUDA.
+"""
 
 import os
 import shutil
 import tempfile
 
 import pytest
+import torch
 
-# Triton reads this when a kernel is defined, and dynamo may import Triton in any test, so the
-# interpreter is chosen once here, before anything imports it: kernels run on the CPU in tests.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def interpreting() -> bool:
+    # Triton's own reading of the variable (kernels.triton_decode._interpreting).
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on")
 
 
 def pytest_configure(config):
@@ -28,11 +43,13 @@ INDUCTOR_DIR = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(config, items):
-    import torch
-
-    if torch.cuda.is_available():
-        return
     skip_gpu = pytest.mark.skip(reason="needs CUDA; torch.cuda.is_available() is False")
+    skip_cpu_triton = pytest.mark.skip(
+        reason="runs Triton on CPU tensors under TRITON_INTERPRET=1, which is off here; "
+        "the gpu tests run the kernel on the device"
+    )
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not CUDA:
             item.add_marker(skip_gpu)
+        if "interpreter" in item.keywords and not interpreting():
+            item.add_marker(skip_cpu_triton)

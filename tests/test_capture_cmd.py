@@ -7,22 +7,16 @@ second command so Typer stays in subcommand mode. The model is a small checkpoin
 
 from __future__ import annotations
 
-import os
+import json
 
-# Set at import, before anything (dynamo included) imports Triton and reads its knobs: the
-# Triton run below needs the interpreter on a machine without a device.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pandas as pd
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
 
-import json  # noqa: E402
-
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import typer  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
-
-from nanobench.cli import app as cli_app  # noqa: E402
-from tests.helpers import HEADS32, TINY_MHA, write_model  # noqa: E402
+from nanobench.cli import app as cli_app
+from tests.helpers import HEADS32, TINY_MHA, write_model
 
 # Day 54: steps -> captures closed, at 2 rows, a 16-token prompt, width multiple 128.
 DAY54_RUNS = {8: 1, 32: 1, 64: 1, 128: 2}
@@ -151,6 +145,7 @@ def test_up_front_capture_then_every_step_replays(app, model_dir, tmp_path):
     assert len(doc["outputs"]["shapes"]) == 16
 
 
+@pytest.mark.interpreter
 def test_triton_kernel_replays_under_the_interpreter(app, tmp_path_factory, tmp_path):
     # The Triton kernel takes head_dim 32..256: TINY_MHA, not the 32-head model (head_dim 8).
     mha = write_model(tmp_path_factory.mktemp("mha"), TINY_MHA)
@@ -209,8 +204,17 @@ def test_cuda_capture_measures_the_pool(app, model_dir, tmp_path):
     doc = json.loads(result.stdout)
     for r in rows_of(doc, "run"):
         assert r["capture_pool_bytes"] is not None and r["recorded_mid_run"] == 0
-    for r in rows_of(doc, "pool"):
-        if r["kernel"] == "reference":
-            assert r["shared_pool_measured_bytes"] > 0
-            assert r["private_pools_measured_bytes"] > 0
-            assert r["shared_pool_diff_pct"] is not None
+    pool = [r for r in rows_of(doc, "pool") if r["kernel"] == "reference"]
+    assert sorted(r["width_multiple"] for r in pool) == [128, 512]
+    for r in pool:
+        # nanobench's prediction, by hand: the largest score rectangle of the list,
+        # 8 rows x 32 heads x 512 wide x fp32, whatever the width multiple.
+        assert r["shared_pool_bytes"] == 8 * 32 * 512 * 4
+        # The measured pool must hold that rectangle, and the row says by how much it differs.
+        measured = r["shared_pool_measured_bytes"]
+        assert measured >= 8 * 32 * 512 * 4, r
+        assert r["shared_pool_diff_pct"] == pytest.approx(100 * (measured / 524288 - 1))
+        # Every private pool holds at least its own rectangle: the sum over the list, by hand.
+        rows_sum = 1 + 2 + 4 + 8
+        widths_sum = sum(range(r["width_multiple"], 513, r["width_multiple"]))
+        assert r["private_pools_measured_bytes"] >= rows_sum * 32 * widths_sum * 4, r

@@ -1,25 +1,21 @@
 """The Triton paged decode kernel against the plain-torch oracle, its input guards, and its op.
 
-Runs on CPU under the Triton interpreter (set here, before any kernel is built); the `gpu` test
-turns the interpreter off and compiles for real.
+The CPU tests are marked `interpreter`: they run under TRITON_INTERPRET=1, which conftest sets
+on a machine without CUDA and never on one with it; the `gpu` test compiles for real.
 """
 
-import os
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import math  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from kernels.ops import paged_decode_op  # noqa: E402
-from kernels.reference import KernelInputError, paged_attention_batched_reference  # noqa: E402
-from kernels.triton_decode import paged_attention_triton  # noqa: E402
+from kernels.ops import paged_decode_op
+from kernels.reference import KernelInputError, paged_attention_batched_reference
+from kernels.triton_decode import paged_attention_triton
 
 REPO = Path(__file__).resolve().parents[1]
 # Tolerances against an fp32 oracle on the same (rounded) inputs; bf16/fp16 pay for the output
@@ -126,6 +122,7 @@ def _grid_id(c) -> str:
     return name + (f"-scale{scale}" if scale is not None else "")
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize(
     "rows,H,Hkv,D,block,dtype,index_dtype,pool_view,scale", GRID, ids=[_grid_id(c) for c in GRID]
 )
@@ -153,6 +150,7 @@ def test_matches_reference(rows, H, Hkv, D, block, dtype, index_dtype, pool_view
     torch.testing.assert_close(out[live].float(), want, atol=ATOL[dtype], rtol=0)
 
 
+@pytest.mark.interpreter
 def test_default_out_is_allocated_and_matches():
     case = make_case(2, 4, 2, 64, 16, torch.float32, seed=1)
     got = paged_attention_triton(
@@ -229,6 +227,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("mutate,match", BAD_INPUTS)
 def test_rejects_bad_inputs(mutate, match):
     args = _valid_args()
@@ -238,7 +237,7 @@ def test_rejects_bad_inputs(mutate, match):
 
 
 def test_rejects_cpu_without_interpreter(monkeypatch):
-    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(KernelInputError, match="^q: on cpu"):
         paged_attention_triton(**_valid_args())
 
@@ -253,6 +252,7 @@ def test_import_is_lazy():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
+@pytest.mark.interpreter
 def test_custom_op_traces_as_one_graph():
     op = paged_decode_op()
     assert paged_decode_op() is op
@@ -275,6 +275,7 @@ def test_custom_op_traces_as_one_graph():
     torch.testing.assert_close(op(*args), paged_attention_triton(*args))
 
 
+@pytest.mark.interpreter
 def test_custom_op_passes_opcheck():
     """Schema, fake-tensor and AOT-dispatch consistency of the op against its real kernel."""
     case = make_case(3, 8, 2, 64, 16, torch.float32, seed=4)
@@ -284,9 +285,7 @@ def test_custom_op_passes_opcheck():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_matches_reference_on_cuda(dtype, monkeypatch):
-    # This file turns the interpreter on for CPU; compile for real here.
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
+def test_matches_reference_on_cuda(dtype):
     for rows, H, Hkv, D, block in [(9, 32, 8, 128, 16), (5, 8, 1, 64, 32), (3, 16, 16, 256, 8)]:
         case = make_case(rows, H, Hkv, D, block, dtype, pool_view=rows == 5, device="cuda")
         out = torch.full(case.q.shape, float("nan"), dtype=dtype, device="cuda")  # (B, H, D)

@@ -1,20 +1,19 @@
 """The engine with Triton attention: parity with transformers, one graph, no width axis.
 
-Runs on CPU under the Triton interpreter (set here, before any kernel is built), so every decode
-read goes through `nanobench::paged_decode` exactly as it does on a GPU.
+Runs on CPU under the Triton interpreter (conftest sets it on a machine without CUDA; the module
+is marked `interpreter` and skipped on one with CUDA), so every decode read goes through
+`nanobench::paged_decode` exactly as it does on a GPU.
 """
 
-import os
+import pytest
 
-os.environ["TRITON_INTERPRET"] = "1"
+from engine.engine import Engine, resolve_attention
+from engine.plan import plan_decode
+from engine.weights import materialize_preset
+from tests.helpers import prompts
+from tests.test_engine_parity import assert_matches_transformers, engine_run
 
-import pytest  # noqa: E402
-
-from engine.engine import Engine, resolve_attention  # noqa: E402
-from engine.plan import plan_decode  # noqa: E402
-from engine.weights import materialize_preset  # noqa: E402
-from tests.helpers import prompts  # noqa: E402
-from tests.test_engine_parity import assert_matches_transformers, engine_run  # noqa: E402
+pytestmark = pytest.mark.interpreter
 
 # Not test_engine_parity's 64: the interpreter runs every kernel program in Python, and a step
 # costs more as contexts grow, so 64 steps take ~70 s here. 24 steps still take every row across
