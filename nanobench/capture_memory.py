@@ -56,9 +56,12 @@ class Trace:
     kept: frozenset[int]
 
 
-def engine_config(kernel: str, dtype: str, max_batch: int, max_model_len: int) -> EngineConfig:
+def engine_config(
+    kernel: str, dtype: str, max_batch: int, max_model_len: int, device: str = "cpu"
+) -> EngineConfig:
     """The engine a capture list is recorded on: one KV block, dense GEMM weights."""
     return EngineConfig(
+        device=device,
         max_batch_size=max_batch,
         max_model_len=max_model_len,
         num_blocks=1,
@@ -80,7 +83,6 @@ def build_engine(model: ModelConfig, config: EngineConfig) -> Engine:
     finally:
         torch.set_default_dtype(previous)
     return Engine(net, config)
-
 
 
 def trace_forward(engine: Engine, rows: int, width: int) -> Trace:
@@ -144,6 +146,7 @@ class DecodeMemory:
                 traced, engine_config(kernel, dtype, max_batch, max_model_len)
             )
         self._traces: dict[tuple[int, int], Trace] = {}
+        self._shapes: dict[tuple[int, int], ShapeMemory] = {}
 
     def trace(self, rows: int, width: int) -> Trace:
         if (rows, width) not in self._traces:
@@ -153,6 +156,11 @@ class DecodeMemory:
 
     def at(self, rows: int, width: int) -> ShapeMemory:
         """The shape's figures; the Triton read spans the whole slot table whatever `width`."""
+        if (rows, width) not in self._shapes:
+            self._shapes[rows, width] = self._at(rows, width)
+        return self._shapes[rows, width]
+
+    def _at(self, rows: int, width: int) -> ShapeMemory:
         if self.kernel == "triton" or self.max_model_len < 2:
             t = self.trace(rows, self.max_model_len)
             events, kept = t.events, t.kept
@@ -163,6 +171,27 @@ class DecodeMemory:
             events, kept = follow_width(a, wa, b, wb, width), a.kept
         workspace, outputs, peak = replay(events, kept)
         return ShapeMemory(self.kernel, rows, width, workspace, outputs, peak)
+
+
+@dataclass(frozen=True)
+class ListMemory:
+    """A capture list's traced bytes: one shared pool against one pool per graph."""
+
+    shapes: int
+    shared_workspace_bytes: int  # max workspace over the list: one pool every recording reuses
+    private_workspace_bytes: int  # sum of workspaces: a pool per graph
+    outputs_bytes: int  # sum of outputs: every graph keeps its own, shared pool or not
+
+
+def list_memory(memory: DecodeMemory, shapes) -> ListMemory:
+    """The traced figures of every shape of a list, combined (max, sum, sum)."""
+    found = [memory.at(rows, width) for rows, width in shapes]
+    return ListMemory(
+        shapes=len(found),
+        shared_workspace_bytes=max((m.workspace_bytes for m in found), default=0),
+        private_workspace_bytes=sum(m.workspace_bytes for m in found),
+        outputs_bytes=sum(m.outputs_bytes for m in found),
+    )
 
 
 @functools.lru_cache(maxsize=16)
