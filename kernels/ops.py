@@ -1,8 +1,8 @@
 """The Triton paged decode kernel as a torch custom op, `nanobench::paged_decode`.
 
 What it is: an opaque operator that torch._dynamo puts in the graph as one node, so a model that
-calls it traces as a single graph with no breaks; its fake returns an empty (B, H, D) tensor
-without running anything.
+calls it traces as a single graph with no breaks; its fake allocates the (B, H, D) output the
+real launcher allocates (`new_output`) without running anything.
 What it is not: differentiable (decode only), or a way for inductor to see into or fuse the
 kernel; it runs exactly what `paged_attention_triton` runs.
 Invariant: nothing is registered at import time; `paged_decode_op()` registers on first call
@@ -21,7 +21,7 @@ def paged_decode_op():
     The op takes (q, k_pool, v_pool, slot_table, context_lens, scale=None) with the shapes and
     meaning of `paged_attention_triton`; `scale=None` means head_dim**-0.5.
     """
-    from kernels.triton_decode import paged_attention_triton
+    from kernels.triton_decode import new_output, paged_attention_triton
 
     @torch.library.custom_op("nanobench::paged_decode", mutates_args=())
     def paged_decode(
@@ -36,6 +36,7 @@ def paged_decode_op():
 
     @paged_decode.register_fake
     def _(q, k_pool, v_pool, slot_table, context_lens, scale=None):
-        return torch.empty_like(q)  # (B, H, D)
+        # The real launcher's own allocation, so a fake-tensor memory trace counts its bytes.
+        return new_output(q)  # (B, H, D)
 
     return paged_decode

@@ -227,6 +227,12 @@ def _check_inputs(
             raise KernelInputError(f"out: must be contiguous, got strides {out.stride()}")
 
 
+def new_output(q: torch.Tensor) -> torch.Tensor:
+    """The (B, H, D) buffer the kernel writes: q's shape and dtype, dense. The op's fake
+    implementation allocates through this too, so a fake-tensor trace counts the same bytes."""
+    return torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (B, H, D)
+
+
 def paged_attention_triton(
     q: torch.Tensor,
     k_pool: torch.Tensor,
@@ -249,7 +255,7 @@ def paged_attention_triton(
     Hkv = k_pool.shape[1]
     group = H // Hkv
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (B, H, D)
+        out = new_output(q)  # (B, H, D)
     if B == 0:
         return out
     scale = D**-0.5 if scale is None else float(scale)

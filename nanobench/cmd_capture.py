@@ -65,6 +65,7 @@ def capture(
             # Without a device the Triton kernel runs under its interpreter; set before any build.
             os.environ.setdefault("TRITON_INTERPRET", "1")
 
+        from engine.config import ConfigError
         from engine.weights import load_checkpoint
         from kernels.reference import KernelInputError
         from nanobench.capture_bench import (
@@ -74,8 +75,14 @@ def capture(
             run_rows,
             with_measured,
         )
+        from nanobench.capture_memory import with_heads
+        from nanobench.capture_workspace import with_traced, workspace_rows
         from reports.capture import plot_capture, render_capture, write_capture_csv
 
+        try:
+            with_heads(config, pool_heads)
+        except ConfigError as e:
+            raise BadInput(f"--heads {pool_heads}: {e}") from None
         status(f"loading {directory}")
         _, tensors = load_checkpoint(directory)
         try:
@@ -96,10 +103,14 @@ def capture(
             # The model's shapes are outside what the chosen kernel takes (e.g. Triton's head_dim).
             raise BadInput(f"--kernel {kernel} with --model {model}: {e}") from None
         pools = pool_rows(pool_heads, capture_rows, capture_tokens, widths)
+        status("tracing the decode forward's memory under fake tensors")
+        pools = with_traced(pools, config, dtype)
+        workspace = workspace_rows(config, pool_heads, capture_rows, capture_tokens, dtype)
         if device == "cuda":
             measured = measure_pools(config, capture_rows, capture_tokens, widths, dtype, status)
             pools = with_measured(pools, measured)
-        rows_out = runs + pools + held_rows(pool_heads, capture_rows, capture_tokens)
+        held = held_rows(pool_heads, capture_rows, capture_tokens)
+        rows_out = runs + pools + workspace + held
         notes = up_front_notes(runs)
         csv_path = write_capture_csv(target / "capture.csv", rows_out)
         png_path = plot_capture(target / "captured-decode-replay.png", rows_out)

@@ -1,10 +1,12 @@
 """Does the capture list fit beside the weights and the KV pool: the budget, per list and kernel.
 
 What it is: `budget_row`, which prices one (kernel, width multiple) capture list against a
-device: weights, the capture pool (the shared score workspace plus the output buffer every
-recorded graph keeps), decode activations, the persistent slot table and step inputs, and what
-is left for the KV pool in blocks and tokens; `smallest_fitting` searches the width multiples
-for the largest list that still fits. Numbers come from a `ModelConfig` alone: no weights.
+device: weights, the capture pool (the largest workspace of the list, traced from the decode
+forward under fake tensors by `nanobench.capture_memory`, plus the output buffer every recorded
+graph keeps, traced too), decode activations, the persistent slot table and step inputs, and
+what is left for the KV pool in blocks and tokens; `smallest_fitting` searches the width
+multiples for the largest list that still fits. Numbers come from a `ModelConfig` alone: no
+weights. Day 54's score-rectangle formula stays beside the traced workspace, unused in the sum.
 What it is not: a probe (the CLI reads free memory on CUDA) or a recorder. The activation
 figure is an estimate of a decode step's largest live set at max batch, stated as a formula.
 Invariant: every figure is an int number of bytes; a list fits when the KV pool left over holds
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from engine.buckets import DecodeBuckets
 from engine.config import KERNELS, ModelConfig
+from nanobench.capture_memory import decode_memory, list_memory
 from nanobench.cost.capture import input_buffer_bytes, shared_pool_bytes, slot_table_bytes
 from nanobench.cost.pool import (
     PoolUnsound,
@@ -44,8 +47,9 @@ def capture_list(
 
 
 def workspace_pool_bytes(kernel: str, shapes, heads: int) -> int:
-    """The shared pool's score workspace: the largest [rows, heads, 1, width] rectangle, fp32.
+    """Day 54's formula: the largest [rows, heads, 1, width] fp32 score rectangle of the list.
 
+    Shown beside the traced workspace, never summed: it leaves out every other intermediate.
     The Triton kernel materialises no score rectangle, so its list prices at 0 here.
     """
     return 0 if kernel == "triton" else shared_pool_bytes(shapes, heads, FP32)
@@ -100,8 +104,16 @@ def budget_row(
     per_block = kv_bytes_per_block(
         model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes, block_size
     )
-    workspace = workspace_pool_bytes(kernel, shapes, model.num_heads)
-    outputs = graph_outputs_bytes(shapes, model.vocab_size)
+    formula = workspace_pool_bytes(kernel, shapes, model.num_heads)
+    traced = list_memory(decode_memory(model, kernel, dtype, max_batch, max_model_len), shapes)
+    workspace = traced.shared_workspace_bytes
+    outputs = traced.outputs_bytes
+    # One output buffer every graph writes (item 3 of issue 16): the top row count's logits.
+    one_output = (
+        decode_memory(model, kernel, dtype, max_batch, max_model_len)
+        .at(max_batch, max_model_len)
+        .outputs_bytes
+    )
     activations = decode_activation_bytes(
         max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
     )
@@ -130,9 +142,13 @@ def budget_row(
         "weights_bytes": weights,
         "kv_bytes_per_token": per_token,
         "kv_bytes_per_block": per_block,
-        "capture_workspace_bytes": workspace,
+        "capture_workspace_bytes": formula,
+        "traced_workspace_bytes": workspace,
+        "workspace_difference_bytes": workspace - formula,
         "graph_outputs_bytes": outputs,
         "capture_pool_bytes": capture_pool,
+        "shared_output_bytes": one_output,
+        "capture_pool_shared_output_bytes": workspace + one_output,
         "activation_bytes": activations,
         "persistent_bytes": persistent,
         "free_for_kv_bytes": free,

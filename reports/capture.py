@@ -1,7 +1,7 @@
 """Tables and the diagram for `nanobench capture`: runs, the pool table, what a step holds.
 
 What it is: the CSV columns of `capture.csv` (one file, a `table` column naming which of the
-three tables a row belongs to: `run`, `pool`, `held`), the three terminal tables, and
+four tables a row belongs to: `run`, `pool`, `workspace`, `held`), the terminal tables, and
 `captured-decode-replay.png`.
 What it is not: a measurement; it formats the rows it is handed and never imports the engine.
 Invariant: the diagram is drawn from the rows, never from constants; byte counts print as
@@ -15,7 +15,14 @@ only, same prompts, the capturing engine teacher-forced with the eager tokens), 
 (replayed against eager logits over every step), mode, captured_up_front, capture_s,
 capture_pool_bytes (CUDA: the pool's reserved growth over the up-front walk).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
-private_pools_bytes (their sum), sharing_ratio, and on CUDA *_measured_bytes and *_diff_pct.
+private_pools_bytes (their sum), sharing_ratio (these three are Day 54's score-rectangle
+formula), traced_shared_pool_bytes (the largest traced workspace of the list),
+traced_private_pools_bytes (their sum), graph_outputs_bytes (the logits every graph keeps, not
+shared), and on CUDA *_measured_bytes and *_diff_pct (against the formula).
+Columns (workspace): kernel, rows, width, traced_bytes (peak of the decode forward's
+intermediates, traced under fake tensors), formula_bytes (the score rectangle), difference_bytes
+(traced - formula: what the formula leaves out), outputs_bytes (the graph's logits buffer),
+peak_bytes (intermediates and output together), heads, dtype.
 Columns (held): item, reference_bytes, triton_bytes.
 """
 
@@ -58,6 +65,16 @@ CAPTURE_COLUMNS = [
     "shared_pool_diff_pct",
     "private_pools_measured_bytes",
     "private_pools_diff_pct",
+    "traced_shared_pool_bytes",
+    "traced_private_pools_bytes",
+    "graph_outputs_bytes",
+    "width",
+    "traced_bytes",
+    "formula_bytes",
+    "difference_bytes",
+    "outputs_bytes",
+    "peak_bytes",
+    "dtype",
     "heads",
     "capture_rows",
     "capture_tokens",
@@ -83,12 +100,15 @@ def render_capture(console, rows: list[dict], gates, notes: list[str] = ()) -> N
     runs = [r for r in rows if r["table"] == "run"]
     pools = [r for r in rows if r["table"] == "pool"]
     held = [r for r in rows if r["table"] == "held"]
+    workspace = [r for r in rows if r["table"] == "workspace"]
     if runs:
         console.print(run_table(runs))
     for note in notes:
         console.print(note, markup=False)
     if pools:
         console.print(pool_table(pools))
+    if workspace:
+        console.print(workspace_table(workspace))
     if held:
         console.print(held_table(held))
     for g in gates:
@@ -139,7 +159,10 @@ def pool_table(pools: list[dict]) -> Table:
             f"{first['heads']} heads, fp32 scores"
         )
     )
+    traced = any("traced_shared_pool_bytes" in r for r in pools)
     cols = ["kernel", "width multiple", "shapes", "shared pool", "private pools", "ratio"]
+    if traced:
+        cols += ["traced shared", "traced private", "graph outputs"]
     if measured:
         cols += ["shared measured", "diff", "private measured", "diff"]
     for col in cols:
@@ -154,6 +177,12 @@ def pool_table(pools: list[dict]) -> Table:
             mb(r["private_pools_bytes"]),
             ratio,
         ]
+        if traced:
+            cells += [
+                mb(r.get("traced_shared_pool_bytes")),
+                mb(r.get("traced_private_pools_bytes")),
+                mb(r.get("graph_outputs_bytes")),
+            ]
         if measured:
             cells += [
                 mb(r.get("shared_pool_measured_bytes")),
@@ -162,6 +191,29 @@ def pool_table(pools: list[dict]) -> Table:
                 pct(r.get("private_pools_diff_pct")),
             ]
         table.add_row(*cells)
+    return table
+
+
+def workspace_table(rows: list[dict]) -> Table:
+    first = rows[0]
+    table = Table(
+        title=(
+            f"what one recorded graph holds, traced from the forward at width {first['width']}, "
+            f"{first['heads']} heads, {first['dtype']} (formula: the fp32 score rectangle)"
+        )
+    )
+    cols = ["kernel", "rows", "traced workspace", "formula", "traced - formula", "outputs kept"]
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            r["kernel"],
+            str(r["rows"]),
+            mb(r["traced_bytes"]),
+            mb(r["formula_bytes"]),
+            mb(r["difference_bytes"]),
+            mb(r["outputs_bytes"]),
+        )
     return table
 
 
@@ -220,6 +272,14 @@ def plot_capture(path: Path, rows: list[dict]) -> Path:
             0.4,
             label="private",
         )
+        for key, x_off, marker, name in (
+            ("traced_shared_pool_bytes", -0.2, "ko", "shared, traced"),
+            ("traced_private_pools_bytes", 0.2, "ks", "private, traced"),
+        ):
+            if all(key in r for r in pools):
+                ax_pool.plot(
+                    [x + x_off for x in px], [r[key] / 1e6 for r in pools], marker, label=name
+                )
         measured = [r.get("shared_pool_measured_bytes") for r in pools]
         if any(m is not None for m in measured):
             ax_pool.plot(
@@ -234,7 +294,7 @@ def plot_capture(path: Path, rows: list[dict]) -> Path:
         ax_pool.set_yscale("log")
         ax_pool.set_xlabel("width multiple")
         ax_pool.set_ylabel("MB")
-        ax_pool.set_title("one shared pool (a max) against one per shape (a sum)")
+        ax_pool.set_title("shared pool (a max) against one per shape (a sum): formula bars")
         ax_pool.legend()
     if held:
         hy = range(len(held))

@@ -9,9 +9,13 @@ cap, and the headroom above it. When the list does not fit, the KV pool is 0 and
 itself rises past the cap line by the overrun.
 
 Columns: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
-weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the shared
-score rectangle), graph_outputs_bytes (each graph's own logits buffer), capture_pool_bytes
-(their sum), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
+weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (Day 54's
+formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
+workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -
+formula), graph_outputs_bytes (each graph's own logits buffer, traced), capture_pool_bytes
+(traced workspace + graph outputs), shared_output_bytes (one logits buffer at max batch, what
+every graph would write if they shared it), capture_pool_shared_output_bytes (traced workspace +
+that one buffer), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
 kv_pool_bytes, min_blocks (one sequence at max_model_len), fits, fits_detail,
 full_batch_blocks, full_batch_fits, smallest_fitting_width_multiple, largest_fitting_shapes.
 """
@@ -35,8 +39,12 @@ POOL_BUDGET_COLUMNS = [
     "kv_bytes_per_token",
     "kv_bytes_per_block",
     "capture_workspace_bytes",
+    "traced_workspace_bytes",
+    "workspace_difference_bytes",
     "graph_outputs_bytes",
     "capture_pool_bytes",
+    "shared_output_bytes",
+    "capture_pool_shared_output_bytes",
     "activation_bytes",
     "persistent_bytes",
     "free_for_kv_bytes",
@@ -59,7 +67,7 @@ POOL_BUDGET_COLUMNS = [
 # (label, row key) from the bottom of the stack up; the remainder and headroom are derived.
 STACK = [
     ("weights", "weights_bytes"),
-    ("capture workspace (shared)", "capture_workspace_bytes"),
+    ("capture workspace (shared)", "traced_workspace_bytes"),
     ("graph outputs (one per graph)", "graph_outputs_bytes"),
     ("decode activations", "activation_bytes"),
     ("slot table + inputs", "persistent_bytes"),
@@ -104,6 +112,11 @@ def render_pool_budget(console, rows: list[dict], gates, notes: list[str] = ()) 
     table.add_row("unallocated (under the cap)", *[mb(remainder_bytes(r)) for r in rows])
     table.add_row(
         "headroom (above the cap)", *[mb(r["device_bytes"] - r["usable_bytes"]) for r in rows]
+    )
+    table.add_row("  formula: score rectangle", *[mb(r["capture_workspace_bytes"]) for r in rows])
+    table.add_row(
+        "  pool with one shared output",
+        *[mb(r["capture_pool_shared_output_bytes"]) for r in rows],
     )
     table.add_row("free for KV", *[mb(r["free_for_kv_bytes"]) for r in rows])
     table.add_row("KV blocks", *[f"{r['kv_blocks']:,}" for r in rows])

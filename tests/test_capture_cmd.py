@@ -110,7 +110,7 @@ def test_gates_and_outputs(day54):
             assert f"{gate}[{steps}]" in names
     assert all(g["passed"] for g in doc["gates"]), doc["gates"]
     frame = pd.read_csv(out / "capture.csv")
-    assert set(frame["table"]) == {"run", "pool", "held"}
+    assert set(frame["table"]) == {"run", "pool", "workspace", "held"}
     assert list(frame[frame["table"] == "run"]["captures_closed"]) == list(DAY54_RUNS.values())
     png = out / "captured-decode-replay.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,78 @@
+"""`capture`'s traced memory: the workspace table and the traced columns of the pool table.
+
+What it is: `workspace_rows`, one row per shape at the top width of the priced list for each
+kernel, the traced workspace (`nanobench.capture_memory`) beside Day 54's score-rectangle
+formula and their difference; and `with_traced`, which adds to each pool row the list's traced
+shared pool (largest workspace), private pools (their sum) and graph outputs (kept per graph).
+What it is not: the formula itself (`nanobench.cost.capture`) or the tracer.
+Invariant: the formula columns keep their values (Day 54's table still reproduces); every traced
+column comes from the forward's own allocations under fake tensors.
+"""
+
+from __future__ import annotations
+
+from engine.buckets import DecodeBuckets
+from engine.config import ModelConfig
+from nanobench.capture_memory import decode_memory, list_memory, with_heads
+from nanobench.cost.capture import workspace_bytes
+
+# The reference read's softmax runs in fp32 whatever the model dtype (Day 54's "fp32 scores").
+SCORE_BYTES = 4
+
+
+def formula_bytes(kernel: str, rows: int, heads: int, width: int) -> int:
+    """Day 54's figure: the [rows, heads, 1, width] fp32 score rectangle; 0 for Triton."""
+    return 0 if kernel == "triton" else workspace_bytes(rows, heads, width, SCORE_BYTES)
+
+
+def workspace_rows(
+    model: ModelConfig, heads: int, capture_rows: int, capture_tokens: int, dtype: str
+) -> list[dict]:
+    """Per kernel, the row ladder at the widest width: traced workspace beside the formula."""
+    traced_model = with_heads(model, heads)
+    out = []
+    for kernel in ("reference", "triton"):
+        memory = decode_memory(traced_model, kernel, dtype, capture_rows, capture_tokens)
+        for rows in DecodeBuckets(capture_rows, capture_tokens, capture_tokens).rows:
+            m = memory.at(rows, capture_tokens)
+            formula = formula_bytes(kernel, rows, heads, capture_tokens)
+            out.append(
+                {
+                    "table": "workspace",
+                    "kernel": kernel,
+                    "rows": rows,
+                    "width": capture_tokens,
+                    "traced_bytes": m.workspace_bytes,
+                    "formula_bytes": formula,
+                    "difference_bytes": m.workspace_bytes - formula,
+                    "outputs_bytes": m.outputs_bytes,
+                    "peak_bytes": m.peak_bytes,
+                    "heads": heads,
+                    "dtype": dtype,
+                }
+            )
+    return out
+
+
+def with_traced(pools: list[dict], model: ModelConfig, dtype: str) -> list[dict]:
+    """Pool rows with the traced shared pool, private pools and graph outputs beside the formula."""
+    out = []
+    for row in pools:
+        kernel, tokens = row["kernel"], row["capture_tokens"]
+        memory = decode_memory(
+            with_heads(model, row["heads"]), kernel, dtype, row["capture_rows"], tokens
+        )
+        multiple = tokens if row["width_multiple"] is None else row["width_multiple"]
+        buckets = DecodeBuckets(
+            row["capture_rows"], tokens, multiple, width_free=kernel == "triton"
+        )
+        traced = list_memory(memory, buckets.shapes)
+        out.append(
+            {
+                **row,
+                "traced_shared_pool_bytes": traced.shared_workspace_bytes,
+                "traced_private_pools_bytes": traced.private_workspace_bytes,
+                "graph_outputs_bytes": traced.outputs_bytes,
+            }
+        )
+    return out
