@@ -63,6 +63,11 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def copy_out(logits: torch.Tensor) -> torch.Tensor:
+    """What the bench keeps of a step: a copy, because the next replay writes through `logits`."""
+    return logits.clone()
+
+
 def drive(engine: Engine, batch: list[list[int]], steps: int, forced=None):
     """Prefill, then `steps` decode steps; returns (tokens fed, logits copies, decode ms).
 
@@ -80,8 +85,7 @@ def drive(engine: Engine, batch: list[list[int]], steps: int, forced=None):
         logits = engine.decode_step(tokens)  # (B, V) a view on the replay's buffer when captured
         nxt = logits.argmax(-1).tolist()
         elapsed += time.perf_counter() - start
-        # Copied before the next step: the next replay writes through this buffer.
-        held.append(logits.clone())
+        held.append(copy_out(logits))
         tokens = nxt
     engine.release_all()
     return fed, held, elapsed * 1e3

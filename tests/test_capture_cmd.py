@@ -218,3 +218,22 @@ def test_cuda_capture_measures_the_pool(app, model_dir, tmp_path):
         rows_sum = 1 + 2 + 4 + 8
         widths_sum = sum(range(r["width_multiple"], 513, r["width_multiple"]))
         assert r["private_pools_measured_bytes"] >= rows_sum * 32 * widths_sum * 4, r
+
+
+def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
+    """The gate checks the logits the bench keeps across steps: copies pass, views fail."""
+    import nanobench.capture_bench as bench
+    from engine.weights import synthesize_weights
+
+    tensors = synthesize_weights(TINY_MHA, 1, torch.float32)
+    options = dict(rows=2, prompt_len=8, steps=[4], width_multiple=16, up_front=False)
+
+    def held_gate() -> tuple[bool, str]:
+        _, gates, _ = bench.run_rows(TINY_MHA, tensors, **options)
+        (found,) = [g for g in gates if g.name == "check_output_not_held[4]"]
+        return found.passed, found.detail
+
+    assert held_gate()[0] is True
+    monkeypatch.setattr(bench, "copy_out", lambda logits: logits)  # keep the replay's view
+    passed, detail = held_gate()
+    assert passed is False and "view on a replay's output" in detail

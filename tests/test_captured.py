@@ -481,23 +481,53 @@ def test_a_held_output_changes_under_the_next_replay(checkpoint):
     engine.release_all()
 
 
+def held_tensors(root: object, skip: tuple[object, ...], depth: int = 4) -> list[torch.Tensor]:
+    """Tensors reachable from `root` through attributes, lists, tuples and dicts, outside `skip`."""
+    found, seen = [], {id(s) for s in skip}
+    todo = [(root, 0)]
+    while todo:
+        obj, level = todo.pop()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            found.append(obj)
+        elif isinstance(obj, (list, tuple)):
+            todo += [(item, level + 1) for item in obj]
+        elif isinstance(obj, dict):
+            todo += [(item, level + 1) for item in obj.values()]
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            todo += [(item, level + 1) for item in vars(obj).values()]
+    return found
+
+
 def test_the_engine_never_holds_an_output(checkpoint, monkeypatch):
+    """Between steps, neither the sampler's result nor anything the engine keeps (its plan,
+    buffers, model) is a view on a replay's output; only the recorded graphs own those."""
     eager, captured = build(checkpoint, capture=False), build(checkpoint)
     batch = batch_of(2, 9)
-    sampled = []
+    want = eager.generate(batch, 24)
+    checked = []
     real_sample = engine_module.sample
 
     def spy(logits, params, generator=None):
         out = real_sample(logits, params, generator)
-        sampled.append(out)
+        graphs = captured.decode_graphs
+        if graphs.outputs:  # after a decode step (the prefill's logits are not a replay's)
+            kept = held_tensors(captured, skip=(graphs,))
+            check_output_not_held([out, *kept], graphs.outputs)
+            checked.append(len(kept))
         return out
 
     monkeypatch.setattr(engine_module, "sample", spy)
-    got = captured.generate(batch, 24)
-    assert got == eager.generate(batch, 24)
-    # What crosses a step boundary is the sampler's own allocation: token lists.
-    assert all(isinstance(t, int) for s in sampled for t in s)
-    check_output_not_held(sampled, captured.decode_graphs.outputs)
+    assert captured.generate(batch, 24) == want
+    assert len(checked) == 23 and min(checked) > 0, "every decode step was checked"
+    # The walk does reach an output when something holds one: the check can fail here.
+    stale = captured.decode_graphs.outputs[0][:1]  # (1, V)
+    with pytest.raises(CaptureUnsound, match="view on a replay's output"):
+        check_output_not_held(
+            held_tensors({"kept": [stale]}, skip=()), captured.decode_graphs.outputs
+        )
 
 
 # -- real CUDA graphs -------------------------------------------------------------------------

@@ -1,7 +1,13 @@
-"""Measurements survive faults: killed workers, timeouts, interrupts, and errors inside a worker."""
+"""Measurements survive faults: killed workers, timeouts, interrupts, and errors inside a worker.
+
+A worker runs in its own session, so after a timeout or an interrupt it is checked by pid: the
+worker and every process in its group must be gone (a zombie waiting for its adopter to reap
+it counts as gone: it runs nothing).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -44,6 +50,55 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in found.split()]
 
 
+def state(pid: int) -> tuple[str, int] | None:
+    """(state letter, process group) from /proc, or None when the pid is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+    return fields[0], int(fields[2])
+
+
+def running_in_group(pgid: int) -> list[int]:
+    """Pids of processes in group `pgid` that are not zombies."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            st = state(int(entry.name))
+            if st is not None and st[1] == pgid and st[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def the_worker(cli_pid: int) -> int:
+    """The one worker the CLI is running now; it leads its own process group."""
+    wait_for(lambda: len(children(cli_pid)) == 1, timeout=60)
+    (worker,) = children(cli_pid)
+    assert state(worker)[1] == worker, "a worker leads its own process group"
+    return worker
+
+
+def assert_group_gone(pgid: int, grace_s: float = 5.0) -> None:
+    """SIGKILL to a group is delivered at once, but a grandchild may take a moment to exit."""
+    deadline = time.time() + grace_s
+    while running_in_group(pgid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not running_in_group(pgid), f"still running in group {pgid}: {running_in_group(pgid)}"
+
+
+@pytest.fixture
+def spawned():
+    """Pids a test learns (`group`: a worker's); whatever a failing test left running is killed."""
+    seen: dict = {}
+    yield seen
+    if "group" in seen:
+        try:
+            os.killpg(seen["group"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_a_killed_worker_becomes_a_row_and_the_sweep_goes_on(tmp_path):
     proc = start(tmp_path, "--modes", "off,dynamic,off", "--steps", "40")
     wait_for(lambda: len(rows_on_disk(tmp_path)) == 1)
@@ -58,28 +113,34 @@ def test_a_killed_worker_becomes_a_row_and_the_sweep_goes_on(tmp_path):
     assert "Traceback" not in err
 
 
-def test_an_interrupted_sweep_keeps_finished_rows_and_says_what_did_not_run(tmp_path):
+def test_an_interrupted_sweep_keeps_finished_rows_and_says_what_did_not_run(tmp_path, spawned):
     proc = start(tmp_path, "--modes", "off,dynamic,static", "--steps", "40")
     wait_for(lambda: len(rows_on_disk(tmp_path)) == 1)
-    proc.send_signal(signal.SIGINT)
+    worker = the_worker(proc.pid)  # dynamic's: off's row is written after off's was reaped
+    spawned["group"] = worker
+    proc.send_signal(signal.SIGINT)  # the CLI only: the worker's session gets no SIGINT
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
+    # The CLI reaps the worker it killed before it exits, so the pid is gone outright.
+    assert state(worker) is None, f"worker {worker} outlived the interrupted CLI: {state(worker)}"
+    assert_group_gone(worker)
     assert "not run: dynamic, static" in err
     assert "Traceback" not in err
     rows = rows_on_disk(tmp_path)
     assert [(r["mode"], r["status"]) for r in rows] == [("off", "ok")]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".compile.csv")]
-    wait_for(lambda: not children(proc.pid), timeout=30)
 
 
-def test_a_worker_past_its_timeout_becomes_a_timeout_row(tmp_path):
+def test_a_worker_past_its_timeout_becomes_a_timeout_row(tmp_path, spawned):
     proc = start(tmp_path, "--modes", "dynamic", "--steps", "40", "--timeout", "2", "--json")
+    worker = the_worker(proc.pid)
+    spawned["group"] = worker
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
+    assert state(worker) is None, f"worker {worker} outlived its timeout: {state(worker)}"
+    assert_group_gone(worker)
     rows = rows_on_disk(tmp_path)
     assert rows[0]["status"] == "timeout"
-    import json
-
     doc = json.loads(out)
     assert doc["rows"][0]["status"] == "timeout"
     assert any(not g["passed"] for g in doc["gates"])
@@ -93,3 +154,50 @@ def test_an_exception_inside_a_worker_is_an_error_row_with_its_line(tmp_path):
     row = run_fresh("nanobench.compile_worker", spec, timeout=120)
     assert row["status"].startswith("error: CheckpointError:")
     assert "no such checkpoint directory" in row["status"]
+
+
+# -- the whole group, grandchildren included (tests/spawning_worker.py) ------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_a_timeout_kills_the_worker_and_its_grandchildren(spawned):
+    from nanobench.fresh import run_fresh
+
+    row = run_fresh(
+        "tests.spawning_worker",
+        {"sleep_s": 600},
+        timeout=3,
+        env=WORKER_ENV,
+        on_progress=spawned.update,
+    )
+    assert row["status"] == "timeout"
+    assert {"worker", "grandchild", "group"} <= set(spawned), "the worker reported no pids"
+    assert spawned["group"] == spawned["worker"]
+    assert state(spawned["worker"]) is None, "run_fresh reaps the worker it killed"
+    assert_group_gone(spawned["group"])
+
+
+def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned):
+    """SIGINT to the process running run_fresh (as Ctrl-C reaches the CLI), not to the group."""
+    driver = (
+        "import json, sys\n"
+        "from nanobench.fresh import run_fresh\n"
+        "run_fresh('tests.spawning_worker', {'sleep_s': 600}, timeout=600,\n"
+        "          on_progress=lambda e: print(json.dumps(e), flush=True))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **WORKER_ENV},
+    )
+    spawned.update(json.loads(proc.stdout.readline()))
+    assert state(spawned["grandchild"]) is not None, "the grandchild runs before the interrupt"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    assert state(spawned["worker"]) is None, "run_fresh reaps the worker before re-raising"
+    assert_group_gone(spawned["group"])

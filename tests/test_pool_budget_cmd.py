@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from engine.buckets import DecodeBuckets
 from nanobench.cli import app as cli_app
 from nanobench.cost.capture import shared_pool_bytes
-from nanobench.cost.pool import kv_bytes_per_block, parse_bytes
+from nanobench.cost.pool import parse_bytes
 from nanobench.pool_budget import (
     budget_row,
     candidate_multiples,
@@ -45,19 +45,30 @@ def invoke(app, args: list[str]):
     return CliRunner().invoke(app, args, env={"COLUMNS": "220"})
 
 
-def need_bytes(multiple: int, kernel: str = "reference") -> int:
-    """Bytes a list needs to fit at utilisation 1: everything plus one max_model_len sequence."""
-    row = budget_row(
-        HEADS32,
-        kernel=kernel,
-        width_multiple=multiple,
-        device_bytes=10**12,
-        utilization=1.0,
-        **BUDGET,
-    )
-    held = row["weights_bytes"] + row["capture_pool_bytes"]
-    held += row["activation_bytes"] + row["persistent_bytes"]
-    return held + row["min_blocks"] * row["kv_bytes_per_block"]
+# HEADS32 (1 layer, hidden 256, intermediate 128, vocab 256, 32 heads, 8 kv heads of 8) priced
+# by hand at BUDGET (256 rows, 8192 tokens, blocks of 16, fp32):
+# weights: embed 256*256 + q 256*256 + k, v 256*64 each + o 256*256 + MLP 3*256*128
+#          + norms 3*256 = 328,448 params (tied head), 4 bytes each.
+WEIGHTS_BYTES = 328_448 * 4
+# activations: 256 rows * (2*256*4 residual+normed + 2*128*4 gate+up + 256*4 fp32 logits).
+ACTIVATION_BYTES = 256 * (2 * 256 * 4 + 2 * 128 * 4 + 256 * 4)
+# slot table 256 x 8192 int64, plus four int64 step buffers of 256.
+PERSISTENT_BYTES = 256 * 8192 * 8 + 4 * 256 * 8
+# K and V, 1 layer, 8 kv heads of 8, fp32, 16 tokens a block.
+KV_BYTES_PER_BLOCK = 2 * 8 * 8 * 4 * 16
+# the largest score rectangle [256, 32, 1, 8192] fp32 is the shared workspace at any multiple.
+WORKSPACE_BYTES = 256 * 32 * 8192 * 4
+
+
+def need_bytes(multiple: int) -> int:
+    """Bytes a reference list needs to fit at utilisation 1: all of it plus one 8192 sequence.
+
+    Rows 1, 2, 4, ..., 256 sum to 511; each of the 8192 / multiple widths keeps one fp32 logits
+    buffer of 256 per row.
+    """
+    outputs = 511 * (8192 // multiple) * 256 * 4
+    held = WEIGHTS_BYTES + WORKSPACE_BYTES + outputs + ACTIVATION_BYTES + PERSISTENT_BYTES
+    return held + (8192 // 16) * KV_BYTES_PER_BLOCK
 
 
 # -- the arithmetic --------------------------------------------------------------------------
@@ -75,18 +86,19 @@ def test_budget_row_adds_up():
     )
     shapes = DecodeBuckets(256, 8192, 2048).shapes
     assert row["shapes"] == 36
-    assert row["capture_workspace_bytes"] == shared_pool_bytes(shapes, 32, 4) == 268_435_456
-    assert row["graph_outputs_bytes"] == 511 * 4 * HEADS32.vocab_size * 4  # sum(rows) x widths
-    assert row["weights_bytes"] == HEADS32.num_params * 4
-    per_block = kv_bytes_per_block(1, 8, 8, 4, 16)
-    assert row["kv_bytes_per_block"] == per_block == 16 * row["kv_bytes_per_token"]
-    free = math.floor(device * 0.9) - row["weights_bytes"] - row["capture_pool_bytes"]
-    free -= row["activation_bytes"] + row["persistent_bytes"]
+    assert row["capture_workspace_bytes"] == shared_pool_bytes(shapes, 32, 4) == WORKSPACE_BYTES
+    outputs = 511 * 4 * 256 * 4  # sum(rows) x 4 widths x vocab x fp32
+    assert row["graph_outputs_bytes"] == outputs
+    assert row["weights_bytes"] == WEIGHTS_BYTES
+    assert row["activation_bytes"] == ACTIVATION_BYTES
+    assert row["persistent_bytes"] == PERSISTENT_BYTES == 16_777_216 + 8_192
+    assert row["kv_bytes_per_block"] == KV_BYTES_PER_BLOCK == 16 * row["kv_bytes_per_token"]
+    free = math.floor(device * 0.9) - WEIGHTS_BYTES - WORKSPACE_BYTES - outputs
+    free -= ACTIVATION_BYTES + PERSISTENT_BYTES
     assert row["free_for_kv_bytes"] == free
-    assert row["kv_blocks"] == free // per_block
+    assert row["kv_blocks"] == free // KV_BYTES_PER_BLOCK
     assert row["kv_tokens"] == row["kv_blocks"] * 16
     assert row["fits"] and row["min_blocks"] == 512
-    assert row["persistent_bytes"] == 16_777_216 + 8_192
 
 
 def test_triton_lists_rows_only_and_holds_no_rectangle():

@@ -1,0 +1,29 @@
+"""A stand-in worker for nanobench.fresh's fault tests: it spawns a grandchild, then hangs.
+
+What it is: `python -m tests.spawning_worker`, run by `run_fresh`; it starts one sleeping
+grandchild (in the worker's process group, as Inductor's compile workers are), reports both
+pids as a progress event, and sleeps for the spec's `sleep_s`.
+What it is not: a measurement; it exists so a test can watch a whole process group die.
+Invariant: the progress event with both pids is sent before the sleep starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from nanobench.fresh import worker_main
+
+
+def hang(spec: dict, progress: Callable[[dict], None]) -> dict:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    progress({"worker": os.getpid(), "grandchild": child.pid, "group": os.getpgid(0)})
+    time.sleep(spec["sleep_s"])
+    return {"slept_s": spec["sleep_s"]}
+
+
+if __name__ == "__main__":
+    worker_main(hang)
