@@ -113,7 +113,8 @@ def run_point(task: Task, started: Callable[[subprocess.Popen], None] | None = N
         stdout, stderr = proc.communicate(timeout=task.timeout_s)
     except subprocess.TimeoutExpired:
         kill_session(proc)
-        return PointRun("timeout", f"killed after {task.timeout_s:g} s", _since(began), {}, {})
+        detail = f"killed after {task.timeout_s:g} s"
+        return PointRun("timeout", detail, _since(began), {}, machine_env())
     except BaseException:
         kill_session(proc)
         raise

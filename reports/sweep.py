@@ -182,8 +182,9 @@ def draw_sweep(records, axes: list[tuple[str, tuple]], figure: Figure, command: 
             values[y, x] = pf.value / figure.scale
         texts[y][x] = cell_text(figure, pf, point_verdict(record.gates), record.status)
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(x_values), 1.4 + 1.0 * len(y_values)))
-    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", aspect="auto")
-    image.cmap.set_bad("#dddddd")
+    # A point without the figure (crashed, timed out) is a grey cell, not a colour.
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, aspect="auto")
     for y in range(len(y_values)):
         for x in range(len(x_values)):
             # A dark outline keeps white text readable on the light end of the colour map.
