@@ -35,7 +35,7 @@ def sweep(
         1, help="Arithmetic points (buckets, pool-budget) run at once by local; timed ones: 1."
     ),
     address: str | None = typer.Option(
-        None, help="Ray cluster address (ray://host:10001, auto); none: start a local one."
+        None, help="Ray cluster address (auto, HEAD:6379); none: start a local one."
     ),
     num_cpus: int = typer.Option(0, help="CPUs of a local Ray cluster (0: this machine's)."),
     resources: str = typer.Option(
