@@ -14,6 +14,7 @@ from nanobench.cmd_compile import compile_command
 from nanobench.cmd_decode import decode_command
 from nanobench.cmd_explain import explain
 from nanobench.cmd_pool_budget import pool_budget
+from nanobench.cmd_sweep import sweep
 from nanobench.console import OneLineErrors
 
 app = typer.Typer(
@@ -52,6 +53,7 @@ app.command("capture")(capture)
 app.command("capturebench", hidden=True)(capture)
 app.command("pool-budget")(pool_budget)
 app.command("decode")(decode_command)
+app.command("sweep")(sweep)
 
 if __name__ == "__main__":
     app()
