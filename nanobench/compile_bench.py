@@ -301,6 +301,8 @@ def spec_for(**kw) -> dict:
         decode_path="planned",
         threads=0,
         block_size=16,
+        target="",
+        trace="",
     )
     base.update(kw)
     base.setdefault("max_model_len", 2048)
