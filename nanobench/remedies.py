@@ -81,25 +81,32 @@ def plan_outside(breaks: Sequence[dict], value_guards: Sequence[str]) -> list[Re
 
 
 def for_shapes(growth: Sequence[Growth], limit: int, inputs_where: str, engine: bool) -> list:
-    """Fixes for a shape-guard fall-back: mark the growing dimension dynamic, or bucket it."""
-    found = []
+    """Fixes for a shape-guard fall-back: mark the growing dimension dynamic, or bucket it.
+
+    Inputs that grow alike (a cache's keys and values in every layer) share one pair of fixes.
+    """
+    alike: dict[tuple[int, int, int], list[str]] = {}
     for g in growth:
-        steps = g.last - g.first + 1
-        n = width_multiple_for(range(g.first, g.last + 1), limit)
+        alike.setdefault((g.dim, g.first, g.last), []).append(g.what)
+    found = []
+    for (dim, first, last), names in alike.items():
+        what = names[0] + (f" (and {len(names) - 1} more alike)" if len(names) > 1 else "")
+        n = width_multiple_for(range(first, last + 1), limit)
         if engine:
             dynamic = "compile with --modes dynamic (dynamic=True makes the width symbolic)"
             bucket = f"close the shape set: --bucketed --width-multiple {n}"
         else:
-            dynamic = f"torch._dynamo.mark_dynamic({g.what}, {g.dim}) where step_inputs builds it"
-            bucket = f"pad {g.what} dim {g.dim} up to a multiple of {n}"
-        found.append(Remedy("mark-dynamic", dynamic, f"{inputs_where}: {g.what} dim {g.dim}"))
-        shapes = len({round_up(s, n) for s in range(g.first, g.last + 1)})
+            dynamic = f"torch._dynamo.mark_dynamic({names[0]}, {dim}) where step_inputs builds it"
+            bucket = f"pad dim {dim} up to a multiple of {n}"
+        where = f"{inputs_where}: {what} dim {dim}"
+        shapes = len({round_up(s, n) for s in range(first, last + 1)})
+        found.append(Remedy("mark-dynamic", dynamic, where))
         found.append(
             Remedy(
                 "bucket",
-                f"{bucket}: sizes {g.first}..{g.last} ({steps} shapes) become {shapes} "
+                f"{bucket}: sizes {first}..{last} ({last - first + 1} shapes) become {shapes} "
                 f"within recompile_limit {limit}",
-                f"{inputs_where}: {g.what} dim {g.dim}",
+                where,
             )
         )
     return found

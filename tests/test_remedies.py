@@ -58,9 +58,7 @@ def test_a_host_read_is_planned_outside_with_its_line():
 
 
 def test_a_value_guard_is_planned_outside_and_a_fall_back_fails_fast():
-    found = remedies_for(
-        fell_back=True, guard_kind="value", value_guards=["L['n'] == 17"], limit=8
-    )
+    found = remedies_for(fell_back=True, guard_kind="value", value_guards=["L['n'] == 17"], limit=8)
     assert kinds(found) == ["plan-outside", "fail-fast"]
     assert found[0].where == "L['n'] == 17"
     # dynamic=True cannot help a value guard, so no mark-dynamic and no bucket.
@@ -78,6 +76,16 @@ def test_a_shape_fall_back_offers_dynamic_and_a_bucket_from_the_arithmetic():
     assert "torch._dynamo.mark_dynamic(args[0], 1)" in found[0].fix
     assert found[0].where == "step.py:30: args[0] dim 1"
     assert "multiple of 2" in found[1].fix and "(12 shapes) become 6" in found[1].fix
+
+
+def test_inputs_that_grow_alike_share_one_pair_of_fixes():
+    growth = [Growth(f"cache.layers[{i}].{kv}", 2, 16, 25) for i in range(4) for kv in "kv"]
+    growth.append(Growth("mask", 1, 1, 10))
+    found = remedies_for(fell_back=True, guard_kind="shape", growth=growth, limit=8)
+    assert kinds(found) == ["mark-dynamic", "bucket", "mark-dynamic", "bucket", "fail-fast"]
+    assert found[0].where == ": cache.layers[0].k (and 7 more alike) dim 2"
+    # 16..25 at 2: 16, 18, ..., 26 = 6 shapes; 1..10 at 2: 2, 4, ..., 10 = 5 shapes.
+    assert "become 6" in found[1].fix and "become 5" in found[3].fix
 
 
 def test_the_engine_is_told_its_own_flags():
