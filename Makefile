@@ -18,7 +18,7 @@ $(TORCH_STAMP):
 	touch $@
 
 $(BIN)/nanobench: pyproject.toml $(TORCH_STAMP)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,trace]'
 	touch $@
 
 setup: $(BIN)/nanobench

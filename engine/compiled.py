@@ -46,8 +46,10 @@ class CompiledDecode:
     builds_per_call: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("off", "dynamic", "static"):
-            raise ValueError(f"compile mode {self.mode!r}: expected off, dynamic or static")
+        if self.mode not in ("off", "dynamic", "static", "reduce-overhead"):
+            raise ValueError(
+                f"compile mode {self.mode!r}: expected off, dynamic, static or reduce-overhead"
+            )
         self._call = (
             self.fn if self.mode == "off" else (self.compiler or torch_compiler)(self.fn, self.mode)
         )

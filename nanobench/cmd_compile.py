@@ -22,6 +22,36 @@ from nanobench.common import (
 )
 from nanobench.console import run_command, say_error, stdout_console
 from nanobench.errors import BadInput
+from nanobench.targets import BUILTINS
+from nanobench.traces import render_trace, trace_root
+
+
+def target_options(target: str, *, bucketed: bool, path: str) -> None:
+    """A target builds its own inputs: the engine's shape options cannot apply to it."""
+    from nanobench.targets import target_option
+
+    if bucketed or path != "planned":
+        raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
+    target_option(target)
+
+
+def engine_remedies(row: dict, spec: dict) -> list[str]:
+    """The engine's fixes: its growing dimension is the width of the decode step's shape."""
+    from nanobench.compile_bench import step_shapes
+    from nanobench.remedies import Growth, remedies_for
+
+    widths = [w for _, w in step_shapes(spec)]
+    growth = [] if spec["bucketed"] else [Growth("width", 1, widths[0], widths[-1])]
+    found = remedies_for(
+        fell_back=bool(row.get("fell_back")),
+        guard_kind=str(row.get("guard_kind")),
+        value_guards=row.get("expected_value_guards") or [],
+        growth=growth,
+        limit=int(row.get("recompile_limit") or 8),
+        inputs_where="engine/plan.py: plan_decode",
+        engine=True,
+    )
+    return [r.text() for r in found]
 
 
 def compile_gates(rows: list[dict], spec: dict, horizon: int) -> list[Gate]:
@@ -79,7 +109,10 @@ def compile_gates(rows: list[dict], spec: dict, horizon: int) -> list[Gate]:
 
 def compile_command(
     model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    modes: str = typer.Option("off,dynamic,static", help="Comma-separated: off, dynamic, static."),
+    modes: str = typer.Option(
+        "off,dynamic,static",
+        help="Comma-separated: off, dynamic, static, reduce-overhead (CUDA graphs, CUDA only).",
+    ),
     rows: int = typer.Option(4, help="Rows decoded together."),
     max_batch: int = typer.Option(8, help="Rows the cache holds (the row bucket ladder's top)."),
     prompt_len: int = typer.Option(16, help="Prompt tokens per row."),
@@ -118,6 +151,16 @@ def compile_command(
     ),
     check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+    target: str = typer.Option(
+        "",
+        help="Your decode step instead of the engine: package.module:factory, "
+        "path/file.py:factory, hf-static or hf-dynamic (README: the target protocol).",
+    ),
+    trace: bool = typer.Option(
+        False,
+        "--trace",
+        help="TORCH_TRACE per mode into <out>/trace/<mode>/; tlparse if installed.",
+    ),
 ) -> None:
     """Sweep compile modes over the decode step, each mode in a fresh process.
 
@@ -125,9 +168,11 @@ def compile_command(
     compile seconds, step ms, speedup against off, and breakeven.
 
     Example: nanobench compile --modes off,dynamic,static --steps 12 --bucketed
+    Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
     """
     with run_command(quiet) as status:
         from nanobench.compile_bench import BACKENDS, MODES, derive, spec_for, sweep
+        from nanobench.reduce_overhead import REDUCE_OVERHEAD, check_modes
         from reports.compile import (
             COMPILE_COLUMNS,
             draw_compiled_decode,
@@ -136,7 +181,7 @@ def compile_command(
         )
         from reports.csvio import write_rows
 
-        mode_list = choice_list("--modes", modes, MODES)
+        mode_list = choice_list("--modes", modes, (*MODES, REDUCE_OVERHEAD))
         for name, value in (
             ("--rows", rows),
             ("--max-batch", max_batch),
@@ -163,12 +208,18 @@ def compile_command(
         if path == "unplanned" and bucketed:
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
         device_option(device)
-        directory, config = model_option(model)
-        # The worker loads the checkpoint twice (a probe, then the measured engine).
-        fits_option(config, dtype, device, copies=2)
-        if prompt_len + steps > config.max_position_embeddings:
-            raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
-        target = out_dir(out)
+        check_modes(mode_list, device, backend)
+        if target:
+            target_options(target, bucketed=bucketed, path=path)
+        if not target or target in BUILTINS:
+            directory, config = model_option(model)
+            # The worker loads the checkpoint twice (a probe, then the measured engine).
+            fits_option(config, dtype, device, copies=2)
+            if prompt_len + steps > config.max_position_embeddings:
+                raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
+        else:
+            directory = ""
+        where = out_dir(out)
         spec = spec_for(
             model=directory,
             rows=rows,
@@ -185,11 +236,17 @@ def compile_command(
             decode_path=path,
             threads=threads,
             block_size=block_size,
+            target=target,
+            trace=str(trace_root(where)) if trace else "",
         )
-        csv_path = target / "compile.csv"
+        csv_path = where / "compile.csv"
         done: list[dict] = []
 
         def on_row(row: dict) -> None:
+            if trace and row.get("mode") != "off":
+                row.update(render_trace(trace_root(where) / row["mode"]))
+            if not target:
+                row["remedies"] = engine_remedies(row, spec)
             done.append(harness_aliases(row))
             write_rows(csv_path, derive(list(done), horizon), COMPILE_COLUMNS)
 
@@ -212,11 +269,12 @@ def compile_command(
             raise typer.Exit(130) from None
         rows_out = derive(done, horizon)
         write_rows(csv_path, rows_out, COMPILE_COLUMNS)
-        png = draw_compiled_decode(rows_out, target / "compiled-decode.png")
+        png = draw_compiled_decode(rows_out, where / "compiled-decode.png")
         gates = compile_gates(rows_out, spec, horizon)
         failed = any(r.get("status") != "ok" for r in rows_out)
         title = (
-            f"{model} {device} {dtype}, {rows} rows, {steps} steps, "
+            (f"target {target}, " if target else "")
+            + f"{model} {device} {dtype}, {rows} rows, {steps} steps, "
             f"{'bucketed' if bucketed else 'open'}, {cache} Inductor cache, backend {backend}"
         )
         code = finish(

@@ -24,6 +24,7 @@ from nanobench.cost.compile import (
     saving_per_step_s,
     worth_compiling,
 )
+from nanobench.reduce_overhead import compile_kwargs, cudagraph_counts, prediction_mode
 
 MODES = ("off", "dynamic", "static")
 BACKENDS = ("inductor", "aot_eager", "eager")
@@ -52,7 +53,7 @@ def predict(spec: dict, guard_kind: str) -> dict:
     return {
         "shapes": len(set(history)),
         "predicted_fall_back": predicts_fall_back(
-            history, spec["mode"], recompile_limit(), guard_kind
+            history, prediction_mode(spec["mode"]), recompile_limit(), guard_kind
         ),
     }
 
@@ -61,7 +62,7 @@ def compiler_for(backend: str) -> Callable:
     def compile_with(fn, mode):
         import torch
 
-        return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend)
+        return torch.compile(fn, **compile_kwargs(mode, backend))
 
     return compile_with
 
@@ -108,6 +109,10 @@ def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> d
     quiet_dynamo()
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
+    if spec.get("target"):
+        from nanobench.target_bench import run_target_mode
+
+        return run_target_mode(spec, progress)
     mode = spec["mode"]
     options = dict(
         max_batch_size=spec["max_batch"],
@@ -194,6 +199,7 @@ def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> d
         "build_steps_s": round(sum(build_times), 4),
         "fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
         "fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
+        **cudagraph_counts(mode),
         "step_ms": round(statistics.median(steady) * 1e3, 4) if steady else None,
         "steady_steps": len(steady),
         "step_ms_all": [round(t * 1e3, 3) for t in times],
@@ -256,6 +262,8 @@ def sweep(
     rows = []
     for mode in modes:
         env, fresh = cache_env(spec["cache"], mode, spec["device"])
+        if spec.get("trace"):
+            env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
         try:
             row = run_fresh(
                 "nanobench.compile_worker",
@@ -293,6 +301,8 @@ def spec_for(**kw) -> dict:
         decode_path="planned",
         threads=0,
         block_size=16,
+        target="",
+        trace="",
     )
     base.update(kw)
     base.setdefault("max_model_len", 2048)

@@ -54,6 +54,12 @@ COMPILE_COLUMNS = [
     "threads",
     "builds_per_step",
     "step_ms_all",
+    # --target, reduce-overhead, remedies and --trace
+    "target",
+    "cudagraph_skips",
+    "cudagraph_rerecords",
+    "remedies",
+    "trace_index",
 ]
 
 
@@ -124,6 +130,18 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
                 f"{r['mode']}: dynamo hit recompile_limit ({r.get('recompile_limit')}) and runs "
                 "this frame eagerly from then on, silently",
                 markup=False,
+            )
+        if r.get("cudagraph_skips") is not None:
+            console.print(
+                f"{r['mode']}: CUDA graph skips {r['cudagraph_skips']}, "
+                f"re-records {r.get('cudagraph_rerecords')} (torch's own counts)",
+                markup=False,
+            )
+        for remedy in r.get("remedies") or ():
+            console.print(f"{r['mode']}: remedy {remedy}", markup=False)
+        if r.get("trace_index") or r.get("trace_dir"):
+            console.print(
+                f"{r['mode']}: trace {r.get('trace_index') or r.get('trace_dir')}", markup=False
             )
     for g in gates:
         console.print(f"{'pass' if g.passed else 'FAIL'} {g.name}: {g.detail}", markup=False)

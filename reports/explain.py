@@ -17,6 +17,8 @@ EXPLAIN_COLUMNS = [
     "value_guards",
     "value_guard_text",
     "break_reasons",
+    "target",
+    "remedies",
 ]
 
 
@@ -27,7 +29,7 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
     for r in rows:
         counted = str(r["counted_breaks"]) + ("" if r["breaks_agree"] else " (!)")
         table.add_row(
-            str(r["layers"]),
+            "-" if r["layers"] is None else str(r["layers"]),
             r["path"],
             str(r["graphs"]),
             str(r["graph_breaks"]),
@@ -45,8 +47,11 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
     if len(rows) > 1:
         console.print(f"break scaling: {verdict}")
     last = rows[-1]
+    at = last["path"] if last["layers"] is None else f"{last['layers']} layers"
+    if last.get("target"):
+        console.print(f"target: {last['target']}", markup=False)
     if last["break_reasons"]:
-        reasons = Table(title=f"break reasons at {last['layers']} layers")
+        reasons = Table(title=f"break reasons at {at}")
         for col in ("count", "reason", "frame", "source"):
             reasons.add_column(col)
         for b in last["break_reasons"]:
@@ -58,6 +63,8 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
         )
         for text in last["value_guard_text"][:8]:
             console.print(f"  {text}", markup=False)
+    for remedy in last.get("remedies") or ():
+        console.print(f"remedy {remedy}", markup=False)
     for g in gates:
         mark = "pass" if g.passed else "FAIL"
         console.print(f"{mark} {g.name}: {g.detail}", markup=False)

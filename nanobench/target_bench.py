@@ -1,0 +1,199 @@
+"""Explain and compile a user's decode step (a `--target`), with the columns the engine gets.
+
+What it is: `explain_target` (steps 0..K-1 eagerly, then `torch._dynamo.explain` of `forward`
+at step K and K+1: a guard on a Python value whose text differs between the two is one that
+changes every step) and `run_target_mode` (the compile worker's body for a target: the factory
+runs in this fresh process, `forward` is compiled per the mode and called once per step; builds,
+recompile reasons, fall-back and compile seconds come from dynamo's counters and ledger, the
+prediction from the shape history of `step_inputs`).
+What it is not: the engine's sweep (`compile_bench`), which hands a target's spec here.
+Invariant: step inputs are built before the timed call and outside the traced region; a step
+that raises is a failed row (`TargetError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from nanobench.targets import Target, TargetError, growing_dims, inputs_at, shape_signature
+
+
+def step_value_guards(guards_k, guards_next) -> list[str]:
+    """Guards on Python values at step K whose text is different at step K+1."""
+    from nanobench.explain import VALUE_GUARDS, guard_text
+
+    def texts(guards) -> set[str]:
+        return {
+            guard_text(g)
+            for g in guards or ()
+            if g.create_fn_name() in VALUE_GUARDS and g.name.startswith("L[")
+        }
+
+    return sorted(texts(guards_k) - texts(guards_next))
+
+
+def _explain_steps(target: Target, step: int):
+    import torch
+
+    with torch.no_grad():
+        for k in range(step):
+            args, kwargs = inputs_at(target, k)
+            _call(target, k, target.forward, args, kwargs)
+        outs = []
+        for k in (step, step + 1):
+            args, kwargs = inputs_at(target, k)
+            outs.append(_call(target, k, torch._dynamo.explain(target.forward), args, kwargs))
+    return outs
+
+
+def _call(target: Target, step: int, fn: Callable, args, kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except TargetError:
+        raise
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise TargetError(
+            f"--target {target.spec!r}: forward at step {step} raised {type(e).__name__}: {first}"
+        ) from None
+
+
+def where_defined(fn: Callable) -> str:
+    """file:line of a function (or a module's forward), for remedies that point at inputs."""
+    import inspect
+
+    try:
+        code = inspect.unwrap(fn)
+        return f"{inspect.getsourcefile(code)}:{inspect.getsourcelines(code)[1]}"
+    except (TypeError, OSError):
+        return getattr(fn, "__qualname__", repr(fn))
+
+
+def explain_target(target: Target, step: int) -> dict:
+    from nanobench.explain import break_table
+    from nanobench.remedies import remedies_for
+
+    out, following = _explain_steps(target, step)
+    breaks = break_table(out.break_reasons)
+    counted = sum(b["count"] for b in breaks)
+    varying = step_value_guards(out.out_guards, following.out_guards)
+    remedies = remedies_for(fell_back=False, guard_kind="none", breaks=breaks, value_guards=varying)
+    return {
+        "layers": None,
+        "path": f"target step {step}",
+        "target": target.spec,
+        "attention": "",
+        "graphs": out.graph_count,
+        "graph_breaks": out.graph_break_count,
+        "counted_breaks": counted,
+        "breaks_agree": counted == out.graph_break_count,
+        "ops": out.op_count,
+        "guards": len(out.out_guards or ()),
+        "value_guards": len(varying),
+        "value_guard_text": varying,
+        "break_reasons": breaks,
+        "remedies": [r.text() for r in remedies],
+    }
+
+
+def run_target_mode(spec: dict, progress: Callable[[dict], None]) -> dict:
+    """The compile worker's body for a target: probe, then measure one mode in this process."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
+
+    from nanobench.compile_bench import recompile_limit, short_reason
+    from nanobench.cost.compile import classify_guard, predicts_fall_back
+    from nanobench.reduce_overhead import compile_kwargs, cudagraph_counts, prediction_mode
+    from nanobench.remedies import Growth, remedies_for
+    from nanobench.targets import make_target
+
+    mode = spec["mode"]
+    protocol = {k: spec[k] for k in ("rows", "prompt_len", "steps", "device", "dtype")}
+    expected_kind, expected, probe_breaks = "shape", [], []
+    if mode != "off":
+        # A probe target of its own: explaining runs the forward, which may move its state.
+        probe = explain_target(make_target(spec["target"], model=spec["model"], **protocol), 0)
+        expected, probe_breaks = probe["value_guard_text"], probe["break_reasons"]
+        expected_kind = "value" if expected else "shape"
+    torch._dynamo.reset()
+    counters.clear()
+    clear_compilation_metrics()
+    target = make_target(spec["target"], model=spec["model"], **protocol)
+    forward = (
+        target.forward
+        if mode == "off"
+        else torch.compile(target.forward, **compile_kwargs(mode, spec["backend"]))
+    )
+    sync = torch.cuda.synchronize if spec["device"] == "cuda" else (lambda: None)
+    history, times, built = [], [], []
+    with torch.no_grad():
+        for i in range(spec["steps"]):
+            args, kwargs = inputs_at(target, i)
+            history.append(shape_signature(args, kwargs))
+            before = counters["frames"]["ok"]
+            sync()
+            t0 = time.perf_counter()
+            _call(target, i, forward, args, kwargs)
+            sync()
+            times.append(time.perf_counter() - t0)
+            built.append(counters["frames"]["ok"] - before)
+            progress({"step": i + 1, "steps": spec["steps"], "built": built[-1]})
+
+    metrics = list(get_compilation_metrics())
+    compiled = [m for m in metrics if m.fail_type is None]
+    reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
+    kinds = {classify_guard(r) for r in reasons}
+    guard_kind = "value" if "value" in kinds else ("shape" if "shape" in kinds else "none")
+    fell_back = any("recompile limit" in (m.fail_reason or "") for m in metrics)
+    steady = [t for t, b in zip(times, built) if b == 0]
+    limit = recompile_limit()
+    growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(history)]
+    remedies = remedies_for(
+        fell_back=fell_back,
+        guard_kind=guard_kind,
+        breaks=probe_breaks,
+        value_guards=expected,
+        growth=growth,
+        limit=limit,
+        inputs_where=where_defined(target.step_inputs),
+    )
+    shapes = len(set(history))
+    return {
+        "mode": mode,
+        "status": "ok",
+        "target": spec["target"],
+        "shapes": shapes,
+        "predicted_shapes": shapes,
+        "builds": counters["frames"]["ok"],
+        "unique_graphs": counters["stats"]["unique_graphs"],
+        "calls_captured": counters["stats"]["calls_captured"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
+        "reuse": round(1 - sum(1 for b in built if b) / len(built), 4) if built else None,
+        "fell_back": fell_back,
+        "predicted_fall_back": predicts_fall_back(
+            history, prediction_mode(mode), limit, expected_kind
+        ),
+        "guard_kind": guard_kind if mode != "off" else "none",
+        "predicted_guard_kind": expected_kind if mode != "off" else "none",
+        "expected_value_guards": expected[:4],
+        "recompile_reasons": [short_reason(r) for r in reasons],
+        "recompile_limit": limit,
+        "compile_s": round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
+        "inductor_s": round(sum(m.inductor_compile_time_s or 0.0 for m in compiled), 4),
+        "build_steps_s": round(sum(t for t, b in zip(times, built) if b), 4),
+        "fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
+        "fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
+        **cudagraph_counts(mode),
+        "step_ms": round(statistics.median(steady) * 1e3, 4) if steady else None,
+        "steady_steps": len(steady),
+        "step_ms_all": [round(t * 1e3, 3) for t in times],
+        "builds_per_step": built,
+        "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
+        "remedies": [r.text() for r in remedies],
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }

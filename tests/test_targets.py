@@ -1,0 +1,195 @@
+"""The target protocol: loading, the signature check, one-line refusals, failed rows, shapes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.errors import BadInput
+from nanobench.targets import (
+    TargetError,
+    growing_dims,
+    inputs_at,
+    load_factory,
+    make_target,
+    shape_signature,
+    target_option,
+)
+
+runner = CliRunner()
+PROTOCOL = dict(rows=2, prompt_len=3, steps=4, device="cpu", dtype="float32")
+
+GOOD = """
+import torch
+
+class Step:
+    forward = staticmethod(lambda x, scale=1.0: x * scale)
+    def step_inputs(self, step):
+        if step == {raise_at}:
+            raise ValueError("no step {raise_at} here")
+        return (torch.ones(2, 3 + step),), {{"scale": 2.0}}
+
+def factory(*, rows, prompt_len, steps, device, dtype):
+    return Step()
+
+def positional(rows, prompt_len, steps, device, dtype):
+    return Step()
+
+def missing(*, rows, prompt_len, device, dtype):
+    return Step()
+
+def needs_more(*, rows, prompt_len, steps, device, dtype, vocab):
+    return Step()
+
+def returns_none(*, rows, prompt_len, steps, device, dtype):
+    return None
+
+def raises(*, rows, prompt_len, steps, device, dtype):
+    raise RuntimeError("no weights")
+
+not_callable = 3
+"""
+
+
+@pytest.fixture
+def step_file(tmp_path):
+    path = tmp_path / "my_step.py"
+    path.write_text(textwrap.dedent(GOOD.format(raise_at=2)))
+    return path
+
+
+def assert_one_line_exit_2(result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_file_factory_loads_and_steps(step_file):
+    target = make_target(f"{step_file}:factory", **PROTOCOL)
+    args, kwargs = inputs_at(target, 1)
+    assert target.forward(*args, **kwargs).tolist() == [[2.0] * 4] * 2
+
+
+def test_a_module_factory_loads(step_file, monkeypatch):
+    monkeypatch.syspath_prepend(str(step_file.parent))
+    assert callable(load_factory("my_step:factory"))
+
+
+@pytest.mark.parametrize(
+    "name,needle",
+    [
+        ("positional", "not keyword-only: rows, prompt_len, steps, device, dtype"),
+        ("missing", "missing: steps"),
+        ("needs_more", "required but not in the protocol: vocab"),
+        ("not_callable", "no callable 'not_callable'"),
+        ("nope", "no callable 'nope'"),
+    ],
+)
+def test_a_wrong_factory_is_one_line(step_file, name, needle):
+    with pytest.raises(BadInput, match=needle):
+        target_option(f"{step_file}:{name}")
+
+
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("no_colon_here", "expected package.module:factory"),
+        ("no_such_package_xyz:factory", "ModuleNotFoundError"),
+        ("/no/such/file.py:factory", "no such file"),
+    ],
+)
+def test_a_spec_that_does_not_load_is_one_line(spec, needle):
+    with pytest.raises(BadInput, match=needle):
+        target_option(spec)
+
+
+def test_a_file_that_raises_on_import_is_one_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ImportError('needs vllm')\n")
+    with pytest.raises(BadInput, match="importing .* raised ImportError: needs vllm"):
+        target_option(f"{broken}:factory")
+
+
+def test_what_a_factory_returns_and_a_raising_step_are_checked(step_file):
+    with pytest.raises(TargetError, match="returned NoneType, expected an object"):
+        make_target(f"{step_file}:returns_none", **PROTOCOL)
+    with pytest.raises(TargetError, match="the factory raised RuntimeError: no weights"):
+        make_target(f"{step_file}:raises", **PROTOCOL)
+    target = make_target(f"{step_file}:factory", **PROTOCOL)
+    with pytest.raises(TargetError, match=r"step_inputs\(2\) raised ValueError: no step 2 here"):
+        inputs_at(target, 2)
+
+
+def test_shape_history_finds_the_growing_dimension_inside_a_cache_object():
+    class Cache:
+        def __init__(self, width):
+            self.keys = [torch.zeros(2, 4, width, 8)]  # (B, Hkv, W, D)
+
+    history = [
+        shape_signature((torch.zeros(2, 1),), {"cache": Cache(w), "pos": torch.tensor([w])})
+        for w in (5, 6, 7)
+    ]
+    assert history[0] == (
+        ("args[0]", (2, 1)),
+        ("kwargs['cache'].keys[0]", (2, 4, 5, 8)),
+        ("kwargs['pos']", (1,)),
+    )
+    assert growing_dims(history) == [("kwargs['cache'].keys[0]", 2, 5, 7)]
+    assert growing_dims(history[:1]) == []
+
+
+def test_explain_refuses_a_bad_target_with_one_line(step_file):
+    assert_one_line_exit_2(
+        runner.invoke(app, ["explain", "--target", f"{step_file}:positional"]), "--target"
+    )
+    # The factory runs in-process for explain: a raising step is still one line, exit 2.
+    assert_one_line_exit_2(
+        runner.invoke(app, ["explain", "--target", f"{step_file}:factory", "--step", "1"]),
+        "step_inputs(2) raised ValueError",
+    )
+    assert_one_line_exit_2(
+        runner.invoke(app, ["explain", "--target", f"{step_file}:factory", "--prefill"]),
+        "--prefill",
+    )
+
+
+def test_compile_refuses_a_bad_target_before_any_worker(step_file, tmp_path, monkeypatch):
+    def measuring(*args, **kwargs):
+        raise AssertionError("a worker started before validation")
+
+    monkeypatch.setattr("nanobench.fresh.run_fresh", measuring)
+    out = ["--out", str(tmp_path / "o")]
+    for args, needle in (
+        (["--target", f"{step_file}:missing"], "missing: steps"),
+        (["--target", f"{step_file}:factory", "--bucketed"], "--bucketed"),
+        (["--modes", "reduce-overhead"], "--modes reduce-overhead: needs --device cuda"),
+    ):
+        assert_one_line_exit_2(runner.invoke(app, ["compile", *args, *out]), needle)
+
+
+def test_a_step_that_raises_while_measuring_is_a_failed_row(step_file, tmp_path):
+    result = runner.invoke(
+        app,
+        [
+            "compile",
+            "--target",
+            f"{step_file}:factory",
+            "--modes",
+            "off",
+            "--steps",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    (row,) = json.loads(result.stdout)["rows"]
+    assert row["status"].startswith("error: --target")
+    assert "step_inputs(2) raised ValueError: no step 2 here" in row["status"]
