@@ -3,24 +3,20 @@ profiler, the two shortcuts, and the commands' traced rows (issue 16)."""
 
 from __future__ import annotations
 
-import os
+import json
+import time
 
-# The Triton read runs under its interpreter on a machine without a device; set before import.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
 
-import json  # noqa: E402
-import time  # noqa: E402
-
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
-
-from engine.config import preset  # noqa: E402
-from nanobench.capture_memory import DecodeMemory, replay  # noqa: E402
-from nanobench.capture_memory_check import real_trace  # noqa: E402
-from nanobench.cli import app  # noqa: E402
-from nanobench.memory_trace import trace_call  # noqa: E402
-from tests.helpers import HEADS32, write_model  # noqa: E402
+from engine.config import preset
+from nanobench.capture_memory import DecodeMemory, replay
+from nanobench.capture_memory_check import real_trace
+from nanobench.cli import app
+from nanobench.memory_trace import trace_call
+from tests.helpers import HEADS32, write_model
 
 TINY = preset("tiny").config
 F32 = 4
@@ -77,6 +73,7 @@ def test_depth_past_two_layers_and_following_the_width_are_exact():
         assert (followed.workspace_bytes, followed.outputs_bytes, followed.peak_bytes) == direct
 
 
+@pytest.mark.interpreter  # the real op runs the Triton kernel on CPU tensors
 def test_the_triton_fake_allocates_the_real_output():
     from kernels.ops import paged_decode_op
 

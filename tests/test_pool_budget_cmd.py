@@ -16,6 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
+from nanobench.capture_memory import decode_memory
 from nanobench.cli import app as cli_app
 from nanobench.cost.capture import shared_pool_bytes
 from nanobench.cost.pool import parse_bytes
@@ -56,8 +57,15 @@ ACTIVATION_BYTES = 256 * (2 * 256 * 4 + 2 * 128 * 4 + 256 * 4)
 PERSISTENT_BYTES = 256 * 8192 * 8 + 4 * 256 * 8
 # K and V, 1 layer, 8 kv heads of 8, fp32, 16 tokens a block.
 KV_BYTES_PER_BLOCK = 2 * 8 * 8 * 4 * 16
-# the largest score rectangle [256, 32, 1, 8192] fp32 is the shared workspace at any multiple.
+# the largest score rectangle [256, 32, 1, 8192] fp32: the seed formula's shared workspace at
+# any multiple, shown beside the traced figure.
 WORKSPACE_BYTES = 256 * 32 * 8192 * 4
+
+
+def traced_workspace_bytes() -> int:
+    """What the shared pool holds: the peak of the widest, fullest shape's forward, traced (the
+    tracker is checked against hand counts and the profiler in test_capture_memory.py)."""
+    return decode_memory(HEADS32, "reference", "float32", 256, 8192).at(256, 8192).workspace_bytes
 
 
 def need_bytes(multiple: int) -> int:
@@ -67,7 +75,7 @@ def need_bytes(multiple: int) -> int:
     buffer of 256 per row.
     """
     outputs = 511 * (8192 // multiple) * 256 * 4
-    held = WEIGHTS_BYTES + WORKSPACE_BYTES + outputs + ACTIVATION_BYTES + PERSISTENT_BYTES
+    held = WEIGHTS_BYTES + traced_workspace_bytes() + outputs + ACTIVATION_BYTES + PERSISTENT_BYTES
     return held + (8192 // 16) * KV_BYTES_PER_BLOCK
 
 
@@ -87,13 +95,16 @@ def test_budget_row_adds_up():
     shapes = DecodeBuckets(256, 8192, 2048).shapes
     assert row["shapes"] == 36
     assert row["capture_workspace_bytes"] == shared_pool_bytes(shapes, 32, 4) == WORKSPACE_BYTES
+    # The forward holds the rectangle and more (its softmax, the gathered K/V, the MLP's rows).
+    workspace = traced_workspace_bytes()
+    assert row["traced_workspace_bytes"] == workspace > WORKSPACE_BYTES
     outputs = 511 * 4 * 256 * 4  # sum(rows) x 4 widths x vocab x fp32
     assert row["graph_outputs_bytes"] == outputs
     assert row["weights_bytes"] == WEIGHTS_BYTES
     assert row["activation_bytes"] == ACTIVATION_BYTES
     assert row["persistent_bytes"] == PERSISTENT_BYTES == 16_777_216 + 8_192
     assert row["kv_bytes_per_block"] == KV_BYTES_PER_BLOCK == 16 * row["kv_bytes_per_token"]
-    free = math.floor(device * 0.9) - WEIGHTS_BYTES - WORKSPACE_BYTES - outputs
+    free = math.floor(device * 0.9) - WEIGHTS_BYTES - workspace - outputs
     free -= ACTIVATION_BYTES + PERSISTENT_BYTES
     assert row["free_for_kv_bytes"] == free
     assert row["kv_blocks"] == free // KV_BYTES_PER_BLOCK
