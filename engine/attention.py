@@ -108,6 +108,11 @@ class UnplannedDecode:
         self.cache = cache
         self.rows = rows
 
+    @property
+    def graph_shape(self) -> tuple[int, int]:
+        """(rows, width) the forward will run at, read off the host tables (outside the region)."""
+        return (len(self.rows), max(self.cache.tables[r].num_tokens for r in self.rows))
+
     def attend(self, layer: int, q, k, v) -> torch.Tensor:
         tables = [self.cache.tables[r] for r in self.rows]
         width = max(t.num_tokens for t in tables)

@@ -106,7 +106,7 @@ def host_reads_refused():
 
 
 def check_forward_is_one_graph(fn: Callable, args: tuple, mode: str = "trap") -> None:
-    """The forward is one graph with no breaks (Day 49's check_single_graph, engine side).
+    """The forward is one graph with no breaks (check_single_graph, engine side).
 
     mode "trap" (the default) runs the forward once with every host read of a tensor value
     made to raise. The breaks Days 47-49 found in this forward were all such reads, and the
@@ -151,8 +151,8 @@ def check_capture_preconditions(
 ) -> None:
     """The earlier days' gates, in their order, once per capture, before a graph exists.
 
-    single graph (Day 49) -> window (Day 51) -> shape in set and pad inert (Day 52) -> inputs
-    persistent (Day 53). Each raises its own module's exception (SlotsUnsound, BucketsUnsound,
+    single graph -> the mapping is a window of the slot table -> shape in set and pad inert ->
+    inputs persistent. Each raises its own module's exception (SlotsUnsound, BucketsUnsound,
     PadUnsound, InputsUnsound) so the error names the promise that broke; the single-graph
     and ids checks, which have no engine module of their own, raise CaptureUnsound. The value
     gates (pad inert reads context_lens and write_slots) run here only, never per replay.
@@ -336,7 +336,7 @@ class CapturedDecode:
         if not isinstance(view, DecodePlan):
             self.fell_through += 1
             return (self.fallback or self.fn)(input_ids, view)
-        shape = (view.graph_rows, view.graph_width)
+        shape = view.graph_shape
         self.history.append(shape)
         graph = self.graphs.get(shape)
         self.recorded_in_call.append(graph is None)

@@ -28,14 +28,6 @@ def dynamo_frames_ok() -> int:
     return counters["frames"]["ok"]
 
 
-def shape_of(view) -> tuple[int, int]:
-    """(rows, width) the forward runs: a plan's graph shape, or the host tables' rectangle."""
-    if hasattr(view, "graph_rows"):
-        return (view.graph_rows, view.graph_width)
-    tables = [view.cache.tables[r] for r in view.rows]
-    return (len(tables), max(t.num_tokens for t in tables))
-
-
 @dataclass
 class CompiledDecode:
     fn: Callable
@@ -58,7 +50,7 @@ class CompiledDecode:
         self._count = self.build_counter or default
 
     def __call__(self, input_ids, view):
-        self.history.append(shape_of(view))
+        self.history.append(view.graph_shape)
         before = self._count()
         out = self._call(input_ids, view)
         self.builds_per_call.append(self._count() - before)

@@ -215,7 +215,6 @@ PRESETS: dict[str, Preset] = {
         disk_dtype="bfloat16",
     ),
 }
-DEFAULT_MODEL = "tiny"
 
 
 def preset(name: str) -> Preset:

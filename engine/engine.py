@@ -76,7 +76,7 @@ class Engine:
         )
         self._read = make_read(self.attention)
         forward = (
-            self._planned_forward if config.decode_path == "planned" else self._unplanned_forward
+            self.planned_forward if config.decode_path == "planned" else self.unplanned_forward
         )
         self.compiled = CompiledDecode(
             forward, config.compile_decode, compiler=compiler, build_counter=build_counter
@@ -90,7 +90,7 @@ class Engine:
                 self.inputs,
                 self.buckets,
                 recorder=recorder,
-                fallback=self._unplanned_forward,
+                fallback=self.unplanned_forward,
             )
             if config.capture_decode
             else None
@@ -146,11 +146,11 @@ class Engine:
 
     # -- the traced region -------------------------------------------------------------------
 
-    def _planned_forward(self, input_ids: torch.Tensor, plan) -> torch.Tensor:
+    def planned_forward(self, input_ids: torch.Tensor, plan) -> torch.Tensor:
         attn = PlannedDecode(plan, self.cache.k_pools, self.cache.v_pools, self._read)
         return self.model(input_ids, plan.positions, attn)  # (B, V)
 
-    def _unplanned_forward(self, input_ids: torch.Tensor, view: UnplannedDecode) -> torch.Tensor:
+    def unplanned_forward(self, input_ids: torch.Tensor, view: UnplannedDecode) -> torch.Tensor:
         tables = [view.cache.tables[r] for r in view.rows]
         positions = torch.tensor([[t.num_tokens - 1] for t in tables], device=input_ids.device)
         return self.model(input_ids, positions, view)  # (B, V)

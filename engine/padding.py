@@ -1,6 +1,6 @@
 """Padding soundness: a bucketed plan's padded rows read nothing and write only the sink.
 
-What it is: `check_pad_inert(plan_or_engine, cache=None)`, the Day 52 correctness gate. A
+What it is: `check_pad_inert(plan, cache=None)`, the gate that makes bucketing correct. A
 bucketed plan pads the batch to a row bucket; each padded row must have `context_lens == 0`
 (its whole score row is masked with `finfo.min`, so it attends to nothing) and a write slot
 equal to the sink slot (the one pool row no block maps to), and no real row may write the sink
@@ -13,26 +13,25 @@ the sink slot, so real rows' logits are the same with and without padding.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.plan import DecodePlan
+
 
 class PadUnsound(RuntimeError):
     """A padded row that reads history or writes outside the sink slot (or a real row that does)."""
 
 
-def check_pad_inert(plan_or_engine, cache=None) -> None:
+def check_pad_inert(plan: DecodePlan | None, cache=None) -> None:
     """Padded rows have context 0 and write the sink; real rows have context and do not.
 
-    Takes a `DecodePlan`, or an engine (its `last_plan` and its cache). With a cache, the plan's
-    `sink_slot` must also be that cache's sink and lie past every slot the allocator can hand
-    out: a plan whose sink field was pointed at a real slot would otherwise agree with itself.
+    With a cache, the plan's `sink_slot` must also be that cache's sink and lie past every slot
+    the allocator can hand out: a plan whose sink field was pointed at a real slot would
+    otherwise agree with itself. `engine.last_plan` is None before its first planned step.
     """
-    plan = plan_or_engine
-    if hasattr(plan_or_engine, "last_plan") or hasattr(plan_or_engine, "cache"):
-        plan = getattr(plan_or_engine, "last_plan", None)
-        if plan is None:
-            raise PadUnsound(
-                "the engine has decoded no planned step yet: there is no plan to check"
-            )
-        cache = plan_or_engine.cache if cache is None else cache
+    if plan is None:
+        raise PadUnsound("the engine has decoded no planned step yet: there is no plan to check")
     sink = plan.sink_slot
     if cache is not None:
         if sink != cache.sink_slot:

@@ -56,8 +56,9 @@ class DecodePlan:
         return max(self.lens)
 
     @property
-    def is_bucketed(self) -> bool:
-        return self.bucketed
+    def graph_shape(self) -> tuple[int, int]:
+        """(rows, width) the forward runs at: what a compiler or a recorder keys on."""
+        return (self.graph_rows, self.graph_width)
 
     @property
     def graph_cells(self) -> int:
@@ -83,12 +84,6 @@ class DecodePlan:
     @property
     def mapping_bytes(self) -> int:
         return self.graph_cells * self.slot_mapping.element_size()
-
-    def render(self) -> str:
-        return (
-            f"plan rows={self.batch_size}+{self.pad_rows} width={self.graph_width} "
-            f"ctx={self.min_ctx}..{self.max_ctx} pad_share={self.pad_share:.1%}"
-        )
 
 
 def plan_decode(cache, rows: list[int], buckets=None, inputs=None, width_free: bool = False):
@@ -166,8 +161,3 @@ def check_plan_current(plan: DecodePlan, cache) -> None:
     current = tuple(cache.tables[r].num_tokens for r in plan.rows)
     if current != plan.lens:
         raise PlanUnsound(f"stale plan: lengths {plan.lens} but the tables hold {current}")
-
-
-def check_plan_rows(plan: DecodePlan, graph_rows: int) -> None:
-    if plan.graph_rows != graph_rows:
-        raise PlanUnsound(f"plan covers {plan.graph_rows} rows, the batch has {graph_rows}")

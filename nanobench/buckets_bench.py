@@ -52,7 +52,7 @@ class BucketsSpec:
         return self.kernel == "triton"
 
     def run_len(self, steps: int) -> int:
-        """max_model_len of one run: the explicit one, else prompt + steps (as Day 52's log)."""
+        """max_model_len of one run: the explicit one, else prompt + steps (the run's own length)."""
         return self.max_model_len or self.prompt_len + steps
 
     @property

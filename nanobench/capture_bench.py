@@ -3,7 +3,7 @@
 What it is: `run_rows`, which for each run length decodes the same seeded prompts through a
 bucketed eager engine and a bucketed capturing engine (lazily, or after `Engine.capture()` up
 front), teacher-forcing the capturing one with the eager tokens so the logits are compared
-step by step; `pool_rows` and `held_rows`, Day 54's pool table and what a step holds at the top
+step by step; `pool_rows` and `held_rows`, the score-rectangle pool table and what a step holds at the top
 of the capture list, from `nanobench.cost.capture`; and `measure_pools`, which on CUDA records
 each list for real and reads what the pool grew by.
 What it is not: a unit test of the recorder (tests/test_captured.py) or a timing claim in a
@@ -45,7 +45,7 @@ from nanobench.cost.pool import check_pool_shared
 from nanobench.explain import seeded_prompts
 
 # The reference read's softmax runs in fp32 (`scores.float()`), so the rectangle the pool
-# must hold is fp32 whatever the model dtype: Day 54's "fp32 scores".
+# must hold is fp32 whatever the model dtype.
 SCORE_BYTES = 4
 # Replayed logits are the same kernels on the same shapes (both engines are bucketed): on CPU
 # (eager recorder) they are bit-identical. On a device the two engines may pick different GEMM
@@ -263,7 +263,7 @@ def _check_equal(what: str, got: int, expected: int) -> None:
 def pool_rows(
     heads: int, capture_rows: int, capture_tokens: int, multiples: list[int]
 ) -> list[dict]:
-    """Day 54's table: per width multiple, the reference list's shared pool against private.
+    """The score-rectangle table: per width multiple, the reference list's shared pool against private.
 
     A last row prices the Triton kernel's list (rows only, no score rectangle).
     """

@@ -1,11 +1,11 @@
 """`capture`'s traced memory: the workspace table and the traced columns of the pool table.
 
 What it is: `workspace_rows`, one row per shape at the top width of the priced list for each
-kernel, the traced workspace (`nanobench.capture_memory`) beside Day 54's score-rectangle
+kernel, the traced workspace (`nanobench.capture_memory`) beside the score-rectangle
 formula and their difference; and `with_traced`, which adds to each pool row the list's traced
 shared pool (largest workspace), private pools (their sum) and graph outputs (kept per graph).
 What it is not: the formula itself (`nanobench.cost.capture`) or the tracer.
-Invariant: the formula columns keep their values (Day 54's table still reproduces); every traced
+Invariant: the formula columns keep their values (the rectangle-only pool table still reproduces); every traced
 column comes from the forward's own allocations under fake tensors.
 """
 
@@ -16,12 +16,12 @@ from engine.config import ModelConfig
 from nanobench.capture_memory import decode_memory, list_memory, with_heads
 from nanobench.cost.capture import workspace_bytes
 
-# The reference read's softmax runs in fp32 whatever the model dtype (Day 54's "fp32 scores").
+# The reference read's softmax runs in fp32 whatever the model dtype.
 SCORE_BYTES = 4
 
 
 def formula_bytes(kernel: str, rows: int, heads: int, width: int) -> int:
-    """Day 54's figure: the [rows, heads, 1, width] fp32 score rectangle; 0 for Triton."""
+    """The formula's figure: the [rows, heads, 1, width] fp32 score rectangle; 0 for Triton."""
     return 0 if kernel == "triton" else workspace_bytes(rows, heads, width, SCORE_BYTES)
 
 

@@ -159,10 +159,6 @@ def out_dir(path: str) -> Path:
     return directory
 
 
-def show_progress(quiet: bool, json_mode: bool) -> bool:
-    return not quiet and sys.stderr.isatty() and sys.stdout.isatty()
-
-
 def finish(
     command: str,
     rows: list[dict],

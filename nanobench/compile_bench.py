@@ -84,14 +84,14 @@ def probe_guard_kind(engine, tokens) -> tuple[str, list[str]]:
     input_ids = torch.tensor(tokens, device=engine.cache.device).view(-1, 1)  # (B, 1)
     if engine.config.decode_path == "unplanned":
         view = UnplannedDecode(engine.cache, rows)
-        fn = engine._unplanned_forward
+        fn = engine.unplanned_forward
     else:
         from engine.plan import plan_decode
 
         view = plan_decode(
             engine.cache, list(rows), engine.buckets, engine.inputs, engine.width_free
         )
-        fn = engine._planned_forward
+        fn = engine.planned_forward
     out = torch._dynamo.explain(fn)(input_ids, view)
     found = value_guards(out.out_guards)
     return ("value" if found else "shape"), found
@@ -308,7 +308,3 @@ def spec_for(**kw) -> dict:
     base.setdefault("max_model_len", 2048)
     base["model"] = str(base["model"])
     return base
-
-
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -21,7 +21,6 @@ from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from engine.plan import plan_decode
 
-PATHS = ("planned", "unplanned")
 STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")
 VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
@@ -89,11 +88,11 @@ def explain_forward(
             plan = plan_decode(
                 engine.cache, list(engine.active_rows), None, engine.inputs, engine.width_free
             )
-            fn, args = engine._planned_forward, (input_ids, plan)
+            fn, args = engine.planned_forward, (input_ids, plan)
         else:
             engine._grow(engine.active_rows)
             fn, args = (
-                engine._unplanned_forward,
+                engine.unplanned_forward,
                 (input_ids, UnplannedDecode(engine.cache, engine.active_rows)),
             )
     with torch.no_grad():

@@ -6,7 +6,7 @@ forward under fake tensors by `nanobench.capture_memory`, plus the output buffer
 graph keeps, traced too), decode activations, the persistent slot table and step inputs, and
 what is left for the KV pool in blocks and tokens; `smallest_fitting` searches the width
 multiples for the largest list that still fits. Numbers come from a `ModelConfig` alone: no
-weights. Day 54's score-rectangle formula stays beside the traced workspace, unused in the sum.
+weights. The score-rectangle formula (the rectangle alone) stays beside the traced workspace, unused in the sum.
 What it is not: a probe (the CLI reads free memory on CUDA) or a recorder. The activation
 figure is an estimate of a decode step's largest live set at max batch, stated as a formula.
 Invariant: every figure is an int number of bytes; a list fits when the KV pool left over holds
@@ -47,7 +47,7 @@ def capture_list(
 
 
 def workspace_pool_bytes(kernel: str, shapes, heads: int) -> int:
-    """Day 54's formula: the largest [rows, heads, 1, width] fp32 score rectangle of the list.
+    """The formula: the largest [rows, heads, 1, width] fp32 score rectangle of the list.
 
     Shown beside the traced workspace, never summed: it leaves out every other intermediate.
     The Triton kernel materialises no score rectangle, so its list prices at 0 here.

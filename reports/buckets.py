@@ -186,7 +186,7 @@ def render_short_answer(
 def draw_buckets(
     runs: list[dict], capture: list[dict], traces: list[dict], max_shapes: int, max_waste: float
 ):
-    """The Day 52 diagram, from the measured rows. Returns a matplotlib Figure (Agg, no pyplot)."""
+    """The bucketed-decode-shape diagram, from the measured rows. Returns a matplotlib Figure (Agg, no pyplot)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, Rectangle
 

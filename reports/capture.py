@@ -15,7 +15,7 @@ only, same prompts, the capturing engine teacher-forced with the eager tokens), 
 (replayed against eager logits over every step), mode, captured_up_front, capture_s,
 capture_pool_bytes (CUDA: the pool's reserved growth over the up-front walk).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
-private_pools_bytes (their sum), sharing_ratio (these three are Day 54's score-rectangle
+private_pools_bytes (their sum), sharing_ratio (these three are the score-rectangle
 formula), traced_shared_pool_bytes (the largest traced workspace of the list),
 traced_private_pools_bytes (their sum), graph_outputs_bytes (the logits every graph keeps, not
 shared), and on CUDA *_measured_bytes and *_diff_pct (against the formula).

@@ -9,7 +9,7 @@ cap, and the headroom above it. When the list does not fit, the KV pool is 0 and
 itself rises past the cap line by the overrun.
 
 Columns: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
-weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (Day 54's
+weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the
 formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
 workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -
 formula), graph_outputs_bytes (each graph's own logits buffer, traced), capture_pool_bytes

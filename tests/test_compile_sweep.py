@@ -142,7 +142,7 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
     builds = {}
     for mode in ("static", "dynamic"):
         engine.compiled = CompiledDecode(
-            engine._planned_forward, mode, compiler=compiler_for("eager")
+            engine.planned_forward, mode, compiler=compiler_for("eager")
         )
         tokens = engine.prefill(seeded_prompts(4, 16, 4096)).argmax(-1).tolist()
         for _ in range(10):

@@ -24,7 +24,7 @@ class FakeCompiler:
         self.compiled_modes.append(mode)
 
         def run(input_ids, view):
-            shape = (view.graph_rows, view.graph_width)
+            shape = view.graph_shape
             if shape not in self.seen:
                 self.seen.add(shape)
                 self.frames += 1
@@ -34,7 +34,7 @@ class FakeCompiler:
 
 
 def plan(rows, width):
-    return SimpleNamespace(graph_rows=rows, graph_width=width)
+    return SimpleNamespace(graph_shape=(rows, width))
 
 
 def test_off_goes_through_the_wrapper_and_counts_no_builds():

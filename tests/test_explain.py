@@ -52,7 +52,7 @@ def dynamo_explains_unplanned(layers: int):
     view = UnplannedDecode(engine.cache, engine.active_rows)
     input_ids = torch.tensor(tokens).view(-1, 1)  # (B, 1)
     with torch.no_grad():
-        return torch._dynamo.explain(engine._unplanned_forward)(input_ids, view)
+        return torch._dynamo.explain(engine.unplanned_forward)(input_ids, view)
 
 
 def source_line(fn, text: str) -> str:

@@ -157,6 +157,6 @@ def test_explain_planned_decode_is_one_graph(engine):
     tokens = started(engine)
     input_ids, plan = planned_inputs(engine, tokens)
     torch._dynamo.reset()
-    out = torch._dynamo.explain(engine._planned_forward)(input_ids, plan)
+    out = torch._dynamo.explain(engine.planned_forward)(input_ids, plan)
     torch._dynamo.reset()
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons

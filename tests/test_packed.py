@@ -140,7 +140,7 @@ def test_a_compiled_packed_engine_is_one_graph_and_matches_the_dense_engine():
     logits = [e.prefill(batch) for e in (dense, packed)]
     tokens = logits[0].argmax(-1).tolist()
     ids, plan = packed.plan_step(tokens)
-    explained = torch._dynamo.explain(packed._planned_forward)(ids, plan)
+    explained = torch._dynamo.explain(packed.planned_forward)(ids, plan)
     assert explained.graph_count == 1 and explained.graph_break_count == 0
     ops = [str(n.target) for g in explained.graphs for n in g.graph.nodes]
     assert sum("nanobench.packed_linear" in op for op in ops) == 4 * TINY_GQA.num_layers + 1

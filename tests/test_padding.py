@@ -54,7 +54,7 @@ def driven():
             rows |= set((old != new).flatten(1).any(1).nonzero().flatten().tolist())
         changed.append(rows)
         plan = bucketed.last_plan
-        check_pad_inert(bucketed)
+        check_pad_inert(bucketed.last_plan, bucketed.cache)
         real_writes.append(set(plan.write_slots[: plan.batch_size].tolist()))
         assert plan.pad_rows == 1 and plan.graph_rows == 4
         diffs.append(relative_diff(logits_b, logits_o))
@@ -204,4 +204,4 @@ def test_a_plan_whose_sink_is_a_real_slot_is_caught_against_the_cache(padded):
 def test_an_engine_with_no_plan_yet_is_refused():
     engine = _engine(True)
     with pytest.raises(PadUnsound, match="no planned step"):
-        check_pad_inert(engine)
+        check_pad_inert(engine.last_plan, engine.cache)

@@ -69,7 +69,7 @@ def test_explain_triton_decode_is_one_graph(engine):
     input_ids, plan = planned_step(engine, started(engine))
     torch._dynamo.reset()
     try:
-        out = torch._dynamo.explain(engine._planned_forward)(input_ids, plan)
+        out = torch._dynamo.explain(engine.planned_forward)(input_ids, plan)
     finally:
         torch._dynamo.reset()
         engine.release_all()
@@ -81,7 +81,7 @@ def test_explain_triton_decode_is_one_graph(engine):
 def test_consecutive_triton_steps_present_one_shape(engine):
     """Only lengths (tensor values) move between steps; the slot_mapping has no width axis."""
     input_ids, first = planned_step(engine, started(engine))
-    logits = engine._planned_forward(input_ids, first)  # (B, V)
+    logits = engine.planned_forward(input_ids, first)  # (B, V)
     input_ids, second = planned_step(engine, logits.argmax(-1).tolist())
     engine.release_all()
     assert first.graph_width == second.graph_width == MAX_MODEL_LEN

@@ -1,6 +1,6 @@
 """What a decode run costs through a bucket set, in cells.
 
-What it is: the run arithmetic of Day 52. A run of `steps` decode steps over `rows` sequences
+What it is: the run arithmetic of a closed shape set. A run of `steps` decode steps over `rows` sequences
 from a `prompt_len`-token prompt presents one open shape per step; rounding each through a
 bucket set (`engine.buckets.DecodeBuckets` or anything with `shape_for`) closes the set and
 pays for it in padded cells.

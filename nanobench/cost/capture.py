@@ -1,6 +1,6 @@
 """What recording the decode step costs and holds: workspace bytes, pools, seconds.
 
-What it is: Day 54's arithmetic. The reference read materialises a `[rows, heads, 1, width]`
+What it is: the capture arithmetic. The reference read materialises a `[rows, heads, 1, width]`
 score rectangle, so a recorded graph's workspace is that rectangle; a capture list either
 shares one pool (sized by its largest shape: a max) or holds one per shape (a sum). Next to it,
 what a step holds persistently (slot table, input buffers) and when recording pays back.

@@ -1,6 +1,6 @@
 """What compiling the decode step costs and buys, and whether the compiler will keep its graph.
 
-What it is: Day 49's arithmetic (compile seconds, Amdahl step speedup, breakeven), the build
+What it is: the compile arithmetic (compile seconds, Amdahl step speedup, breakeven), the build
 prediction from a run's shape history (how many builds each mode asks for and whether that
 walks past dynamo's recompile limit), a classifier for dynamo's recompile reasons, and the
 gates that turn those into pass/fail with `CompileUnsound`.

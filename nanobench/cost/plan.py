@@ -1,6 +1,6 @@
 """What a decode step's addressing costs on the host, in cells and bytes.
 
-What it is: Day 50's arithmetic. A plan that rebuilds the `[rows, width]` slot mapping from
+What it is: the addressing arithmetic. A plan that rebuilds the `[rows, width]` slot mapping from
 scratch every step writes a growing rectangle; a persistent slot table writes one entry per
 row per step. `rebuild_ratio` is the gap and `check_rebuild_bounded` the gate (`PlanUnsound`).
 What it is not: the plan (`engine.plan`) or a measurement of plan time.
@@ -12,7 +12,7 @@ int64, so bytes are cells * 8 unless told otherwise.
 from __future__ import annotations
 
 INT64_BYTES = 8
-# Day 50's gate: an 8-step run passes (20.5x), a 512-step run fails by a factor of eight.
+# The rebuild-ratio gate: an 8-step run passes (20.5x), a 512-step run fails by a factor of eight.
 DEFAULT_MAX_REBUILD_RATIO = 32.0
 
 
