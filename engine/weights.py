@@ -203,6 +203,10 @@ def preset_dir(name: str, spec: Preset) -> Path:
 def materialize_preset(name: str) -> Path:
     """The preset's checkpoint directory, written once (atomically) and reused after."""
     spec = preset(name)
+    if spec.gguf is not None:  # real weights: never synthesized under a real preset's name
+        from engine.sources import materialize_gguf_preset
+
+        return materialize_gguf_preset(name)
     target = preset_dir(name, spec)
     if (target / "model.safetensors").is_file():
         return target

@@ -78,12 +78,13 @@ def device_option(device: str) -> str:
 
 
 def model_option(model: str):
-    """A preset name or a checkpoint directory, validated without reading weights.
+    """A preset name, a checkpoint directory or a GGUF file, validated without reading weights.
 
-    Returns (checkpoint directory, ModelConfig). A preset is materialised on first use.
+    Returns (checkpoint path, ModelConfig). A preset is materialised on first use.
     """
     from engine.config import PRESETS, ConfigError
-    from engine.weights import CheckpointError, inspect_checkpoint, materialize_preset
+    from engine.sources import inspect_model
+    from engine.weights import CheckpointError, materialize_preset
 
     try:
         if model in PRESETS:
@@ -94,28 +95,27 @@ def model_option(model: str):
                 raise BadInput(
                     f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
                 )
-        return directory, inspect_checkpoint(directory)
+        return directory, inspect_model(directory)
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
 
 
 def config_option(model: str):
-    """The ModelConfig of a preset or a checkpoint directory, from config.json alone.
+    """The ModelConfig of a preset, a checkpoint directory (config.json) or a GGUF (metadata).
 
     For commands that only do arithmetic: no weights are read, synthesized or written, so a
     directory holding only `config.json` is enough and a preset is never materialised.
     """
-    from engine.config import PRESETS, ConfigError, preset
-    from engine.weights import CheckpointError, checkpoint_dir, read_config
+    from engine.config import PRESETS, ConfigError
+    from engine.sources import model_config
+    from engine.weights import CheckpointError
 
     try:
-        if model in PRESETS:
-            return preset(model).config
-        if not Path(model).exists():
+        if model not in PRESETS and not Path(model).exists():
             raise BadInput(
                 f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
             )
-        return read_config(checkpoint_dir(model))
+        return model_config(model)
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
 
