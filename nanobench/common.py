@@ -65,6 +65,20 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def capture_sizes_option(text: str | None, max_batch: int) -> tuple[int, ...] | None:
+    """--capture-sizes: None, a server's named ladder for max_batch sequences, or a list."""
+    if text is None:
+        return None
+    from engine.capture_sizes import CaptureSizesError, resolve
+
+    try:
+        return resolve(text, max_batch)
+    except CaptureSizesError:
+        raise BadInput(
+            f"--capture-sizes {text!r}: expected vllm, sglang or comma-separated positive integers"
+        ) from None
+
+
 def device_option(device: str) -> str:
     choice("--device", device, ("cpu", "cuda"))
     if device == "cuda":
