@@ -7,6 +7,7 @@ import typer
 from engine.config import DTYPES, KERNELS
 from nanobench.common import (
     Gate,
+    capture_sizes_option,
     choice,
     choice_list,
     config_option,
@@ -29,6 +30,12 @@ def pool_budget(
         0.9, help="Share of the device the engine may use."
     ),
     max_batch: int = typer.Option(256, help="Rows at the top of the capture list."),
+    capture_sizes: str | None = typer.Option(
+        None,
+        help="The capture list's rows: a comma-separated list, or vllm | sglang (that server's "
+        "default for --max-batch sequences). Default: powers of two up to --max-batch.",
+        show_default=False,
+    ),
     max_model_len: int = typer.Option(8192, help="Tokens per row (slot table width)."),
     block_size: int = typer.Option(16, help="Tokens per KV block."),
     width_multiple: str = typer.Option("2048", help="Width multiple(s), comma-separated."),
@@ -51,6 +58,7 @@ def pool_budget(
     with run_command(quiet) as status:
         config = config_option(model)
         positive("--max-batch", max_batch)
+        sizes = capture_sizes_option(capture_sizes, max_batch)
         positive("--max-model-len", max_model_len)
         positive("--block-size", block_size)
         multiples = int_list("--width-multiple", width_multiple)
@@ -79,6 +87,7 @@ def pool_budget(
             "max_model_len": max_model_len,
             "block_size": block_size,
             "dtype": dtype,
+            "capture_sizes": sizes,
         }
         rows, gates, notes = [], [], []
         for k in kernels:

@@ -93,3 +93,17 @@ def test_bad_capture_sizes_are_one_line_exit_2(tmp_path, args, needle):
     result = CliRunner().invoke(app, ["buckets", *args, "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert needle in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_pool_budget_prices_the_listed_rows(tmp_path):
+    from engine.config import PRESETS
+
+    args = ["pool-budget", "--capture-sizes", "vllm", "--max-batch", "64", "--kernel", "triton"]
+    args += ["--device-memory", "24GiB", "--json", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["rows"]
+    assert row["capture_sizes"] == list(VLLM_64) and row["shapes"] == 19
+    # Each graph keeps its fp32 logits: (1 + 2 + 4 + 8 x (1 + ... + 16)) rows x vocab x 4 bytes.
+    rows = 1 + 2 + 4 + 8 * 136
+    assert row["graph_outputs_bytes"] == rows * PRESETS["tiny"].config.vocab_size * 4
