@@ -3,7 +3,8 @@
 What it is: `materialize_gguf_preset(name)` (a real preset converted into its cached
 directory; `weights.materialize_preset` hands such presets here), `load_model(path, dtype)`
 (config + state dict, from safetensors or GGUF), `inspect_model(path)` (validated config, no weights read) and `model_config(name_or_path)`
-(config alone, for commands that only do arithmetic: a preset is never materialised).
+(config alone, for commands that only do arithmetic: a preset is never materialised) and
+`checkpoint_dtype(name_or_path)` (the dtype its weights are stored in, when it says).
 What it is not: a reader of any format itself; `weights.py` reads safetensors, `gguf.py` GGUF.
 Invariant: a preset with real weights (`Preset.gguf`) is converted once from its installed
 package into a Hugging Face directory in the cache, so it loads through the same code as any
@@ -13,13 +14,14 @@ checkpoint and transformers can read it as it is. Nothing here reaches the netwo
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import tempfile
 from pathlib import Path
 
 import torch
 
-from engine.config import PRESETS, ConfigError, ModelConfig, preset
+from engine.config import DTYPES, PRESETS, ConfigError, ModelConfig, preset
 from engine.gguf import convert_gguf, find_gguf, load_gguf, read_gguf_config
 from engine.weights import (
     checkpoint_dir,
@@ -86,3 +88,19 @@ def model_config(name_or_path: str) -> ModelConfig:
         return preset(name_or_path).config
     gguf = find_gguf(name_or_path)
     return read_gguf_config(gguf) if gguf is not None else read_config(checkpoint_dir(name_or_path))
+
+
+def checkpoint_dtype(name_or_path: str) -> str | None:
+    """A preset's disk dtype, or config.json's `torch_dtype` (`dtype` in newer transformers).
+
+    None when the checkpoint does not say (a GGUF, a missing or unknown field).
+    """
+    if name_or_path in PRESETS:
+        return preset(name_or_path).disk_dtype
+    path = Path(name_or_path) / "config.json"
+    try:
+        hf = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    value = hf.get("torch_dtype") or hf.get("dtype") if isinstance(hf, dict) else None
+    return value if value in DTYPES else None

@@ -12,6 +12,7 @@ from nanobench.common import (
     choice,
     choice_list,
     device_option,
+    dtype_option,
     finish,
     fits_option,
     gate,
@@ -116,7 +117,10 @@ def decode_command(
     ),
     width_multiple: int = typer.Option(128, help="Width bucket multiple of engine-captured."),
     device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16."),
+    dtype: str = typer.Option(
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
+    ),
     threads: int = typer.Option(
         0, help="torch threads in every system's worker (0: torch's default); the same for all."
     ),
@@ -140,6 +144,7 @@ def decode_command(
     Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         from nanobench.decode_bench import (
             BACKENDS,
             DTYPE_BYTES,
@@ -180,7 +185,6 @@ def decode_command(
                 f"--prompt-len {prompt_len} + --steps {steps} exceed "
                 f"--max-model-len {max_model_len}"
             )
-        choice("--dtype", dtype, tuple(DTYPE_BYTES))
         choice("--backend", backend, BACKENDS)
         choice("--hf-attn", hf_attn, HF_ATTENTION)
         device_option(device)

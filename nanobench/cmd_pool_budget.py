@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from engine.config import DTYPES, KERNELS
+from engine.config import KERNELS
 from nanobench.common import (
     Gate,
     capture_sizes_option,
-    choice,
     choice_list,
     config_option,
     device_option,
+    dtype_option,
     finish,
     int_list,
     out_dir,
@@ -43,7 +43,8 @@ def pool_budget(
         "reference,triton", help="reference and/or triton, comma-separated."
     ),
     dtype: str = typer.Option(
-        "float32", help="Weights and KV dtype: float32 | bfloat16 | float16."
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
     ),
     device: str = typer.Option("cpu", help="cpu | cuda (probe reads the CUDA device)."),
     out: str = typer.Option("nanobench-out", help="Directory for pool-budget.csv and the diagram."),
@@ -56,6 +57,7 @@ def pool_budget(
     Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         config = config_option(model)
         positive("--max-batch", max_batch)
         sizes = capture_sizes_option(capture_sizes, max_batch)
@@ -63,7 +65,6 @@ def pool_budget(
         positive("--block-size", block_size)
         multiples = int_list("--width-multiple", width_multiple)
         kernels = choice_list("--kernel", kernel, KERNELS)
-        choice("--dtype", dtype, DTYPES)
         if not 0.0 < gpu_memory_utilization <= 1.0:
             raise BadInput(
                 f"--gpu-memory-utilization {gpu_memory_utilization}: expected a share in (0, 1]"

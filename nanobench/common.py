@@ -65,6 +65,24 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def dtype_option(dtype: str, model: str, device: str) -> str:
+    """--dtype: an explicit dtype, or auto = the checkpoint's stored dtype on CUDA, float32 on CPU.
+
+    On a CPU, float32 is the fast path (oneDNN-packed GEMMs) and bf16/fp16 matmuls are emulated
+    or slower; on a GPU the stored dtype is what the model was trained and shipped to run in.
+    """
+    from engine.config import DTYPES
+
+    choice("--dtype", dtype, ("auto", *DTYPES))
+    if dtype != "auto":
+        return dtype
+    if device != "cuda":
+        return "float32"
+    from engine.sources import checkpoint_dtype
+
+    return checkpoint_dtype(model) or "float32"
+
+
 def capture_sizes_option(text: str | None, max_batch: int) -> tuple[int, ...] | None:
     """--capture-sizes: None, a server's named ladder for max_batch sequences, or a list."""
     if text is None:
