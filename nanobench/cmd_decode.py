@@ -94,6 +94,16 @@ def decode_gates(rows: list[dict], targets) -> list[Gate]:
     return gates
 
 
+def add_samples(rows: list[dict], directory) -> None:
+    """Each row's first generated sequence as text, when the checkpoint ships a tokenizer."""
+    from nanobench.samples import sample_text, tokenizer_for
+
+    tokenizer = tokenizer_for(directory)
+    for r in rows:
+        if tokenizer is not None and r.get("tokens"):
+            r["sample"] = sample_text(tokenizer, r["tokens"][0])
+
+
 def public(row: dict) -> dict:
     """A row as written: the token lists stay in the worker's answer, their digest goes out."""
     return {k: v for k, v in row.items() if k != "tokens"}
@@ -238,6 +248,7 @@ def decode_command(
                 f"not run: {', '.join(missing)}"
             )
             raise typer.Exit(130) from None
+        add_samples(rows_out, directory)
         written = [public(r) for r in rows_out]
         write_rows(csv_path, written, DECODE_COLUMNS)
         png = draw_decode(written, target / "decode.png")
