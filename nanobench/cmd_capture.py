@@ -69,7 +69,7 @@ def capture(
             # Without a device the Triton kernel runs under its interpreter; set before any build.
             os.environ.setdefault("TRITON_INTERPRET", "1")
 
-        from engine.weights import load_checkpoint
+        from engine.sources import load_model
         from kernels.reference import KernelInputError
         from nanobench.capture_bench import (
             held_rows,
@@ -81,7 +81,7 @@ def capture(
         from reports.capture import plot_capture, render_capture, write_capture_csv
 
         status(f"loading {directory}")
-        _, tensors = load_checkpoint(directory)
+        _, tensors = load_model(directory)  # a GGUF too
         try:
             runs, gates, shapes = run_rows(
                 config,
