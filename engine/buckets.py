@@ -37,6 +37,9 @@ class DecodeBuckets:
     width_multiple: int
     # A kernel that walks the block table itself has no width axis: one width, the table's.
     width_free: bool = False
+    # A server's capture list (engine.capture_sizes) in place of the power-of-two ladder;
+    # its largest size must be max_batch_size.
+    row_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         _positive_int("max_batch_size", self.max_batch_size)
@@ -44,10 +47,20 @@ class DecodeBuckets:
         _positive_int("width_multiple", self.width_multiple)
         if not isinstance(self.width_free, bool):
             raise ValueError(f"width_free: expected True or False, got {self.width_free!r}")
+        if self.row_sizes is not None:
+            from engine.capture_sizes import ladder
+
+            if ladder(self.row_sizes)[-1] != self.max_batch_size:
+                raise ValueError(
+                    f"row_sizes: the largest size {self.row_sizes[-1]} must be max_batch_size "
+                    f"{self.max_batch_size}"
+                )
 
     @property
     def rows(self) -> tuple[int, ...]:
         """Powers of two <= max_batch_size, plus max_batch_size so a full batch has a bucket."""
+        if self.row_sizes is not None:
+            return tuple(self.row_sizes)
         ladder = {self.max_batch_size}
         p = 1
         while p <= self.max_batch_size:

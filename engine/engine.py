@@ -26,7 +26,8 @@ from engine.model import Llama
 from engine.packed import PACK_MIN_BYTES, pack_model, resolve_layout
 from engine.plan import DecodePlan, PlanUnsound, check_plan_current, plan_decode
 from engine.sampler import SamplingParams, sample
-from engine.weights import DTYPES, load_checkpoint, resolve_model
+from engine.sources import load_model
+from engine.weights import DTYPES, resolve_model
 
 
 class EngineLimitError(ValueError):
@@ -141,7 +142,7 @@ class Engine:
             attention=attention,
             **options,
         )
-        model_config, tensors = load_checkpoint(resolve_model(str(path_or_preset)))
+        model_config, tensors = load_model(resolve_model(str(path_or_preset)), DTYPES[dtype])
         return cls.build(model_config, tensors, config, **seams)
 
     # -- the traced region -------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Llama building blocks: RMSNorm, llama3-scaled RoPE, GQA attention and the SwiGLU MLP.
 
+Qwen2 (q/k/v bias) and Qwen3 (per-head q/k RMSNorm) are the same blocks with those switched on.
+
 What it is: the per-layer math, written to match `transformers`' LlamaForCausalLM.
 What it is not: the K/V addressing. Attention hands its K/V to an attention context
 (`attention.py`), which decides where they are written and what is read back.
@@ -88,8 +90,8 @@ def fuse_after_load(module: FusedRows, incompatible_keys) -> None:
 class FusedRows(nn.Module):
     """A module whose sibling projections run as one GEMM over one weight buffer.
 
-    `FUSED` maps a buffer name to the bias-free nn.Linear children whose weights are its row
-    blocks. Each child's parameter keeps Hugging Face's name and (out, in) shape but is a view
+    `FUSED` maps a buffer name to the nn.Linear children whose weights are its row blocks
+    (their biases, when they have them, are fused the same way into `*_bias`). Each child's parameter keeps Hugging Face's name and (out, in) shape but is a view
     of its block, so a checkpoint loads into the buffer as is (load_state_dict copies into the
     views), the weights exist once, and a decode step runs one GEMM where it ran two or three:
     with a handful of rows per step, each GEMM call costs about as much in launch and packing
@@ -109,23 +111,28 @@ class FusedRows(nn.Module):
     def fuse(self) -> None:
         for name, parts in self.FUSED.items():
             linears = [getattr(self, p) for p in parts]
-            if self._is_fused(name, linears):
-                continue
-            fused = torch.cat([m.weight.detach() for m in linears])  # (sum of out, in)
-            self.register_buffer(name, fused, persistent=False)
-            start = 0
-            for m in linears:
-                rows = m.weight.shape[0]
-                m.weight.data = fused[start : start + rows]
-                start += rows
+            self._fuse_rows(name, [m.weight for m in linears])
+            if linears[0].bias is not None:
+                # Biases follow their rows: "qkv_weight" -> "qkv_bias".
+                self._fuse_rows(name.replace("weight", "bias"), [m.bias for m in linears])
 
-    def _is_fused(self, name: str, linears: list[nn.Linear]) -> bool:
+    def _fuse_rows(self, name: str, params: list[nn.Parameter]) -> None:
+        if self._is_fused(name, params):
+            return
+        fused = torch.cat([p.detach() for p in params])  # (sum of out, ...)
+        self.register_buffer(name, fused, persistent=False)
+        start = 0
+        for p in params:
+            rows = p.shape[0]
+            p.data = fused[start : start + rows]
+            start += rows
+
+    def _is_fused(self, name: str, params: list[nn.Parameter]) -> bool:
         fused = self._buffers.get(name)
         if fused is None:
             return False
         start = 0
-        for m in linears:
-            w = m.weight
+        for w in params:
             if (
                 w.dtype != fused.dtype
                 or w.device != fused.device
@@ -154,18 +161,30 @@ class Attention(FusedRows):
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, config.q_size, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, config.kv_size, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, config.kv_size, bias=False)
+        bias = config.qkv_bias
+        self.q_proj = nn.Linear(config.hidden_size, config.q_size, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, config.kv_size, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, config.kv_size, bias=bias)
         self.o_proj = nn.Linear(config.q_size, config.hidden_size, bias=False)
+        self.qk_norm = config.qk_norm
+        if config.qk_norm:
+            self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
+        self.register_buffer("qkv_bias", None, persistent=False)  # fuse() fills it for Qwen2
         self.fuse()
 
     def forward(self, x, cos, sin, attn) -> torch.Tensor:
         B, W, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
-        qkv = linear(x, self.qkv_weight, self.packed.get("qkv")).view(B, W, H + 2 * Hkv, D)
+        qkv = linear(x, self.qkv_weight, self.packed.get("qkv"))  # (B, W, (H + 2Hkv) * D)
+        if self.qkv_bias is not None:
+            qkv = qkv + self.qkv_bias  # Qwen2
+        qkv = qkv.view(B, W, H + 2 * Hkv, D)
+        qk = qkv[:, :, : H + Hkv]  # (B, W, H + Hkv, D)
+        if self.qk_norm:  # Qwen3: per-head RMSNorm over D, before RoPE
+            qk = torch.cat((self.q_norm(qk[:, :, :H]), self.k_norm(qk[:, :, H:])), dim=2)
         # q and k rotate together: one RoPE over H + Hkv heads instead of two calls.
-        qk = apply_rope(qkv[:, :, : H + Hkv], cos, sin)  # (B, W, H + Hkv, D)
+        qk = apply_rope(qk, cos, sin)  # (B, W, H + Hkv, D)
         # q dense: a kernel may index it by row and head alone (the Triton read requires it).
         q = qk[:, :, :H].contiguous()  # (B, W, H, D)
         k = qk[:, :, H:]  # (B, W, Hkv, D)

@@ -54,6 +54,13 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         shapes[p + "mlp.down_proj.weight"] = (h, i)
         shapes[p + "input_layernorm.weight"] = (h,)
         shapes[p + "post_attention_layernorm.weight"] = (h,)
+        if config.qkv_bias:
+            shapes[p + "self_attn.q_proj.bias"] = (config.q_size,)
+            shapes[p + "self_attn.k_proj.bias"] = (config.kv_size,)
+            shapes[p + "self_attn.v_proj.bias"] = (config.kv_size,)
+        if config.qk_norm:
+            shapes[p + "self_attn.q_norm.weight"] = (config.head_dim,)
+            shapes[p + "self_attn.k_norm.weight"] = (config.head_dim,)
     if not config.tie_word_embeddings:
         shapes["lm_head.weight"] = (config.vocab_size, h)
     return shapes
@@ -230,6 +237,10 @@ def preset_dir(name: str, spec: Preset) -> Path:
 def materialize_preset(name: str) -> Path:
     """The preset's checkpoint directory, written once (atomically) and reused after."""
     spec = preset(name)
+    if spec.gguf is not None:  # real weights: never synthesized under a real preset's name
+        from engine.sources import materialize_gguf_preset
+
+        return materialize_gguf_preset(name)
     target = preset_dir(name, spec)
     if (target / "model.safetensors").is_file():
         return target

@@ -46,6 +46,8 @@ class BucketsSpec:
     heads: int = 32
     max_shapes: int = 64
     max_waste: float = 0.6
+    # A server's capture list (engine.capture_sizes); None: the power-of-two ladder.
+    capture_sizes: tuple[int, ...] | None = None
 
     @property
     def width_free(self) -> bool:
@@ -106,6 +108,15 @@ def run_buckets(spec: BucketsSpec, max_model_len: int):
 def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):
     from engine.buckets import DecodeBuckets
 
+    if spec.capture_sizes is not None:
+        # The list is the row axis: its largest size is the top row bucket.
+        return DecodeBuckets(
+            spec.capture_sizes[-1],
+            spec.capture_tokens,
+            multiple,
+            width_free=width_free,
+            row_sizes=spec.capture_sizes,
+        )
     return DecodeBuckets(spec.capture_rows, spec.capture_tokens, multiple, width_free=width_free)
 
 
@@ -260,7 +271,7 @@ def capture_row(spec: BucketsSpec, multiple: int) -> dict:
         "table": "capture",
         "kernel": spec.kernel,
         "width_multiple": multiple,
-        "capture_rows": spec.capture_rows,
+        "capture_rows": ref.max_batch_size,
         "capture_tokens": spec.capture_tokens,
         "row_buckets": len(ref.rows),
         "width_buckets": len(ref.widths),
@@ -279,6 +290,19 @@ def capture_row(spec: BucketsSpec, multiple: int) -> dict:
         "workspace_bytes_triton": 0,
         "chosen": multiple == spec.width_multiple,
         "fits_budget": shapes_for_kernel <= spec.max_shapes,
+        **capture_size_columns(ref.rows, spec.max_batch),
+    }
+
+
+def capture_size_columns(sizes: tuple[int, ...], max_batch: int) -> dict:
+    """The row ladder, its padding per size, and over a uniform mix of batches 1..max_batch."""
+    from engine.capture_sizes import mix_pad_share, size_padding
+
+    return {
+        "capture_sizes": list(sizes),
+        "size_padding": size_padding(sizes),
+        "mix_batches": max_batch,
+        "mix_pad_share": mix_pad_share(sizes, range(1, max_batch + 1)),
     }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typer
 
-from nanobench.common import choice, finish, int_list, positive
+from nanobench.common import capture_sizes_option, choice, finish, int_list, positive
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 
@@ -43,6 +43,12 @@ def buckets(
     block_size: int = typer.Option(16, help="Tokens per KV block."),
     capture_rows: int = typer.Option(256, help="Rows of the serving config table 2 prices."),
     capture_tokens: int = typer.Option(8192, help="Tokens per row of that serving config."),
+    capture_sizes: str | None = typer.Option(
+        None,
+        help="Table 2's row axis: a comma-separated list (1,2,4,8,16,24,32), or a server's "
+        "default for --max-batch sequences: vllm | sglang (replaces --capture-rows).",
+        show_default=False,
+    ),
     multiples: str | None = typer.Option(
         None,
         help=f"Comma-separated width multiples for table 2 (default {DEFAULT_MULTIPLES}).",
@@ -99,7 +105,13 @@ def buckets(
                     f"--max-model-len {max_model_len}: a run grows to {longest} tokens "
                     f"(--prompt-len {prompt_len} + --steps {max(run_steps)})"
                 )
-        if rows > capture_rows:
+        sizes = capture_sizes_option(capture_sizes, max_batch)
+        if sizes is not None and rows > sizes[-1]:
+            raise BadInput(
+                f"--rows {rows}: above the largest --capture-sizes size {sizes[-1]}; the typical "
+                "run must fit the capture list"
+            )
+        if sizes is None and rows > capture_rows:
             raise BadInput(
                 f"--rows {rows}: above --capture-rows {capture_rows}; the typical run must fit "
                 "the serving config"
@@ -131,6 +143,7 @@ def buckets(
             heads=heads,
             max_shapes=max_shapes,
             max_waste=max_waste,
+            capture_sizes=sizes,
         )
         result = measure(spec, status)
         found = gates(result)
@@ -179,6 +192,10 @@ def buckets(
                     max_shapes=max_shapes,
                     explicit_len=max_model_len is not None,
                 )
+                if sizes is not None:
+                    from reports.capture_sizes import capture_sizes_table
+
+                    console.print(capture_sizes_table(result.chosen))
 
         code = finish(
             "buckets",

@@ -6,10 +6,11 @@ import os
 
 import typer
 
-from engine.config import DTYPES, KERNELS
+from engine.config import KERNELS
 from nanobench.common import (
     choice,
     device_option,
+    dtype_option,
     finish,
     fits_option,
     int_list,
@@ -32,7 +33,10 @@ def capture(
     ),
     kernel: str = typer.Option("reference", help="reference | triton (attention read)."),
     device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16."),
+    dtype: str = typer.Option(
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
+    ),
     capture_rows: int = typer.Option(256, help="Rows at the top of the priced capture list."),
     capture_tokens: int = typer.Option(8192, help="Tokens (max_model_len) of the priced list."),
     multiples: str = typer.Option("128,512,2048,8192", help="Width multiples for the pool table."),
@@ -47,6 +51,7 @@ def capture(
     Example: nanobench capture --steps 8,32,64,128 --width-multiple 128 --up-front
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         directory, config = model_option(model)
         fits_option(config, dtype, device)
         positive("--rows", rows)
@@ -54,7 +59,6 @@ def capture(
         run_lengths = int_list("--steps", steps)
         positive("--width-multiple", width_multiple)
         choice("--kernel", kernel, KERNELS)
-        choice("--dtype", dtype, DTYPES)
         device_option(device)
         positive("--capture-rows", capture_rows)
         positive("--capture-tokens", capture_tokens)
@@ -66,7 +70,7 @@ def capture(
             os.environ.setdefault("TRITON_INTERPRET", "1")
 
         from engine.config import ConfigError
-        from engine.weights import load_checkpoint
+        from engine.sources import load_model
         from kernels.reference import KernelInputError
         from nanobench.capture_bench import (
             held_rows,
@@ -84,7 +88,7 @@ def capture(
         except ConfigError as e:
             raise BadInput(f"--heads {pool_heads}: {e}") from None
         status(f"loading {directory}")
-        _, tensors = load_checkpoint(directory)
+        _, tensors = load_model(directory)  # a GGUF too
         try:
             runs, gates, shapes = run_rows(
                 config,

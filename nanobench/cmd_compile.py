@@ -12,6 +12,7 @@ from nanobench.common import (
     choice,
     choice_list,
     device_option,
+    dtype_option,
     finish,
     fits_option,
     gate,
@@ -137,7 +138,10 @@ def compile_command(
         "planned", help="planned | unplanned (addressing inside the forward)."
     ),
     device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16."),
+    dtype: str = typer.Option(
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
+    ),
     threads: int = typer.Option(0, help="torch threads per worker (0: torch's default)."),
     horizon: int = typer.Option(
         10000, help="Decode steps a served process runs: the amortisation horizon."
@@ -171,6 +175,7 @@ def compile_command(
     Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         from nanobench.compile_bench import BACKENDS, MODES, derive, spec_for, sweep
         from nanobench.reduce_overhead import REDUCE_OVERHEAD, check_modes
         from reports.compile import (
@@ -204,7 +209,6 @@ def compile_command(
         choice("--cache", cache, ("cold", "warm"))
         choice("--backend", backend, BACKENDS)
         choice("--path", path, ("planned", "unplanned"))
-        choice("--dtype", dtype, ("float32", "bfloat16", "float16"))
         if path == "unplanned" and bucketed:
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
         device_option(device)

@@ -12,6 +12,7 @@ from nanobench.common import (
     choice,
     choice_list,
     device_option,
+    dtype_option,
     finish,
     fits_option,
     gate,
@@ -94,6 +95,16 @@ def decode_gates(rows: list[dict], targets) -> list[Gate]:
     return gates
 
 
+def add_samples(rows: list[dict], directory) -> None:
+    """Each row's first generated sequence as text, when the checkpoint ships a tokenizer."""
+    from nanobench.samples import sample_text, tokenizer_for
+
+    tokenizer = tokenizer_for(directory)
+    for r in rows:
+        if tokenizer is not None and r.get("tokens"):
+            r["sample"] = sample_text(tokenizer, r["tokens"][0])
+
+
 def public(row: dict) -> dict:
     """A row as written: the token lists stay in the worker's answer, their digest goes out."""
     return {k: v for k, v in row.items() if k != "tokens"}
@@ -117,7 +128,10 @@ def decode_command(
     ),
     width_multiple: int = typer.Option(128, help="Width bucket multiple of engine-captured."),
     device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16."),
+    dtype: str = typer.Option(
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
+    ),
     threads: int = typer.Option(
         0, help="torch threads in every system's worker (0: torch's default); the same for all."
     ),
@@ -141,6 +155,7 @@ def decode_command(
     Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         from nanobench.decode_bench import (
             BACKENDS,
             DTYPE_BYTES,
@@ -180,7 +195,6 @@ def decode_command(
                 f"--prompt-len {prompt_len} + --steps {steps} exceed "
                 f"--max-model-len {max_model_len}"
             )
-        choice("--dtype", dtype, tuple(DTYPE_BYTES))
         choice("--backend", backend, BACKENDS)
         choice("--hf-attn", hf_attn, HF_ATTENTION)
         device_option(device)
@@ -234,6 +248,7 @@ def decode_command(
                 f"not run: {', '.join(missing)}"
             )
             raise typer.Exit(130) from None
+        add_samples(rows_out, directory)
         written = [public(r) for r in rows_out]
         write_rows(csv_path, written, DECODE_COLUMNS)
         png = draw_decode(written, target / "decode.png")

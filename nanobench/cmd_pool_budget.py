@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from engine.config import DTYPES, KERNELS
+from engine.config import KERNELS
 from nanobench.common import (
     Gate,
-    choice,
+    capture_sizes_option,
     choice_list,
     config_option,
     device_option,
+    dtype_option,
     finish,
     int_list,
     out_dir,
@@ -29,6 +30,12 @@ def pool_budget(
         0.9, help="Share of the device the engine may use."
     ),
     max_batch: int = typer.Option(256, help="Rows at the top of the capture list."),
+    capture_sizes: str | None = typer.Option(
+        None,
+        help="The capture list's rows: a comma-separated list, or vllm | sglang (that server's "
+        "default for --max-batch sequences). Default: powers of two up to --max-batch.",
+        show_default=False,
+    ),
     max_model_len: int = typer.Option(8192, help="Tokens per row (slot table width)."),
     block_size: int = typer.Option(16, help="Tokens per KV block."),
     width_multiple: str = typer.Option("2048", help="Width multiple(s), comma-separated."),
@@ -36,7 +43,8 @@ def pool_budget(
         "reference,triton", help="reference and/or triton, comma-separated."
     ),
     dtype: str = typer.Option(
-        "float32", help="Weights and KV dtype: float32 | bfloat16 | float16."
+        "auto",
+        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
     ),
     device: str = typer.Option("cpu", help="cpu | cuda (probe reads the CUDA device)."),
     out: str = typer.Option("nanobench-out", help="Directory for pool-budget.csv and the diagram."),
@@ -49,13 +57,14 @@ def pool_budget(
     Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB
     """
     with run_command(quiet) as status:
+        dtype = dtype_option(dtype, model, device)
         config = config_option(model)
         positive("--max-batch", max_batch)
+        sizes = capture_sizes_option(capture_sizes, max_batch)
         positive("--max-model-len", max_model_len)
         positive("--block-size", block_size)
         multiples = int_list("--width-multiple", width_multiple)
         kernels = choice_list("--kernel", kernel, KERNELS)
-        choice("--dtype", dtype, DTYPES)
         if not 0.0 < gpu_memory_utilization <= 1.0:
             raise BadInput(
                 f"--gpu-memory-utilization {gpu_memory_utilization}: expected a share in (0, 1]"
@@ -79,6 +88,7 @@ def pool_budget(
             "max_model_len": max_model_len,
             "block_size": block_size,
             "dtype": dtype,
+            "capture_sizes": sizes,
         }
         rows, gates, notes = [], [], []
         for k in kernels:

@@ -72,6 +72,38 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def dtype_option(dtype: str, model: str, device: str) -> str:
+    """--dtype: an explicit dtype, or auto = the checkpoint's stored dtype on CUDA, float32 on CPU.
+
+    On a CPU, float32 is the fast path (oneDNN-packed GEMMs) and bf16/fp16 matmuls are emulated
+    or slower; on a GPU the stored dtype is what the model was trained and shipped to run in.
+    """
+    from engine.config import DTYPES
+
+    choice("--dtype", dtype, ("auto", *DTYPES))
+    if dtype != "auto":
+        return dtype
+    if device != "cuda":
+        return "float32"
+    from engine.sources import checkpoint_dtype
+
+    return checkpoint_dtype(model) or "float32"
+
+
+def capture_sizes_option(text: str | None, max_batch: int) -> tuple[int, ...] | None:
+    """--capture-sizes: None, a server's named ladder for max_batch sequences, or a list."""
+    if text is None:
+        return None
+    from engine.capture_sizes import CaptureSizesError, resolve
+
+    try:
+        return resolve(text, max_batch)
+    except CaptureSizesError:
+        raise BadInput(
+            f"--capture-sizes {text!r}: expected vllm, sglang or comma-separated positive integers"
+        ) from None
+
+
 def device_option(device: str) -> str:
     choice("--device", device, ("cpu", "cuda"))
     if device == "cuda":
@@ -85,18 +117,16 @@ def device_option(device: str) -> str:
 
 
 def model_option(model: str):
-    """A preset name or a checkpoint directory whose weights a worker will load, validated first.
+    """A preset name, a checkpoint directory or a GGUF file whose weights a worker will load.
 
-    Returns (checkpoint directory, ModelConfig). A preset is materialised on first use. Names and
-    shapes come from the headers; every weight is read once to refuse NaN/Inf before measuring.
+    Returns (checkpoint path, ModelConfig). A preset is materialised on first use. Names and
+    shapes come from the headers; a safetensors checkpoint's weights are each read once to
+    refuse NaN/Inf before measuring (a GGUF's are checked as the worker dequantizes them).
     """
     from engine.config import PRESETS, ConfigError
-    from engine.weights import (
-        CheckpointError,
-        inspect_checkpoint,
-        materialize_preset,
-        scan_finite,
-    )
+    from engine.gguf import find_gguf
+    from engine.sources import inspect_model
+    from engine.weights import CheckpointError, materialize_preset, scan_finite
 
     try:
         if model in PRESETS:
@@ -107,30 +137,30 @@ def model_option(model: str):
                 raise BadInput(
                     f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
                 )
-        config = inspect_checkpoint(directory)
-        scan_finite(directory)
+        config = inspect_model(directory)
+        if find_gguf(directory) is None:
+            scan_finite(directory)
         return directory, config
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
 
 
 def config_option(model: str):
-    """The ModelConfig of a preset or a checkpoint directory, from config.json alone.
+    """The ModelConfig of a preset, a checkpoint directory (config.json) or a GGUF (metadata).
 
     For commands that only do arithmetic: no weights are read, synthesized or written, so a
     directory holding only `config.json` is enough and a preset is never materialised.
     """
-    from engine.config import PRESETS, ConfigError, preset
-    from engine.weights import CheckpointError, checkpoint_dir, read_config
+    from engine.config import PRESETS, ConfigError
+    from engine.sources import model_config
+    from engine.weights import CheckpointError
 
     try:
-        if model in PRESETS:
-            return preset(model).config
-        if not Path(model).exists():
+        if model not in PRESETS and not Path(model).exists():
             raise BadInput(
                 f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
             )
-        return read_config(checkpoint_dir(model))
+        return model_config(model)
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
 

@@ -159,8 +159,13 @@ def quiet_libraries() -> None:
 
 
 def prompts_for(spec: dict, vocab: int) -> list[list[int]]:
+    """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
     from nanobench.explain import seeded_prompts
+    from nanobench.samples import text_prompts, tokenizer_for
 
+    tokenizer = tokenizer_for(spec["model"])
+    if tokenizer is not None:
+        return text_prompts(tokenizer, spec["rows"], spec["prompt_len"])
     return seeded_prompts(spec["rows"], spec["prompt_len"], vocab, spec.get("seed", 0))
 
 

@@ -37,12 +37,24 @@ FP32 = 4
 
 
 def capture_list(
-    kernel: str, max_batch: int, max_model_len: int, width_multiple: int
+    kernel: str,
+    max_batch: int,
+    max_model_len: int,
+    width_multiple: int,
+    capture_sizes: tuple[int, ...] | None = None,
 ) -> tuple[tuple[int, int], ...]:
-    """The shapes a kernel records: rows x widths (reference) or rows only (triton)."""
+    """The shapes a kernel records: rows x widths (reference) or rows only (triton).
+
+    Rows are the power-of-two ladder up to max_batch, or `capture_sizes` (a server's list).
+    """
     if kernel not in KERNELS:
         raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
     width_free = kernel == "triton"
+    if capture_sizes is not None:
+        top = capture_sizes[-1]
+        return DecodeBuckets(
+            top, max_model_len, width_multiple, width_free=width_free, row_sizes=capture_sizes
+        ).shapes
     return DecodeBuckets(max_batch, max_model_len, width_multiple, width_free=width_free).shapes
 
 
@@ -93,10 +105,11 @@ def budget_row(
     max_model_len: int,
     block_size: int,
     dtype: str = "float32",
+    capture_sizes: tuple[int, ...] | None = None,
 ) -> dict:
     """One capture list priced against one device."""
     dtype_bytes = DTYPE_BYTES[dtype]
-    shapes = capture_list(kernel, max_batch, max_model_len, width_multiple)
+    shapes = capture_list(kernel, max_batch, max_model_len, width_multiple, capture_sizes)
     weights = weights_bytes(model.num_params, dtype_bytes)
     per_token = kv_bytes_per_token(
         model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes
@@ -136,6 +149,7 @@ def budget_row(
         "kernel": kernel,
         "width_multiple": None if kernel == "triton" else width_multiple,
         "shapes": len(shapes),
+        "capture_sizes": sorted({rows for rows, _ in shapes}),
         "device_bytes": device_bytes,
         "utilization": utilization,
         "usable_bytes": usable,

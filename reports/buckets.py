@@ -23,6 +23,7 @@ RUN_COLUMNS = [
 CAPTURE_COLUMNS = [
     "width_multiple", "row_buckets", "width_buckets", "shapes", "shapes_triton", "waste",
     "workspace_bytes", "workspace_bytes_triton", "fits_budget", "chosen",
+    "capture_sizes", "mix_pad_share",
 ]  # fmt: skip
 # One CSV for both tables: a run row leaves the capture columns empty and the other way round.
 BUCKETS_COLUMNS = ["table", "kernel", *RUN_COLUMNS]

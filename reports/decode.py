@@ -47,6 +47,7 @@ DECODE_COLUMNS = [
     "recorder",
     "deterministic",  # the warm-up and every repeat made the same tokens
     "tokens_digest",
+    "sample",  # row 0's generated tokens as text (a checkpoint with a tokenizer)
     "attention",
     "linear_layout",  # engine rows: packed (oneDNN-blocked GEMM weights) or dense
     "rows",
@@ -124,6 +125,8 @@ def render_decode(console, rows: list[dict], gates, title: str, probe: dict | No
     elif probe is not None and probe.get("status") not in (None, "ok"):
         console.print(f"floor: the bandwidth probe failed ({probe.get('status')})", markup=False)
     for r in rows:
+        if r.get("sample") is not None:
+            console.print(f"{r['system']} sample (row 0): {r['sample']!r}", markup=False)
         if r.get("tokens_match") is False:
             console.print(
                 f"{r['system']}: tokens differ from {r.get('tokens_ref')} at "

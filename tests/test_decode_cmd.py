@@ -214,7 +214,8 @@ def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_ch
         Engine.from_checkpoint("tiny", dtype="bfloat16"),
     ):
         attn = engine.model.model.layers[1].self_attn
-        assert attn._is_fused("qkv_weight", [attn.q_proj, attn.k_proj, attn.v_proj])
+        qkv = [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]
+        assert attn._is_fused("qkv_weight", qkv)
         torch.testing.assert_close(attn.k_proj.weight, tensors[name].to(attn.k_proj.weight.dtype))
         assert name in engine.model.state_dict() and "qkv_weight" not in str(
             list(engine.model.state_dict())
@@ -222,7 +223,7 @@ def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_ch
     model = Llama(config, 32)
     model.load_state_dict(tensors, strict=False, assign=True)  # replaces the parameters
     mlp = model.model.layers[0].mlp
-    assert mlp._is_fused("gate_up_weight", [mlp.gate_proj, mlp.up_proj])
+    assert mlp._is_fused("gate_up_weight", [mlp.gate_proj.weight, mlp.up_proj.weight])
     assert torch.equal(mlp.gate_up_weight[config.intermediate_size :], mlp.up_proj.weight)
 
 

@@ -1,4 +1,4 @@
-"""The engine against its peer: transformers' LlamaForCausalLM on the same checkpoint directory."""
+"""The engine against its peer: transformers' own model class (LlamaForCausalLM, ...) on one directory."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 
 from engine.engine import Engine
 from engine.weights import materialize_preset, read_config
@@ -23,7 +23,7 @@ STEPS = 64
 
 
 def hf_run(directory, prompt: list[int], steps: int):
-    hf = LlamaForCausalLM.from_pretrained(
+    hf = AutoModelForCausalLM.from_pretrained(
         str(directory), dtype=torch.float32, attn_implementation="eager"
     ).eval()
     ids = torch.tensor([prompt])

