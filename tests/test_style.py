@@ -1,0 +1,25 @@
+"""The shared report style: one binary byte formatter, one colour per name, titled figures."""
+
+from __future__ import annotations
+
+from reports.style import COLOURS, binary_bytes, colour, title
+
+
+def test_binary_bytes_uses_powers_of_1024_named_right():
+    assert binary_bytes(0) == "0 B"
+    assert binary_bytes(1023) == "1,023 B"
+    assert binary_bytes(1536) == "1.5 KiB"
+    assert binary_bytes(268_435_456) == "256.0 MiB"  # the [256, 32, 1, 8192] fp32 rectangle
+    assert binary_bytes(24 * 2**30) == "24.0 GiB"  # --device-memory 24GiB, not 25,769.8 MB
+    assert binary_bytes(None) == "-"
+
+
+def test_names_that_share_a_figure_have_distinct_colours():
+    modes = [colour(m) for m in ("off", "dynamic", "static", "reduce-overhead")]
+    systems = [colour(s) for s in COLOURS if s.startswith(("engine-", "hf-"))]
+    assert len(set(modes)) == len(modes) and len(set(systems)) == len(systems) == 5
+
+
+def test_a_title_names_the_run():
+    got = title("compiled decode", model="tiny", device="cpu", dtype="float32", rows=4, steps=16)
+    assert got == "compiled decode: tiny, cpu float32, rows 4, steps 16"
