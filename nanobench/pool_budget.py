@@ -118,15 +118,15 @@ def budget_row(
         model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes, block_size
     )
     formula = workspace_pool_bytes(kernel, shapes, model.num_heads)
-    traced = list_memory(decode_memory(model, kernel, dtype, max_batch, max_model_len), shapes)
+    # A server's list may capture more rows than --max-batch (vLLM goes to 2x max_num_seqs):
+    # the traced engine holds the list's largest row count.
+    top_rows = max(max_batch, *(rows for rows, _ in shapes))
+    memory = decode_memory(model, kernel, dtype, top_rows, max_model_len)
+    traced = list_memory(memory, shapes)
     workspace = traced.shared_workspace_bytes
     outputs = traced.outputs_bytes
-    # One output buffer every graph writes (item 3 of issue 16): the top row count's logits.
-    one_output = (
-        decode_memory(model, kernel, dtype, max_batch, max_model_len)
-        .at(max_batch, max_model_len)
-        .outputs_bytes
-    )
+    # One output buffer every graph writes: the top row count's logits.
+    one_output = memory.at(top_rows, max_model_len).outputs_bytes
     activations = decode_activation_bytes(
         max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
     )
