@@ -7,6 +7,7 @@ limit are the same; Inductor codegen is not what is under test) except in the on
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -109,7 +110,8 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     first = samples[(samples["mode"] == "static") & (samples["round"] == 0)]
     assert list(first["built"])[:8] == [1] * 8 and not first["steady"].iloc[0]
     env = doc["env"]
-    assert env["threads"] == 1 and env["torch_version"] and "compile" in env["argv"]
+    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 1
+    assert env["argv"] == sys.argv  # the process's own command line (here, pytest's)
 
 
 def test_bucketed_static_builds_once_per_bucket_and_keeps_its_graph(tmp_path):
