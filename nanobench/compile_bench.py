@@ -1,7 +1,7 @@
 """The compile sweep: each mode in a fresh worker, timed in interleaved rounds against `off`.
 
 What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
-running), `probe_guard_kind` and the other pieces the worker (`nanobench.compile_session`)
+running), the pieces the worker (`nanobench.compile_session`)
 uses, `interleaved_sweep(...)` (one live worker per mode, set up one at a time, then timed
 windows in rotating rounds until every speedup's interval is tight), `sweep(...)` (one-shot:
 a mode's first pass in a fresh process, what the GPU check runs) and `derive(rows, horizon,
@@ -67,30 +67,6 @@ def quiet_dynamo() -> None:
     """The recompile-limit warning is read from dynamo's records, not its log."""
     for name in ("torch._dynamo", "torch._inductor", "torch.fx"):
         logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def probe_guard_kind(engine, tokens) -> tuple[str, list[str]]:
-    """Before compiling: explain one step; guards on step-varying Python values mean `value`."""
-    import torch
-
-    from engine.attention import UnplannedDecode
-    from nanobench.explain import value_guards
-
-    rows = engine.active_rows
-    input_ids = torch.tensor(tokens, device=engine.cache.device).view(-1, 1)  # (B, 1)
-    if engine.config.decode_path == "unplanned":
-        view = UnplannedDecode(engine.cache, rows)
-        fn = engine._unplanned_forward
-    else:
-        from engine.plan import plan_decode
-
-        view = plan_decode(
-            engine.cache, list(rows), engine.buckets, engine.inputs, engine.width_free
-        )
-        fn = engine._planned_forward
-    out = torch._dynamo.explain(fn)(input_ids, view)
-    found = value_guards(out.out_guards)
-    return ("value" if found else "shape"), found
 
 
 def short_reason(reason: str) -> str:

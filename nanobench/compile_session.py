@@ -2,7 +2,8 @@
 
 What it is: `build_stepper(spec, **extra)` (the one place that builds the thing a step runs:
 the engine over the checkpoint in the spec's shape; a user's own step plugs in here),
-`steady_mask` (which steps of a run are timed as steady) and `CompileSession`, the worker
+`probe_guard_kind` (explain one step before compiling: guards on step-varying Python values
+mean `value`), `steady_mask` (which steps of a run are timed as steady) and `CompileSession`, the worker
 session `nanobench.compile_worker` serves. Opening it resets dynamo, probes the guard kind,
 builds the engine in the spec's mode and runs the first pass (the `steps` decode steps whose
 builds, reuse, fall-back and recompile reasons the row reports, from dynamo's own counters and
@@ -25,7 +26,6 @@ from dataclasses import asdict
 from nanobench.compile_bench import (
     compiler_for,
     predict,
-    probe_guard_kind,
     quiet_dynamo,
     recompile_limit,
     short_reason,
@@ -50,6 +50,30 @@ def build_stepper(spec: dict, **extra):
         decode_path=spec.get("decode_path", "planned"),
         **extra,
     )
+
+
+def probe_guard_kind(engine, tokens) -> tuple[str, list[str]]:
+    """Before compiling: explain one step; guards on step-varying Python values mean `value`."""
+    import torch
+
+    from engine.attention import UnplannedDecode
+    from nanobench.explain import value_guards
+
+    rows = engine.active_rows
+    input_ids = torch.tensor(tokens, device=engine.cache.device).view(-1, 1)  # (B, 1)
+    if engine.config.decode_path == "unplanned":
+        view = UnplannedDecode(engine.cache, rows)
+        fn = engine._unplanned_forward
+    else:
+        from engine.plan import plan_decode
+
+        view = plan_decode(
+            engine.cache, list(rows), engine.buckets, engine.inputs, engine.width_free
+        )
+        fn = engine._planned_forward
+    out = torch._dynamo.explain(fn)(input_ids, view)
+    found = value_guards(out.out_guards)
+    return ("value" if found else "shape"), found
 
 
 def steady_mask(builds_per_step: list[int], fell_back: bool) -> list[bool]:

@@ -189,7 +189,7 @@ def describe(name: str, interval: Interval) -> str:
     if math.isnan(interval.estimate):
         return f"{name} -"
     if math.isnan(interval.low):
-        return f"{name} {interval.estimate:.2f}x ({interval.rounds} round)"
+        return f"{name} {interval.estimate:.2f}x ({interval.rounds} rounds, no interval yet)"
     return (
         f"{name} {interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}] "
         f"({interval.rounds} rounds)"

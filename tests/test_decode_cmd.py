@@ -7,6 +7,7 @@ promises (the same greedy tokens, every column, a floor from a measured probe), 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ from engine.config import PRESETS
 from nanobench.cli import app
 from nanobench.cmd_decode import decode_gates
 from nanobench.decode_bench import DecodeTargets, derive, spec_for, targets_for
+from nanobench.env_record import EnvRecord
 from nanobench.roofline import (
     floor_ms,
     kv_read_bytes,
@@ -242,6 +244,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
     assert doc["env"]["schema_version"] == 1 and doc["env"]["argv"]
     assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
+    assert asdict(EnvRecord(**doc["env"])) == doc["env"], "the record rebuilds from its JSON"
     samples = pd.read_csv(doc["outputs"]["samples"])
     assert len(samples) == 2 * 5 * 3 and set(samples["system"]) == {"engine-eager", "hf-eager"}
     assert runner.invoke(app, args).exit_code == 0, "without --check an inconclusive gate is 0"
