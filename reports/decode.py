@@ -96,6 +96,14 @@ def ratio_cell(row: dict, column: str) -> str:
     return ratio(row.get(column), row.get(f"{column}_low"), row.get(f"{column}_high"))
 
 
+def ratio_short(row: dict, column: str) -> str:
+    """'0.86x ±0.05' (the interval's half-width) for a table cell; the CSV has both ends."""
+    value, low, high = (row.get(k) for k in (column, f"{column}_low", f"{column}_high"))
+    if value is None or low is None or high is None:
+        return ratio(value)
+    return f"{value:.2f}x ±{(high - low) / 2:.2f}"
+
+
 def gate_mark(g) -> str:
     return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
@@ -103,7 +111,7 @@ def gate_mark(g) -> str:
 def render_decode(console, rows: list[dict], gates, title: str, probe: dict | None) -> None:
     table = Table(title=title)
     table.add_column("system", no_wrap=True)
-    # Ratios are this row's ms/step over the named row's, measured in the same sweep.
+    # Ratios: this row over the named row, geometric mean of paired rounds, ± the 95% half-width.
     for col in (
         "status",
         "tokens match",
@@ -131,9 +139,9 @@ def render_decode(console, rows: list[dict], gates, title: str, probe: dict | No
             fmt(
                 r.get("compile_s") if r.get("compile_s") is not None else r.get("capture_s"), ".2f"
             ),
-            ratio_cell(r, "ratio_vs_hf_eager"),
-            ratio_cell(r, "ratio_vs_hf_compiled"),
-            ratio_cell(r, "ratio_vs_floor"),
+            ratio_short(r, "ratio_vs_hf_eager"),
+            ratio_short(r, "ratio_vs_hf_compiled"),
+            ratio_short(r, "ratio_vs_floor"),
             fmt(r.get("cpu_ms_per_step"), ".2f"),
             fmt(r.get("peak_rss_mb"), ",.0f"),
         )
@@ -194,9 +202,8 @@ def draw_decode(rows: list[dict], path: Path, title: str) -> Path:
     bars = ax.bar(names, [r["ms_per_step"] for r in timed], yerr=whiskers, capsize=6, color=colors)
     for bar, r in zip(bars, timed):
         label = ratio_cell(r, "ratio_vs_hf_eager") + "\nx hf-eager"
-        ax.annotate(
-            label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom"
-        )
+        top = r.get("ms_q3") or bar.get_height()  # above the whisker, not through it
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, top), ha="center", va="bottom")
     floor = next((r["floor_ms"] for r in timed if r.get("floor_ms")), None)
     if floor:
         bound = next((r.get("floor_bound") for r in timed if r.get("floor_ms")), None)
