@@ -1,9 +1,12 @@
 """`nanobench decode`: the engine against transformers, side by side, each in a fresh process.
 
-Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
+Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --rounds 5
 """
 
 from __future__ import annotations
+
+import sys
+from dataclasses import asdict
 
 import typer
 
@@ -16,6 +19,7 @@ from nanobench.common import (
     finish,
     fits_option,
     gate,
+    interval_gate,
     model_option,
     out_dir,
     positive,
@@ -44,12 +48,13 @@ def transformers_can_load(directory) -> None:
 
 
 def decode_gates(rows: list[dict], targets) -> list[Gate]:
-    """Tokens and warm-up gates for every row; the ratio gates `targets` (DecodeTargets) sets."""
+    """Tokens and warm-up gates for every row (pass/fail); the ratio gates `targets`
+    (DecodeTargets) sets, each judged on its 95% interval (pass / fail / inconclusive)."""
     from nanobench.decode_bench import (
         best_engine_row,
         check_nothing_built,
-        check_ratio_at_most,
         check_tokens_match,
+        ratio_of,
     )
 
     gates = []
@@ -80,15 +85,15 @@ def decode_gates(rows: list[dict], targets) -> list[Gate]:
         if target is None or ours not in by_name or theirs not in by_name:
             continue
         what = f"{ours} / {theirs} step time"
-        gates.append(gate(name, check_ratio_at_most, what, by_name[ours].get(column), target))
+        gates.append(ratio_gate(name, what, ratio_of(by_name[ours], column), target))
     best = best_engine_row(rows)
     if targets.best_vs_floor is not None and best is not None:
+        what = f"{best['system']} (the fastest engine mode) / the {best.get('floor_bound')} floor"
         gates.append(
-            gate(
+            ratio_gate(
                 "best_engine_vs_floor",
-                check_ratio_at_most,
-                f"{best['system']} (the fastest engine mode) / the bandwidth floor",
-                best.get("ratio_vs_floor"),
+                what,
+                ratio_of(best, "ratio_vs_floor"),
                 targets.best_vs_floor,
             )
         )
@@ -103,6 +108,27 @@ def add_samples(rows: list[dict], directory) -> None:
     for r in rows:
         if tokenizer is not None and r.get("tokens"):
             r["sample"] = sample_text(tokenizer, r["tokens"][0])
+
+
+def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
+    """A step-time ratio at most `target`: pass only when its whole 95% interval is."""
+    from nanobench.common import INCONCLUSIVE
+    from nanobench.stats import MIN_ROUNDS, rounds_to_decide, verdict_at_most
+
+    if interval.estimate != interval.estimate:
+        return Gate(name, False, f"{what}: not measured (both systems must run in the sweep)")
+    verdict = verdict_at_most(interval, target)
+    if interval.low != interval.low:
+        span = f"no interval yet ({interval.rounds} rounds; one needs {MIN_ROUNDS})"
+    else:
+        span = f"[{interval.low:.2f}, {interval.high:.2f}] over {interval.rounds} rounds"
+    detail = f"{what} is {interval.estimate:.2f}x {span}; the target is at most {target:.2f}x"
+    if verdict == INCONCLUSIVE:
+        more = rounds_to_decide(interval, target)
+        detail += "; can't tell at this noise" + (
+            f" (about {more} more rounds would likely decide)" if more else ""
+        )
+    return interval_gate(name, verdict, detail, interval, target)
 
 
 def public(row: dict) -> dict:
@@ -122,7 +148,17 @@ def decode_command(
     rows: int = typer.Option(4, help="Rows (prompts) decoded together."),
     prompt_len: int = typer.Option(16, help="Prompt tokens per row (seeded, the same for all)."),
     steps: int = typer.Option(128, help="Greedy tokens per row: the prefill's first, then decode."),
-    repeat: int = typer.Option(3, help="Timed generations per system, after one warm-up."),
+    rounds: int = typer.Option(
+        3,
+        "--rounds",
+        "--repeat",
+        help="Rounds at least: each system one timed generation a round, after one warm-up.",
+    ),
+    max_rounds: int = typer.Option(30, help="Rounds at most."),
+    rel_ci: float = typer.Option(
+        0.03, help="Stop adding rounds once every ratio's 95% interval is this tight (half-width)."
+    ),
+    budget_s: float = typer.Option(120.0, help="Stop adding rounds after this many seconds."),
     max_model_len: int = typer.Option(
         0, help="The engine's slot table width; default prompt-len + steps."
     ),
@@ -145,14 +181,16 @@ def decode_command(
     json_mode: bool = typer.Option(
         False, "--json", help="Print one JSON document instead of tables."
     ),
-    check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
+    check: bool = typer.Option(
+        False, "--check", help="Exit 1 when a gate fails, 3 when none fails but one can't tell."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ) -> None:
     """Decode the same prompts with the engine (eager, compiled, captured) and transformers
     (eager, static cache + compiled), each in a fresh process: ms per step, tokens/s, prefill,
     compile seconds, peak RSS, token agreement, and the ratio to a measured memory floor.
 
-    Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --repeat 3
+    Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --rounds 5
     """
     with run_command(quiet) as status:
         dtype = dtype_option(dtype, model, device)
@@ -162,12 +200,14 @@ def decode_command(
             HF_ATTENTION,
             HF_SYSTEMS,
             SYSTEMS,
-            kv_read_bytes,
+            derive,
             spec_for,
             sweep,
             targets_for,
-            weight_bytes,
         )
+        from nanobench.env_record import collect_env, write_env
+        from nanobench.roofline import kv_read_bytes, step_flops, weight_bytes
+        from nanobench.rounds import SAMPLE_COLUMNS, describe, round_plan, sample_rows
         from reports.csvio import write_rows
         from reports.decode import DECODE_COLUMNS, draw_decode, render_decode
 
@@ -178,7 +218,6 @@ def decode_command(
             ("--rows", rows),
             ("--prompt-len", prompt_len),
             ("--steps", steps),
-            ("--repeat", repeat),
             ("--width-multiple", width_multiple),
             ("--timeout", timeout),
         ):
@@ -188,6 +227,7 @@ def decode_command(
                 f"--steps {steps}: expected at least 2 (the prefill's token, then decode steps)"
             )
         threads_option(threads)
+        plan = round_plan(rounds, max_rounds, rel_ci, budget_s)
         if max_model_len < 0:
             raise BadInput(f"--max-model-len {max_model_len}: expected a positive integer")
         if max_model_len and prompt_len + steps > max_model_len:
@@ -199,7 +239,8 @@ def decode_command(
         choice("--hf-attn", hf_attn, HF_ATTENTION)
         device_option(device)
         directory, config = model_option(model)
-        fits_option(config, dtype, device)
+        # Every system's worker holds its own copy of the weights for the whole run.
+        fits_option(config, dtype, device, copies=len(system_list))
         if prompt_len + steps > config.max_position_embeddings:
             raise BadInput(
                 f"--prompt-len {prompt_len} + --steps {steps} exceed the model's "
@@ -215,7 +256,6 @@ def decode_command(
             rows=rows,
             prompt_len=prompt_len,
             steps=steps,
-            repeat=repeat,
             max_model_len=max_model_len,
             width_multiple=width_multiple,
             device=device,
@@ -225,47 +265,78 @@ def decode_command(
             hf_attn=hf_attn,
             weight_bytes=weight_bytes(config, elem),
             kv_bytes=kv_read_bytes(config, elem, rows, prompt_len, steps),
+            step_flops=step_flops(config, rows, prompt_len, steps),
         )
         csv_path = target / "decode.csv"
-        done: list[dict] = []
+        samples_path = target / "decode-samples.csv"
+        record = collect_env(threads, sys.argv)
+        env = asdict(record)
+        env_path = write_env(target / "decode-env.json", record)
+        done: dict[str, dict] = {}
+        windows: list = []
+        probe_row: dict = {}
 
-        def on_row(derived: list[dict], _probe) -> None:
-            done[:] = derived
-            write_rows(csv_path, [public(r) for r in derived], DECODE_COLUMNS)
+        def save() -> list[dict]:
+            rows_now = derive(list(done.values()), spec, probe_row, windows)
+            write_rows(csv_path, [public(r) for r in rows_now], DECODE_COLUMNS)
+            write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
+            return rows_now
 
-        def on_progress(system: str, event: dict) -> None:
-            status(f"{system}: {event.get('phase')} {event.get('i')}/{event.get('of')}")
+        def on_row(row: dict) -> None:
+            done[row["system"]] = row
+            save()
+
+        def on_round(r: int, found: dict) -> None:
+            save()
+            status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
         try:
-            status("bandwidth probe and systems, each in a fresh process")
-            rows_out, probe = sweep(
-                spec, system_list, timeout=timeout, on_progress=on_progress, on_row=on_row
+            systems_rows, probe = sweep(
+                spec,
+                system_list,
+                plan,
+                timeout=timeout,
+                on_status=status,
+                on_row=on_row,
+                on_window=windows.append,
+                on_round=on_round,
+                on_probe=probe_row.update,
             )
         except KeyboardInterrupt:
-            missing = [s for s in system_list if s not in {r["system"] for r in done}]
+            save()
+            missing = [s for s in system_list if s not in done]
             say_error(
-                f"interrupted: {len(done)} finished rows are in {csv_path}; "
-                f"not run: {', '.join(missing)}"
+                f"interrupted: {len(done)} rows and {len(windows)} windows are in {csv_path} and "
+                f"{samples_path}; not run: {', '.join(missing) or 'none'}"
             )
             raise typer.Exit(130) from None
+        for row in systems_rows:
+            done[row["system"]] = row
+        rows_out = save()
         add_samples(rows_out, directory)
         written = [public(r) for r in rows_out]
-        write_rows(csv_path, written, DECODE_COLUMNS)
-        png = draw_decode(written, target / "decode.png")
         gates = decode_gates(rows_out, targets_for(model, spec["weight_bytes"]))
         failed = any(r.get("status") != "ok" or r.get("tokens_match") is False for r in rows_out)
+        rounds_run = max((r.get("rounds") or 0 for r in rows_out), default=0)
         title = (
             f"{model} {device} {dtype}: {rows} rows, {prompt_len}-token prompts, {steps} steps, "
-            f"{threads or 'default'} threads, median of {repeat}"
+            f"{threads or 'default'} threads, {rounds_run} interleaved rounds"
         )
+        png = draw_decode(written, target / "decode.png", title)
         code = finish(
             "decode",
             written,
             gates,
-            {"csv": str(csv_path), "png": str(png)},
+            {
+                "csv": str(csv_path),
+                "png": str(png),
+                "samples": str(samples_path),
+                "env": str(env_path),
+            },
             json_mode=json_mode,
             check=check,
             render=lambda: render_decode(stdout_console(), written, gates, title, probe),
             failed=failed,
+            env=env,
         )
     raise typer.Exit(code)

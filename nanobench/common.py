@@ -1,7 +1,10 @@
 """What every command shares: option validation, model resolution, gates and the output contract.
 
 What it is: validators that turn a user mistake into `BadInput` (one line, exit 2), `Gate`
-records, and `finish`, which prints the table or the JSON document and picks the exit code.
+records (a verdict of pass, fail or inconclusive; a timing gate also carries its estimate, 95%
+interval and target), and `finish`, which prints the table or the JSON document and picks the
+exit code (0 all pass, 1 a fail or a failed measurement, 3 nothing failed but something could
+not be decided).
 What it is not: a command. Commands live in their own modules and `cli.py` only registers them.
 Invariant: validation happens before anything is measured; `--json` prints one document and
 nothing else on stdout.
@@ -16,14 +19,51 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nanobench.errors import EXIT_FAILED, EXIT_OK, BadInput
+from nanobench.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, BadInput
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
 
 @dataclass(frozen=True)
 class Gate:
+    """A promise checked. `passed` is `verdict == "pass"`; a pass/fail gate gives only `passed`."""
+
     name: str
     passed: bool
     detail: str
+    verdict: str = ""
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    target: float | None = None
+
+    def __post_init__(self) -> None:
+        verdict = self.verdict or (PASS if self.passed else FAIL)
+        if verdict not in (PASS, FAIL, INCONCLUSIVE) or self.passed != (verdict == PASS):
+            raise ValueError(f"gate {self.name}: verdict {verdict!r} with passed={self.passed}")
+        object.__setattr__(self, "verdict", verdict)
+
+
+def interval_gate(name: str, verdict: str, detail: str, interval, target: float) -> Gate:
+    """A timing gate: the verdict of an Interval (nanobench.stats) against its target."""
+
+    def number(value: float) -> float | None:
+        return None if value != value else round(value, 4)
+
+    return Gate(
+        name,
+        verdict == PASS,
+        detail,
+        verdict,
+        number(interval.estimate),
+        number(interval.low),
+        number(interval.high),
+        target,
+    )
+
+
+def gate_mark(g: Gate) -> str:
+    return {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "can't tell"}[g.verdict]
 
 
 def gate(name: str, check: Callable, *args, **kwargs) -> Gate:
@@ -199,10 +239,12 @@ def finish(
     check: bool,
     render: Callable[[], None],
     failed: bool = False,
+    env: dict | None = None,
 ) -> int:
     """Print the table (or the JSON document) and return the exit code.
 
-    Exit 1 when a measurement failed, or when --check is set and a gate failed.
+    Exit 1 when a measurement failed, or when --check is set and a gate failed; exit 3 when
+    --check is set, nothing failed and a gate is inconclusive.
     """
     if json_mode:
         doc = {
@@ -211,13 +253,17 @@ def finish(
             "gates": [asdict(g) for g in gates],
             "outputs": outputs,
         }
+        if env is not None:
+            doc["env"] = env
         sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
     else:
         render()
     if failed:
         return EXIT_FAILED
-    if check and not all(g.passed for g in gates):
+    if check and any(g.verdict == FAIL for g in gates):
         return EXIT_FAILED
+    if check and any(g.verdict == INCONCLUSIVE for g in gates):
+        return EXIT_INCONCLUSIVE
     return EXIT_OK
 
 

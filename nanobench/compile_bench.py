@@ -1,30 +1,27 @@
-"""The compile sweep: each mode in a fresh process, measured from dynamo's own ledger.
+"""The compile sweep: each mode in a fresh worker, timed in interleaved rounds against `off`.
 
-What it is: `run_mode(spec)` (the worker body: reset dynamo, build the engine in one mode, run
-the decode steps, read counters and compilation metrics), `predict(spec)` (builds and fall-back
-from the shape history alone, before running), `sweep(...)` (one fresh process per mode) and
-`derive(rows)` (speedup, saving, breakeven against the `off` row of the same sweep).
+What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
+running), the pieces the worker (`nanobench.compile_session`)
+uses, `interleaved_sweep(...)` (one live worker per mode, set up one at a time, then timed
+windows in rotating rounds until every speedup's interval is tight), `sweep(...)` (one-shot:
+a mode's first pass in a fresh process, what the GPU check runs) and `derive(rows, horizon,
+windows)` (step-time spread; speedup, saving and breakeven against `off` with their 95%
+intervals; `worth_compiling` yes / no / can't tell).
 What it is not: the CLI or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
-`get_compilation_metrics()`; step time is a median over steps that built nothing, or empty.
+`get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by
+round, never across rounds.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import statistics
-import time
 from collections.abc import Callable
 
-from nanobench.cost.compile import (
-    breakeven_steps,
-    classify_guard,
-    predicts_fall_back,
-    saving_per_step_s,
-    worth_compiling,
-)
-from nanobench.reduce_overhead import compile_kwargs, cudagraph_counts, prediction_mode
+from nanobench.cost.compile import breakeven_steps, predicts_fall_back
+from nanobench.reduce_overhead import compile_kwargs, prediction_mode
+from nanobench.rounds import Comparison, RoundPlan, Window
 
 MODES = ("off", "dynamic", "static")
 BACKENDS = ("inductor", "aot_eager", "eager")
@@ -73,164 +70,108 @@ def quiet_dynamo() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def probe_guard_kind(engine, tokens) -> tuple[str, list[str]]:
-    """Before compiling: explain one step; guards on step-varying Python values mean `value`."""
-    import torch
-
-    from engine.attention import UnplannedDecode
-    from nanobench.explain import value_guards
-
-    rows = engine.active_rows
-    input_ids = torch.tensor(tokens, device=engine.cache.device).view(-1, 1)  # (B, 1)
-    if engine.config.decode_path == "unplanned":
-        view = UnplannedDecode(engine.cache, rows)
-        fn = engine.unplanned_forward
-    else:
-        from engine.plan import plan_decode
-
-        view = plan_decode(
-            engine.cache, list(rows), engine.buckets, engine.inputs, engine.width_free
-        )
-        fn = engine.planned_forward
-    out = torch._dynamo.explain(fn)(input_ids, view)
-    found = value_guards(out.out_guards)
-    return ("value" if found else "shape"), found
-
-
-def run_mode(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> dict:
-    import torch
-    import torch._dynamo
-    from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
-
-    from engine.engine import Engine
-    from nanobench.explain import seeded_prompts
-    from nanobench.finite import FiniteWatch
-
-    quiet_dynamo()
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    if spec.get("target"):
-        from nanobench.target_bench import run_target_mode
-
-        return run_target_mode(spec, progress)
-    mode = spec["mode"]
-    options = dict(
-        max_batch_size=spec["max_batch"],
-        max_model_len=spec["max_model_len"],
-        block_size=spec.get("block_size", 16),
-        dtype=spec["dtype"],
-        device=spec["device"],
-        bucket_decode=spec["bucketed"],
-        width_multiple=spec["width_multiple"],
-        decode_path=spec.get("decode_path", "planned"),
-    )
-    batch_seed = spec.get("seed", 0)
-    guard_kind_expected, expected_guards = "shape", []
-    if mode != "off":
-        probe = Engine.from_checkpoint(spec["model"], **options)
-        tokens = (
-            probe.prefill(
-                seeded_prompts(
-                    spec["rows"], spec["prompt_len"], probe.model_config.vocab_size, batch_seed
-                )
-            )
-            .argmax(-1)
-            .tolist()
-        )
-        guard_kind_expected, expected_guards = probe_guard_kind(probe, tokens)
-        del probe
-    prediction = predict(spec, guard_kind_expected)
-    torch._dynamo.reset()
-    counters.clear()
-    clear_compilation_metrics()
-    engine = Engine.from_checkpoint(
-        spec["model"], compile_decode=mode, compiler=compiler_for(spec["backend"]), **options
-    )
-    vocab = engine.model_config.vocab_size
-    sync = torch.cuda.synchronize if spec["device"] == "cuda" else (lambda: None)
-    watch = FiniteWatch()
-    logits = engine.prefill(seeded_prompts(spec["rows"], spec["prompt_len"], vocab, batch_seed))
-    tokens = logits.argmax(-1).tolist()
-    watch.see(logits)
-    times: list[float] = []
-    for i in range(spec["steps"]):
-        sync()
-        t0 = time.perf_counter()
-        logits = engine.decode_step(tokens)  # (B, V)
-        tokens = logits.argmax(-1).tolist()
-        sync()
-        times.append(time.perf_counter() - t0)
-        watch.see(logits)
-        progress(
-            {"step": i + 1, "steps": spec["steps"], "built": engine.compiled.builds_per_call[-1]}
-        )
-    engine.release_all()
-    watch.check()
-
-    metrics = list(get_compilation_metrics())
-    compiled = [m for m in metrics if m.fail_type is None]
-    reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
-    kinds = {classify_guard(r) for r in reasons}
-    guard_kind = "value" if "value" in kinds else ("shape" if "shape" in kinds else "none")
-    fell_back = any("recompile limit" in (m.fail_reason or "") for m in metrics)
-    built = engine.compiled.builds_per_call
-    steady = [t for t, b in zip(times, built) if b == 0]
-    build_times = [t for t, b in zip(times, built) if b > 0]
-    return {
-        "mode": mode,
-        "status": "ok",
-        "shapes": engine.compiled.distinct,
-        "predicted_shapes": prediction["shapes"],
-        "builds": counters["frames"]["ok"],
-        "unique_graphs": counters["stats"]["unique_graphs"],
-        "calls_captured": counters["stats"]["calls_captured"],
-        "graph_breaks": sum(counters["graph_break"].values()),
-        "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
-        "reuse": engine.compiled.reuse,
-        "fell_back": fell_back,
-        "predicted_fall_back": prediction["predicted_fall_back"],
-        "guard_kind": guard_kind if mode != "off" else "none",
-        "predicted_guard_kind": guard_kind_expected if mode != "off" else "none",
-        "expected_value_guards": expected_guards[:4],
-        "recompile_reasons": [short_reason(r) for r in reasons],
-        "recompile_limit": recompile_limit(),
-        "compile_s": round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
-        "inductor_s": round(sum(m.inductor_compile_time_s or 0.0 for m in compiled), 4),
-        "build_steps_s": round(sum(build_times), 4),
-        "fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
-        "fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
-        **cudagraph_counts(mode),
-        "step_ms": round(statistics.median(steady) * 1e3, 4) if steady else None,
-        "steady_steps": len(steady),
-        "step_ms_all": [round(t * 1e3, 3) for t in times],
-        "builds_per_step": built,
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-    }
-
-
 def short_reason(reason: str) -> str:
     first = reason.split("#")[0].strip()
     return first.split(": ", 1)[1] if first[:1].isdigit() and ": " in first else first
 
 
-def derive(rows: list[dict], horizon: int) -> list[dict]:
-    """Speedup, saving and breakeven against the `off` row of the same sweep."""
+def derive(rows: list[dict], horizon: int, windows: list[Window] | tuple = ()) -> list[dict]:
+    """Step-time spread, and speedup, saving and breakeven against `off` with their intervals.
+
+    With windows (interleaved rounds) every timing is the rounds' steady samples and every
+    comparison is paired by round; without (a one-shot run) the first pass's median stands
+    alone and nothing has an interval, so `worth_compiling` cannot say yes or no.
+    """
+    from nanobench.common import FAIL, PASS
+    from nanobench.rounds import paired_medians
+    from nanobench.stats import (
+        difference_interval,
+        ratio_interval,
+        rounds_to_decide,
+        spread,
+        verdict_at_least,
+    )
+
+    timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
+    for r in rows:
+        mode = r.get("mode")
+        found = spread([m for w in timed if w.system == mode for m in w.steady_ms()])
+        if found is not None:
+            r["step_ms"] = round(found.median_ms, 4)
+            r["step_ms_q1"], r["step_ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
+            r["step_ms_iqr"], r["step_ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
+            r["steady_steps"] = found.n
+        r["rounds"] = len({w.round for w in timed if w.system == mode})
+        r["step_kind"] = (
+            "eager"
+            if mode == "off"
+            else "eager-after-fall-back"
+            if r.get("fell_back")
+            else "compiled"
+        )
+        # Past the limit dynamo still walks every cached entry's guards before running eagerly.
+        r["guard_sets_checked"] = r.get("builds") if r.get("fell_back") else None
     off = next((r for r in rows if r.get("mode") == "off" and r.get("step_ms")), None)
     for r in rows:
-        r["speedup"] = r["saving_per_step_ms"] = r["breakeven_steps"] = None
-        r["worth_compiling"] = False
+        for key in INTERVAL_COLUMNS:
+            r[key] = None
+        r["worth_compiling"] = None
         if off is None or not r.get("step_ms"):
             continue
-        r["speedup"] = round(off["step_ms"] / r["step_ms"], 4)
-        saving_s = saving_per_step_s(off["step_ms"] / 1e3, r["step_ms"] / 1e3)
-        r["saving_per_step_ms"] = round(saving_s * 1e3, 4)
+        off_ms, mode_ms = paired_medians(timed, "off", r["mode"])
+        if r is off or not off_ms:
+            speedup = ratio_interval([off["step_ms"]], [r["step_ms"]])
+            saving = difference_interval([off["step_ms"]], [r["step_ms"]])
+        else:
+            speedup = ratio_interval(off_ms, mode_ms)
+            saving = difference_interval(off_ms, mode_ms)
+        put(r, "speedup", speedup)
+        put(r, "saving_per_step_ms", saving)
         if r["mode"] == "off":
             continue
-        be = breakeven_steps(r.get("compile_s") or 0.0, saving_s)
-        r["breakeven_steps"] = None if be == float("inf") else round(be, 1)
-        r["worth_compiling"] = worth_compiling(horizon, r.get("compile_s") or 0.0, saving_s)
+        compile_s = r.get("compile_s") or 0.0
+        # breakeven falls as the saving grows: its low end comes from the saving's high end.
+        r["breakeven_steps"] = steps_or_none(breakeven_steps(compile_s, saving.estimate / 1e3))
+        r["breakeven_steps_low"] = steps_or_none(breakeven_steps(compile_s, saving.high / 1e3))
+        r["breakeven_steps_high"] = steps_or_none(breakeven_steps(compile_s, saving.low / 1e3))
+        # Worth it when horizon * saving > compile_s: the saving must beat compile_s / horizon.
+        needed_ms = compile_s * 1e3 / horizon
+        verdict = verdict_at_least(saving, needed_ms)
+        r["worth_compiling"] = {PASS: "yes", FAIL: "no"}.get(verdict, CANT_TELL)
+        r["worth_rounds_to_decide"] = rounds_to_decide(saving, needed_ms)
+        r["saving_needed_ms"] = round(needed_ms, 6)
     return rows
+
+
+CANT_TELL = "can't tell at this noise"
+INTERVAL_COLUMNS = (
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "saving_per_step_ms",
+    "saving_per_step_ms_low",
+    "saving_per_step_ms_high",
+    "breakeven_steps",
+    "breakeven_steps_low",
+    "breakeven_steps_high",
+    "worth_rounds_to_decide",
+    "saving_needed_ms",
+)
+
+
+def put(row: dict, name: str, interval) -> None:
+    """name, name_low, name_high from an Interval; NaN ends (no interval) become None."""
+    for key, value in (
+        (name, interval.estimate),
+        (f"{name}_low", interval.low),
+        (f"{name}_high", interval.high),
+    ):
+        row[key] = None if value != value else round(value, 4)
+
+
+def steps_or_none(steps: float) -> float | None:
+    """Breakeven steps rounded; None for never (inf) or no interval (NaN)."""
+    return None if steps != steps or steps == float("inf") else round(steps, 1)
 
 
 def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:
@@ -247,6 +188,13 @@ def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str |
     return env, None
 
 
+def annotate(row: dict, spec: dict, mode: str) -> dict:
+    row.setdefault("mode", mode)
+    for key in ("cache", "device", "backend", "bucketed"):
+        row[key] = spec[key]
+    return row
+
+
 def sweep(
     spec: dict,
     modes: list[str],
@@ -255,6 +203,7 @@ def sweep(
     on_progress: Callable[[str, dict], None] = lambda m, e: None,
     on_row: Callable[[dict], None] = lambda r: None,
 ) -> list[dict]:
+    """One-shot: each mode's first pass in its own fresh process, one after another."""
     import shutil
 
     from nanobench.fresh import run_fresh
@@ -275,14 +224,88 @@ def sweep(
         finally:
             if fresh:
                 shutil.rmtree(fresh, ignore_errors=True)
-        row.setdefault("mode", mode)
-        row["cache"] = spec["cache"]
-        row["device"] = spec["device"]
-        row["backend"] = spec["backend"]
-        row["bucketed"] = spec["bucketed"]
-        rows.append(row)
+        rows.append(annotate(row, spec, mode))
         on_row(row)
     return rows
+
+
+def comparisons(modes: list[str]) -> list[Comparison]:
+    """Each compiled mode's speedup: off's step time over its own."""
+    if "off" not in modes:
+        return []
+    return [Comparison(f"{m}", "off", m) for m in modes if m != "off"]
+
+
+def interleaved_sweep(
+    spec: dict,
+    modes: list[str],
+    plan: RoundPlan,
+    *,
+    timeout: float,
+    on_status: Callable[[str], None] = lambda s: None,
+    on_row: Callable[[dict], None] = lambda r: None,
+    on_window: Callable[[Window], None] = lambda w: None,
+    on_round: Callable[[int, dict], None] = lambda r, i: None,
+) -> tuple[list[dict], list[Window]]:
+    """A live worker per mode, set up one at a time (no two compile at once), then rounds.
+
+    on_row sees each row when its worker is ready and again when it closes; on_window every
+    window, the first pass (round 0) included. Whatever ends the sweep (an interrupt too),
+    every worker's process group is killed and every cold cache directory removed.
+    """
+    import shutil
+
+    from nanobench.fresh import LiveWorker
+    from nanobench.rounds import first_pass_window, live_window, run_rounds
+
+    workers: dict[str, LiveWorker] = {}
+    rows: dict[str, dict] = {}
+    fresh_dirs: list[str] = []
+    windows: list[Window] = []
+
+    def keep(window: Window) -> None:
+        windows.append(window)
+        if window.status != "ok":
+            rows[window.system]["status"] = window.status
+        on_window(window)
+
+    try:
+        for mode in modes:
+            on_status(f"{mode}: starting a fresh process")
+            env, fresh = cache_env(spec["cache"], mode, spec["device"])
+            if spec.get("trace"):
+                env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
+            if fresh:
+                fresh_dirs.append(fresh)
+            worker = LiveWorker(
+                "nanobench.compile_worker",
+                {**spec, "mode": mode},
+                env=env,
+                on_progress=lambda e, m=mode: on_status(
+                    f"{m}: first pass, step {e.get('step')}/{e.get('steps')}"
+                    + (" (building)" if e.get("built") else "")
+                ),
+            )
+            workers[mode] = worker
+            row = rows[mode] = annotate(worker.start(timeout), spec, mode)
+            if row.get("status") == "ok":
+                keep(first_pass_window(mode, row))
+            on_row(row)
+        live = {
+            m: live_window(w, m, timeout) for m, w in workers.items() if rows[m]["status"] == "ok"
+        }
+        run_rounds(live, plan, comparisons(modes), on_window=keep, on_round=on_round)
+        for mode in live:
+            final = workers[mode].close(timeout)
+            if rows[mode]["status"] == "ok":
+                rows[mode].update(final)
+            on_row(rows[mode])
+    finally:
+        for worker in workers.values():
+            worker.kill()
+        for fresh in fresh_dirs:
+            shutil.rmtree(fresh, ignore_errors=True)
+    return list(rows.values()), windows
 
 
 def spec_for(**kw) -> dict:

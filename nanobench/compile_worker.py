@@ -1,7 +1,7 @@
-"""Worker entry point: `python -m nanobench.compile_worker` runs one compile mode, fresh."""
+"""Worker entry point: `python -m nanobench.compile_worker` serves one compile mode, fresh."""
 
-from nanobench.compile_bench import run_mode
-from nanobench.fresh import worker_main
+from nanobench.compile_session import open_session
+from nanobench.fresh import serve_main
 
 if __name__ == "__main__":
-    worker_main(run_mode)
+    serve_main(open_session)

@@ -1,39 +1,38 @@
-"""The decode comparison: the engine against transformers, one fresh process per system.
+"""The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
-What it is: `run_worker(spec)`, the worker body (a bandwidth probe, or one system: build it,
-warm it up, time `repeat` greedy generations token by token); `sweep(...)`, the probe and then
-each system in its own process; `derive(rows)`, which sets every row against the reference
-tokens, the transformers rows and the memory floor; the floor arithmetic (`weight_bytes`,
-`kv_read_bytes`, `floor_ms`) and the `check_*` functions the gates run.
+What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
+then one live worker per system, set up one at a time, then interleaved rounds of one timed
+generation each, `nanobench.rounds`), `derive(rows, spec, probe, windows)` (tokens against the
+reference; step-time median and IQR over the rounds; each ratio to transformers and to the
+roofline floor with its 95% interval, paired by round) and the `check_*` functions the gates run.
+The worker side is `nanobench.decode_session`; the floor's arithmetic and probes are
+`nanobench.roofline`.
 What it is not: the CLI or the report, and not a unit test: its milliseconds are what this
 machine measured in this run.
-Invariant: every system runs the same checkpoint, the same seeded prompts and the same number
-of greedy steps on the same thread count. The first token (the prefill) is timed on its own
-and never enters `ms_per_step`. A system whose tokens differ from the reference's is a failed
-row whatever its speed: it did not compute the same thing.
+Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps on
+the same thread count, and a ratio is paired by round, never across rounds. A system whose
+tokens differ from the reference's is a failed row whatever its speed: it did not compute the
+same thing.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import shutil
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from nanobench.roofline import PROBE
+from nanobench.rounds import Comparison, RoundPlan, Window
 
 SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
 ENGINE_SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured")
 HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
-PROBE = "bandwidth-probe"
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
 BACKENDS = ("inductor", "aot_eager", "eager")
 HF_ATTENTION = ("sdpa", "eager")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-PROBE_READS = 9
 # A step reading fewer weight bytes than this is host-bound on a CPU (launches and Python).
 HOST_BOUND_BYTES = 256 << 20
 
@@ -69,353 +68,6 @@ class DecodeGateFailed(RuntimeError):
     """A decode comparison whose promise broke: tokens differ, or a target ratio is missed."""
 
 
-# -- floor arithmetic (numbers in, numbers out) -------------------------------------------------
-
-
-def weight_bytes(config, dtype_bytes: int) -> int:
-    """Bytes of weights one decode step reads: every matrix once.
-
-    A tied head reads the embedding matrix as the head; an untied one reads the head and only
-    one embedding row per token, which is noise beside it.
-    """
-    params = config.num_params
-    if not config.tie_word_embeddings:
-        params -= config.vocab_size * config.hidden_size
-    return params * dtype_bytes
-
-
-def kv_read_bytes(config, dtype_bytes: int, rows: int, prompt_len: int, steps: int) -> int:
-    """Mean bytes of K and V one decode step attends over, across the steps of the run.
-
-    Decode step i (1..steps-1) of a row attends over prompt_len + i tokens.
-    """
-    decode_steps = steps - 1
-    if decode_steps < 1:
-        return 0
-    mean_ctx = prompt_len + (decode_steps + 1) / 2
-    per_token = 2 * config.num_layers * config.kv_size * dtype_bytes
-    return int(rows * mean_ctx * per_token)
-
-
-def floor_ms(step_bytes: int, bandwidth_gbs: float) -> float:
-    """The time a step cannot beat on this machine: its bytes over the measured bandwidth."""
-    return step_bytes / (bandwidth_gbs * 1e9) * 1e3
-
-
-# -- timing -----------------------------------------------------------------------------------
-
-
-class TokenClock:
-    """Wall and thread-CPU time at the start of a generation and at every token on the host.
-
-    For transformers it is the streamer `generate` calls: once with the prompt, then once per
-    generated token after it has been picked and copied to the host.
-    """
-
-    def __init__(self) -> None:
-        self.start = self.start_cpu = 0.0
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-        self.puts = 0
-
-    def begin(self) -> None:
-        self.start, self.start_cpu = time.perf_counter(), time.thread_time()
-
-    def token(self) -> None:
-        self.wall.append(time.perf_counter())
-        self.cpu.append(time.thread_time())
-
-    # the transformers streamer protocol
-    def put(self, value) -> None:
-        self.puts += 1
-        if self.puts > 1:  # the first put is the prompt
-            self.token()
-
-    def end(self) -> None:
-        pass
-
-    def summary(self) -> dict:
-        """prefill ms (start to first token) and the decode phase (every later token)."""
-        if len(self.wall) < 2:
-            raise DecodeGateFailed(f"{len(self.wall)} tokens timed: a decode phase needs two")
-        steps = [(b - a) * 1e3 for a, b in zip(self.wall, self.wall[1:])]
-        n = len(steps)
-        return {
-            "prefill_ms": (self.wall[0] - self.start) * 1e3,
-            "step_ms": steps,
-            "median_ms": statistics.median(steps),
-            "mean_ms": (self.wall[-1] - self.wall[0]) * 1e3 / n,
-            "cpu_ms": (self.cpu[-1] - self.cpu[0]) * 1e3 / n,
-        }
-
-
-# -- systems ----------------------------------------------------------------------------------
-
-
-def quiet_libraries() -> None:
-    """Dynamo's recompile warnings and transformers' notices are not this command's output."""
-    for name in ("torch._dynamo", "torch._inductor", "torch.fx", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def prompts_for(spec: dict, vocab: int) -> list[list[int]]:
-    """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
-    from nanobench.explain import seeded_prompts
-    from nanobench.samples import text_prompts, tokenizer_for
-
-    tokenizer = tokenizer_for(spec["model"])
-    if tokenizer is not None:
-        return text_prompts(tokenizer, spec["rows"], spec["prompt_len"])
-    return seeded_prompts(spec["rows"], spec["prompt_len"], vocab, spec.get("seed", 0))
-
-
-def compiler_for(backend: str) -> Callable:
-    def compile_with(fn, mode):
-        import torch
-
-        return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend)
-
-    return compile_with
-
-
-def engine_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
-    """A generation function over the engine in the system's mode, and the facts of its build."""
-    from engine.engine import Engine
-    from nanobench.finite import FiniteWatch
-
-    system = spec["system"]
-    options: dict = {}
-    if system == "engine-compiled":
-        options = dict(compile_decode="dynamic")
-        # Inductor is the engine's own compiler: measure exactly what the engine runs.
-        if spec["backend"] != "inductor":
-            options["compiler"] = compiler_for(spec["backend"])
-    elif system == "engine-captured":
-        options = dict(
-            capture_decode=True, bucket_decode=True, width_multiple=spec["width_multiple"]
-        )
-        if spec["device"] == "cpu":
-            from engine.recorders import eager_recorder
-
-            # No device to record on: capture semantics (fixed buffers, no-argument replays).
-            options["recorder"] = eager_recorder
-    engine = Engine.from_checkpoint(
-        spec["model"],
-        max_batch_size=spec["rows"],
-        max_model_len=spec["max_model_len"],
-        dtype=spec["dtype"],
-        device=spec["device"],
-        **options,
-    )
-    prompts = prompts_for(spec, engine.model_config.vocab_size)
-    info: dict = {"attention": engine.attention, "linear_layout": engine.linear_layout}
-    if system == "engine-captured":
-        recorder = options.get("recorder")
-        info["recorder"] = recorder.__name__ if recorder is not None else "default_recorder"
-        # Up front, before any request, as a server would: every later step is a replay.
-        stats = engine.capture()
-        info["capture_s"] = round(stats.total_s, 4)
-        info["captured_shapes"] = stats.count
-
-    def generate() -> tuple[TokenClock, list]:
-        watch = FiniteWatch()
-        clock = TokenClock()
-        clock.begin()
-        logits = engine.prefill(prompts)  # (B, V)
-        tokens = logits.argmax(-1).tolist()
-        clock.token()
-        watch.see(logits)
-        out = [[t] for t in tokens]
-        for _ in range(spec["steps"] - 1):
-            # argmax + tolist is the greedy sampler and puts the tokens on the host, as
-            # transformers' streamer does: both clocks stop at the same point of a step.
-            logits = engine.decode_step(tokens)  # (B, V)
-            tokens = logits.argmax(-1).tolist()
-            clock.token()
-            # One on-device flag per step, as transformers' side pays in its logits processor.
-            watch.see(logits)
-            for row, t in zip(out, tokens):
-                row.append(t)
-        engine.release_all()
-        watch.check()
-        return clock, out
-
-    def finish(row: dict) -> None:
-        if engine.decode_graphs is not None:
-            row["recorded_mid_run"] = engine.decode_graphs.recorded_mid_run
-
-    info["finish"] = finish
-    return generate, info
-
-
-def hf_system(spec: dict) -> tuple[Callable[[], tuple[TokenClock, list]], dict]:
-    """transformers' `generate` over the same directory: default cache, or static + compiled."""
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM, LogitsProcessorList
-
-    from engine.weights import DTYPES
-    from nanobench.finite import FiniteWatch
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-
-    model = (
-        AutoModelForCausalLM.from_pretrained(
-            spec["model"], dtype=DTYPES[spec["dtype"]], attn_implementation=spec["hf_attn"]
-        )
-        .to(spec["device"])
-        .eval()
-    )
-    gen = model.generation_config
-    # Exactly `steps` greedy tokens per row, as the engine makes: no stop token, no sampling
-    # defaults a downloaded checkpoint's generation_config.json may carry.
-    gen.eos_token_id = None
-    gen.pad_token_id = 0
-    gen.do_sample = False
-    gen.temperature = gen.top_p = gen.top_k = None
-    info = {"attention": model.config._attn_implementation, "hf_version": transformers.__version__}
-    if spec["system"] == "hf-static-compiled":
-        gen.cache_implementation = "static"
-        # mode="reduce-overhead" means CUDA graphs; on CPU the default mode is the fair one.
-        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec["backend"])
-    vocab = model.config.vocab_size
-    ids = torch.tensor(prompts_for(spec, vocab), device=spec["device"])  # (B, P)
-    mask = torch.ones_like(ids)
-
-    def watch_scores(_input_ids, scores):  # a LogitsProcessor: sees every step's logits
-        watch.see(scores)
-        return scores
-
-    watch = FiniteWatch()
-
-    def generate() -> tuple[TokenClock, list]:
-        clock = TokenClock()
-        clock.begin()
-        out = model.generate(
-            ids,
-            attention_mask=mask,
-            max_new_tokens=spec["steps"],
-            streamer=clock,
-            logits_processor=LogitsProcessorList([watch_scores]),
-        )
-        watch.check()
-        tokens = out[:, ids.shape[1] :].tolist()
-        if any(len(t) != spec["steps"] for t in tokens):
-            raise DecodeGateFailed(
-                f"transformers made {len(tokens[0])} tokens per row, expected {spec['steps']}"
-            )
-        return clock, tokens
-
-    return generate, info
-
-
-def probe_bandwidth(spec: dict) -> dict:
-    """Read a weight-sized tensor on the device: GB/s of the fastest of several full sums.
-
-    The fastest, not the median: the floor is what the machine can do, and on a shared machine
-    a slow read measures the neighbours (a median floor once came out above a measured step).
-    """
-    import torch
-
-    nbytes = max(int(spec["weight_bytes"]), 1 << 20)
-    device = spec["device"]
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    # fp32 whatever the model dtype: a plain vectorised read, never a conversion-bound one.
-    data = torch.rand(math.ceil(nbytes / 4), device=device)
-    seconds = []
-    for i in range(PROBE_READS + 2):
-        sync()
-        t0 = time.perf_counter()
-        data.sum()
-        sync()
-        if i >= 2:  # the first reads fault the pages in and warm the caches
-            seconds.append(time.perf_counter() - t0)
-    nbytes = data.numel() * 4
-    return {
-        "system": PROBE,
-        "probe_bytes": nbytes,
-        "bandwidth_gbs": round(nbytes / min(seconds) / 1e9, 3),
-        "bandwidth_median_gbs": round(nbytes / statistics.median(seconds) / 1e9, 3),
-        "probe_ms": round(min(seconds) * 1e3, 4),
-    }
-
-
-def run_worker(spec: dict, progress: Callable[[dict], None] = lambda e: None) -> dict:
-    """One system (or the probe) in this process: build, warm up, time `repeat` generations."""
-    import resource
-
-    import torch
-
-    quiet_libraries()
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    if spec["system"] == PROBE:
-        row = probe_bandwidth(spec)
-        row["threads"] = torch.get_num_threads()
-        return row
-
-    import torch._dynamo
-    from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
-
-    torch._dynamo.reset()
-    counters.clear()
-    clear_compilation_metrics()
-    system = spec["system"]
-    build = engine_system if system in ENGINE_SYSTEMS else hf_system
-    started = time.perf_counter()
-    generate, info = build(spec)
-    build_s = time.perf_counter() - started
-    finish = info.pop("finish", None)
-
-    progress({"phase": "warm-up", "i": 0, "of": spec["repeat"]})
-    started = time.perf_counter()
-    _, warm_tokens = generate()
-    warmup_s = time.perf_counter() - started
-    compiled = [m for m in get_compilation_metrics() if m.fail_type is None]
-    frames_before = counters["frames"]["ok"]
-
-    runs = []
-    for i in range(spec["repeat"]):
-        progress({"phase": "repeat", "i": i + 1, "of": spec["repeat"]})
-        clock, tokens = generate()
-        runs.append((clock.summary(), tokens))
-    builds_measured = counters["frames"]["ok"] - frames_before
-
-    first = runs[0][1]
-    deterministic = all(t == first for _, t in runs) and warm_tokens == first
-    medians = [s["median_ms"] for s, _ in runs]
-    ms = statistics.median(medians)
-    row = {
-        "system": system,
-        "status": "ok",
-        "ms_per_step": round(ms, 4),
-        "tokens_per_s": round(spec["rows"] * 1e3 / ms, 2),
-        "prefill_ms": round(statistics.median(s["prefill_ms"] for s, _ in runs), 4),
-        "mean_ms_per_step": round(statistics.median(s["mean_ms"] for s, _ in runs), 4),
-        "cpu_ms_per_step": round(statistics.median(s["cpu_ms"] for s, _ in runs), 4),
-        "ms_per_step_repeats": [round(m, 4) for m in medians],
-        "compile_s": (
-            round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4)
-            if system in ("engine-compiled", "hf-static-compiled")
-            else None
-        ),
-        "frames_compiled": len(compiled),
-        "builds_measured": builds_measured,
-        "build_s": round(build_s, 4),
-        "warmup_s": round(warmup_s, 4),
-        "deterministic": deterministic,
-        "tokens": first,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        **info,
-    }
-    if finish is not None:
-        finish(row)
-    return row
-
-
 # -- the sweep --------------------------------------------------------------------------------
 
 
@@ -438,45 +90,77 @@ def worker_env(threads: int) -> tuple[dict[str, str], str]:
     return env, cache
 
 
-def run_one(
-    spec: dict,
-    system: str,
-    *,
-    timeout: float,
-    on_progress: Callable[[str, dict], None] = lambda s, e: None,
-) -> dict:
-    from nanobench.fresh import run_fresh
-
-    env, cache = worker_env(spec.get("threads") or 0)
-    try:
-        row = run_fresh(
-            "nanobench.decode_worker",
-            {**spec, "system": system},
-            timeout=timeout,
-            env=env,
-            on_progress=lambda e: on_progress(system, e),
-        )
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
-    row.setdefault("system", system)
-    return row
+def comparisons(systems: list[str]) -> list[Comparison]:
+    """The ratios the gates judge: each engine system over each transformers system."""
+    return [
+        Comparison(f"{ours}/{theirs}", ours, theirs)
+        for ours in systems
+        if ours in ENGINE_SYSTEMS
+        for theirs in systems
+        if theirs in HF_SYSTEMS
+    ]
 
 
 def sweep(
     spec: dict,
     systems: list[str],
+    plan: RoundPlan,
     *,
     timeout: float,
-    on_progress: Callable[[str, dict], None] = lambda s, e: None,
-    on_row: Callable[[list[dict], dict | None], None] = lambda rows, probe: None,
+    on_status: Callable[[str], None] = lambda s: None,
+    on_row: Callable[[dict], None] = lambda r: None,
+    on_window: Callable[[Window], None] = lambda w: None,
+    on_round: Callable[[int, dict], None] = lambda r, i: None,
+    on_probe: Callable[[dict], None] = lambda p: None,
 ) -> tuple[list[dict], dict]:
-    """The probe, then each system in its own process; on_row sees the rows derived so far."""
-    probe = run_one(spec, PROBE, timeout=timeout, on_progress=on_progress)
-    rows: list[dict] = []
-    for system in systems:
-        rows.append(run_one(spec, system, timeout=timeout, on_progress=on_progress))
-        on_row(derive(rows, spec, probe), probe)
-    return derive(rows, spec, probe), probe
+    """The probe, then a live worker per system set up one at a time, then interleaved rounds.
+
+    Whatever ends it (an interrupt too), every worker's process group is killed and every
+    Inductor cache directory removed. Returns the system rows (not derived) and the probe row.
+    """
+    from nanobench.fresh import LiveWorker, run_fresh
+    from nanobench.rounds import live_window, run_rounds
+
+    env, cache = worker_env(spec.get("threads") or 0)
+    caches = [cache]
+    workers: dict[str, LiveWorker] = {}
+    rows: dict[str, dict] = {}
+
+    def keep(window: Window) -> None:
+        if window.status != "ok":
+            rows[window.system]["status"] = window.status
+        on_window(window)
+
+    try:
+        on_status("roofline probe (bandwidth, GEMM) in a fresh process")
+        probe = run_fresh(
+            "nanobench.decode_worker", {**spec, "system": PROBE}, timeout=timeout, env=env
+        )
+        on_probe(probe)
+        for system in systems:
+            on_status(f"{system}: building and warming up in a fresh process")
+            env, cache = worker_env(spec.get("threads") or 0)
+            caches.append(cache)
+            workers[system] = LiveWorker(
+                "nanobench.decode_worker", {**spec, "system": system}, env=env
+            )
+            rows[system] = {"system": system, **workers[system].start(timeout)}
+            on_row(rows[system])
+        live = {
+            s: live_window(w, s, timeout) for s, w in workers.items() if rows[s]["status"] == "ok"
+        }
+        run_rounds(live, plan, comparisons(list(live)), on_window=keep, on_round=on_round)
+        for system in live:
+            final = workers[system].close(timeout)
+            if rows[system]["status"] == "ok":
+                rows[system].update(final)
+            on_row(rows[system])
+    finally:
+        for worker in workers.values():
+            worker.kill()
+        for cache in caches:
+            shutil.rmtree(cache, ignore_errors=True)
+    return list(rows.values()), probe
 
 
 # -- derived columns ----------------------------------------------------------------------------
@@ -502,18 +186,28 @@ def reference_row(rows: list[dict]) -> dict | None:
     return None
 
 
-def derive(rows: list[dict], spec: dict, probe: dict | None) -> list[dict]:
-    """tokens_match against the reference, ratios to the transformers rows, the floor."""
+def derive(
+    rows: list[dict], spec: dict, probe: dict | None, windows: list[Window] | tuple = ()
+) -> list[dict]:
+    """tokens_match against the reference; each row's step-time spread over the rounds; its
+    ratio to each transformers row and to the roofline floor, with 95% intervals paired by round.
+    """
+    from nanobench.roofline import roofline_ms
+    from nanobench.rounds import paired_medians
+    from nanobench.stats import ratio_interval, spread
+
     ref = reference_row(rows)
-    by_name = {r.get("system"): r for r in rows if r.get("status") == "ok" and r.get("ms_per_step")}
-    bandwidth = (probe or {}).get("bandwidth_gbs")
-    bandwidth_median = (probe or {}).get("bandwidth_median_gbs")
+    timed = [w for w in windows if w.status == "ok"]
+    probe = probe if probe and probe.get("status") == "ok" else {}
     step_bytes = spec.get("weight_bytes", 0) + spec.get("kv_bytes", 0)
-    floor = floor_ms(step_bytes, bandwidth) if bandwidth else None
+    flops = spec.get("step_flops", 0)
+    floor, bound = roofline_ms(
+        step_bytes, probe.get("bandwidth_gbs"), flops, probe.get("gemm_gflops")
+    )
     for r in rows:
+        system = r.get("system")
         r["tokens_ref"] = ref["system"] if ref else None
-        r["tokens_match"] = None
-        r["first_mismatch"] = None
+        r["tokens_match"] = r["first_mismatch"] = None
         if r.get("tokens") and ref is not None:
             diff = first_difference(r["tokens"], ref["tokens"])
             if diff is None and r.get("deterministic") is False:
@@ -522,23 +216,46 @@ def derive(rows: list[dict], spec: dict, probe: dict | None) -> list[dict]:
             r["first_mismatch"] = diff
         if r.get("tokens"):
             r["tokens_digest"] = digest(r["tokens"])
-        ms = r.get("ms_per_step") if r.get("status") == "ok" else None
-        for col, name in (
+        found = spread([m for w in timed if w.system == system for m in w.steady_ms()])
+        r["rounds"] = len({w.round for w in timed if w.system == system})
+        if found is not None and r.get("status") == "ok":
+            r["ms_per_step"] = round(found.median_ms, 4)
+            r["ms_q1"], r["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
+            r["ms_iqr"], r["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
+            r["tokens_per_s"] = round(spec["rows"] * 1e3 / found.median_ms, 2)
+        ok = r.get("status") == "ok" and r.get("ms_per_step")
+        for column, theirs in (
             ("ratio_vs_hf_eager", "hf-eager"),
             ("ratio_vs_hf_compiled", "hf-static-compiled"),
         ):
-            other = by_name.get(name)
-            r[col] = round(ms / other["ms_per_step"], 4) if ms and other else None
-        r["bandwidth_gbs"] = bandwidth
-        r["bandwidth_median_gbs"] = bandwidth_median
+            ours_ms, theirs_ms = paired_medians(timed, system, theirs)
+            put_interval(r, column, ratio_interval(ours_ms, theirs_ms) if ok and ours_ms else None)
+        own = [m for m in paired_medians(timed, system, system)[0]]
+        floor_ratio = ratio_interval(own, [floor] * len(own)) if ok and own and floor else None
+        put_interval(r, "ratio_vs_floor", floor_ratio)
+        r["bandwidth_gbs"] = probe.get("bandwidth_gbs")
+        r["bandwidth_median_gbs"] = probe.get("bandwidth_median_gbs")
+        r["gemm_gflops"] = probe.get("gemm_gflops")
         r["weight_bytes"] = spec.get("weight_bytes")
         r["kv_bytes"] = spec.get("kv_bytes")
         r["step_bytes"] = step_bytes
+        r["step_flops"] = flops
         r["floor_ms"] = round(floor, 4) if floor else None
-        r["ratio_vs_floor"] = round(ms / floor, 3) if ms and floor else None
-        for key in ("rows", "prompt_len", "steps", "repeat", "dtype", "device", "model"):
+        r["floor_bound"] = bound
+        for key in ("rows", "prompt_len", "steps", "dtype", "device", "model"):
             r.setdefault(key, spec.get(key))
     return rows
+
+
+def put_interval(row: dict, column: str, interval) -> None:
+    """column, column_low, column_high from an Interval (NaN or no interval: None)."""
+    ends = (
+        (float("nan"),) * 3
+        if interval is None
+        else (interval.estimate, interval.low, interval.high)
+    )
+    for key, value in zip((column, f"{column}_low", f"{column}_high"), ends):
+        row[key] = None if value != value else round(value, 4)
 
 
 def digest(tokens: list[list[int]]) -> str:
@@ -562,13 +279,6 @@ def check_tokens_match(system: str, row: dict) -> None:
         )
 
 
-def check_ratio_at_most(what: str, ratio: float | None, target: float) -> None:
-    if ratio is None:
-        raise DecodeGateFailed(f"{what}: not measured (both systems must run in the sweep)")
-    if ratio > target:
-        raise DecodeGateFailed(f"{what} is {ratio:.2f}x, the target is at most {target:.2f}x")
-
-
 def best_engine_row(rows: list[dict]) -> dict | None:
     """The fastest engine row that ran and made the reference tokens, or None."""
     done = [
@@ -580,6 +290,15 @@ def best_engine_row(rows: list[dict]) -> dict | None:
         and r.get("ms_per_step")
     ]
     return min(done, key=lambda r: r["ms_per_step"]) if done else None
+
+
+def ratio_of(row: dict, column: str):
+    """The Interval a row holds in column, column_low, column_high (None: NaN)."""
+    from nanobench.stats import Interval
+
+    nan = float("nan")
+    ends = [row.get(k) for k in (column, f"{column}_low", f"{column}_high")]
+    return Interval(*(nan if v is None else v for v in ends), row.get("rounds") or 0)
 
 
 def check_nothing_built(system: str, builds: int) -> None:
@@ -595,7 +314,6 @@ def spec_for(**kw) -> dict:
         rows=4,
         prompt_len=16,
         steps=128,
-        repeat=3,
         dtype="float32",
         device="cpu",
         threads=0,

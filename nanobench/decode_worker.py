@@ -1,7 +1,7 @@
-"""Worker entry point: `python -m nanobench.decode_worker` runs one decode system, fresh."""
+"""Worker entry point: `python -m nanobench.decode_worker` serves one decode system (or the probe)."""
 
-from nanobench.decode_bench import run_worker
-from nanobench.fresh import worker_main
+from nanobench.decode_session import open_session
+from nanobench.fresh import serve_main
 
 if __name__ == "__main__":
-    worker_main(run_worker)
+    serve_main(open_session)

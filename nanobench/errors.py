@@ -1,6 +1,7 @@
 """The two ways a command ends badly, kept apart: bad input (exit 2) and a failed measurement.
 
-What it is: `BadInput`, raised by validation for a user mistake, and the exit codes.
+What it is: `BadInput`, raised by validation for a user mistake, and the exit codes
+(0 ok, 1 failed, 2 bad input, 3 inconclusive under --check).
 What it is not: a gate. Gates raise their own module's exception and become exit 1 only
 under `--check`.
 Invariant: a user mistake becomes one line on stderr and exit 2, never a traceback.
@@ -11,6 +12,8 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+# --check: nothing failed, but a gate's interval straddles its target at this noise.
+EXIT_INCONCLUSIVE = 3
 
 
 class BadInput(ValueError):

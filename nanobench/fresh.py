@@ -1,11 +1,15 @@
-"""Fresh processes: run one measurement per spawned interpreter and keep whatever it returns.
+"""Fresh processes: run measurements in spawned interpreters and keep whatever they return.
 
-What it is: `run_fresh(module, spec, timeout)`, which spawns `python -m module`, sends the spec
-as JSON on stdin, relays the worker's progress events, and returns its result row; and
-`worker_main(fn)`, the worker side of the same protocol (JSON lines on stdout).
-What it is not: a scheduler. One worker at a time, in order; the caller decides what to run.
+What it is: the coordinator side, `run_fresh(module, spec, timeout)` (spawn `python -m module`,
+send the spec, relay progress, return its result row) and `LiveWorker` (the same process kept
+alive: the spec first, then one request at a time, each answered with one reply); and the worker
+side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
+`stop` or end of input; a session's `ready` row, one `reply` per request, the final `result`).
+`run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result.
+What it is not: a scheduler (`nanobench.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
-`status` of `crashed`, `timeout` or `error: <one line>`; nothing it measured before is lost.
+`status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
+lost, and killing it kills its whole process group (Inductor's compile workers with it).
 Dynamo's counters and recompile budget are per code object per process, so a fresh process
 per mode is the only sweep whose rows are independent of each other.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -27,6 +32,130 @@ from nanobench.errors import MeasurementFailed
 EVENT = "@@nanobench "
 
 
+class LiveWorker:
+    """One fresh worker process, kept alive across requests; every answer is a row.
+
+    `start` waits for the session's `ready` row, `request` sends one request and waits for its
+    `reply`, `close` asks for the final `result`. Once the process is gone, each of them
+    returns `{"status": ...}` naming how it ended.
+    """
+
+    def __init__(
+        self,
+        module: str,
+        spec: dict,
+        *,
+        env: dict[str, str] | None = None,
+        on_progress: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        self.ended: str | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._stderr_tail: list[str] = []
+        self._on_progress = on_progress
+        self._readers = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        self._send(spec)
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout:
+            if not line.startswith(EVENT):
+                continue
+            event = json.loads(line[len(EVENT) :])
+            if event.get("event") == "progress":
+                if self._on_progress is not None:
+                    self._on_progress(event)
+            else:
+                self._events.put(event)
+        self._events.put(None)  # stdout closed: the process is ending
+
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            if line.strip():
+                self._stderr_tail.append(line.rstrip())
+                del self._stderr_tail[:-40]
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone; the wait that follows says how it ended
+
+    def _wait(self, kind: str, timeout: float) -> dict:
+        if self.ended is not None:
+            return {"status": self.ended}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                event = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                self.ended = "timeout"
+                return {"status": "timeout"}
+            if event is None:
+                self.ended = self._death_status()
+                return {"status": self.ended}
+            if event.get("event") == kind:
+                return event["row"]
+
+    def _death_status(self) -> str:
+        self.proc.wait()
+        for t in self._readers:
+            t.join(timeout=5)
+        code = self.proc.returncode
+        if code < 0:
+            return f"crashed: {signal.Signals(-code).name}"
+        tail = self._stderr_tail
+        last = next((ln for ln in reversed(tail) if ln.startswith("nanobench-worker:")), None)
+        detail = (last or (tail[-1] if tail else f"exit {code}")).replace("nanobench-worker: ", "")
+        return f"error: {detail[:300]}"
+
+    def start(self, timeout: float) -> dict:
+        """The session's `ready` row: what it built and measured before any request."""
+        return self._wait("ready", timeout)
+
+    def request(self, payload: dict, timeout: float) -> dict:
+        if self.ended is None:
+            self._send(payload)
+        return self._wait("reply", timeout)
+
+    def close(self, timeout: float) -> dict:
+        """Ask for the final row, then make sure the process group is gone."""
+        if self.ended is None:
+            self._send({"op": "stop"})
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        row = self._wait("result", timeout)
+        if self.ended is None:
+            try:
+                self.proc.wait(timeout=max(1.0, timeout))
+            except subprocess.TimeoutExpired:
+                self.kill()
+            if self.proc.returncode:
+                row = {**row, "status": self._death_status()}
+            self.ended = str(row.get("status", "ok"))
+        self.kill()
+        return row
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+
 def run_fresh(
     module: str,
     spec: dict,
@@ -35,70 +164,20 @@ def run_fresh(
     env: dict[str, str] | None = None,
     on_progress: Callable[[dict], None] | None = None,
 ) -> dict:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-    )
-    result: dict = {}
-    stderr_tail: list[str] = []
-
-    def read_stdout() -> None:
-        for line in proc.stdout:
-            if not line.startswith(EVENT):
-                continue
-            event = json.loads(line[len(EVENT) :])
-            if event.get("event") == "result":
-                result.update(event["row"])
-            elif on_progress is not None:
-                on_progress(event)
-
-    def read_stderr() -> None:
-        for line in proc.stderr:
-            if line.strip():
-                stderr_tail.append(line.rstrip())
-                del stderr_tail[:-40]
-
-    readers = [threading.Thread(target=read_stdout), threading.Thread(target=read_stderr)]
-    for t in readers:
-        t.daemon = True
-        t.start()
-    proc.stdin.write(json.dumps(spec))
-    proc.stdin.close()
+    """The spec, no requests, the final row: one measurement in one fresh process."""
+    worker = LiveWorker(module, spec, env=env, on_progress=on_progress)
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        return {**result, "status": "timeout"}
+        return worker.close(timeout)
     except BaseException:
-        kill_group(proc)
+        worker.kill()
         raise
-    finally:
-        for t in readers:
-            t.join(timeout=5)
-    if proc.returncode < 0:
-        name = signal.Signals(-proc.returncode).name
-        return {**result, "status": f"crashed: {name}"}
-    if proc.returncode != 0 or "status" not in result:
-        last = next(
-            (ln for ln in reversed(stderr_tail) if ln.startswith("nanobench-worker:")), None
-        )
-        detail = (last or (stderr_tail[-1] if stderr_tail else f"exit {proc.returncode}")).replace(
-            "nanobench-worker: ", ""
-        )
-        return {**result, "status": f"error: {detail[:300]}"}
-    return result
 
 
 def kill_group(proc: subprocess.Popen) -> None:
     """The worker and anything it spawned (Inductor's compile workers) go together."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
 
@@ -108,12 +187,23 @@ def emit(event: dict) -> None:
     sys.stdout.flush()
 
 
-def worker_main(fn: Callable[[dict, Callable[[dict], None]], dict]) -> None:
-    """Read the spec, run fn(spec, progress), print the result row; one line on failure."""
-    spec = json.loads(sys.stdin.read())
+def serve_main(open_session: Callable[[dict, Callable[[dict], None]], object]) -> None:
+    """The worker side: the spec, the session's ready row, a reply per request, the final row.
+
+    `open_session(spec, progress)` returns an object with a `ready` row, `serve(request)` and
+    `finish()`. Any exception ends the worker with one line on stderr and exit 1.
+    """
+    spec = json.loads(sys.stdin.readline())
     started = time.perf_counter()
     try:
-        row = fn(spec, lambda event: emit({"event": "progress", **event}))
+        session = open_session(spec, lambda event: emit({"event": "progress", **event}))
+        emit({"event": "ready", "row": session.ready})
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request.get("op") == "stop":
+                break
+            emit({"event": "reply", "row": session.serve(request)})
+        row = session.finish()
     except BaseException as e:
         traceback.print_exc()
         first = str(e).splitlines()[0] if str(e) else ""

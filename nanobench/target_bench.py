@@ -2,8 +2,9 @@
 
 What it is: `explain_target` (steps 0..K-1 eagerly, then `torch._dynamo.explain` of `forward`
 at step K and K+1: a guard on a Python value whose text differs between the two is one that
-changes every step) and `run_target_mode` (the compile worker's body for a target: the factory
-runs in this fresh process, `forward` is compiled per the mode and called once per step; builds,
+changes every step) and `TargetSession` (the compile worker's session for a target: the factory
+runs in this fresh process, `forward` is compiled per the mode and called once per step, then
+replayed in timed windows; builds,
 recompile reasons, fall-back and compile seconds come from dynamo's counters and ledger, the
 prediction from the shape history of `step_inputs`).
 What it is not: the engine's sweep (`compile_bench`), which hands a target's spec here.
@@ -16,7 +17,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
+from nanobench.rounds import Window
 from nanobench.targets import Target, TargetError, growing_dims, inputs_at, shape_signature
 
 
@@ -98,102 +101,147 @@ def explain_target(target: Target, step: int) -> dict:
     }
 
 
-def run_target_mode(spec: dict, progress: Callable[[dict], None]) -> dict:
-    """The compile worker's body for a target: probe, then measure one mode in this process."""
-    import torch
-    import torch._dynamo
-    from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
+class TargetSession:
+    """A compile worker's session for a target: the first pass, then timed replay windows.
 
-    from nanobench.compile_bench import recompile_limit, short_reason
-    from nanobench.cost.compile import classify_guard, predicts_fall_back
-    from nanobench.reduce_overhead import compile_kwargs, cudagraph_counts, prediction_mode
-    from nanobench.remedies import Growth, remedies_for
-    from nanobench.targets import make_target
+    A window replays `step_inputs(0..steps-1)` on the same target: a target whose state grows
+    (a DynamicCache) grows through the windows alike in every mode, paired by round.
+    """
 
-    mode = spec["mode"]
-    protocol = {k: spec[k] for k in ("rows", "prompt_len", "steps", "device", "dtype")}
-    expected_kind, expected, probe_breaks = "shape", [], []
-    if mode != "off":
-        # A probe target of its own: explaining runs the forward, which may move its state.
-        probe = explain_target(make_target(spec["target"], model=spec["model"], **protocol), 0)
-        expected, probe_breaks = probe["value_guard_text"], probe["break_reasons"]
-        expected_kind = "value" if expected else "shape"
-    torch._dynamo.reset()
-    counters.clear()
-    clear_compilation_metrics()
-    target = make_target(spec["target"], model=spec["model"], **protocol)
-    forward = (
-        target.forward
-        if mode == "off"
-        else torch.compile(target.forward, **compile_kwargs(mode, spec["backend"]))
-    )
-    sync = torch.cuda.synchronize if spec["device"] == "cuda" else (lambda: None)
-    history, times, built = [], [], []
-    with torch.no_grad():
-        for i in range(spec["steps"]):
-            args, kwargs = inputs_at(target, i)
-            history.append(shape_signature(args, kwargs))
-            before = counters["frames"]["ok"]
-            sync()
-            t0 = time.perf_counter()
-            _call(target, i, forward, args, kwargs)
-            sync()
-            times.append(time.perf_counter() - t0)
-            built.append(counters["frames"]["ok"] - before)
-            progress({"step": i + 1, "steps": spec["steps"], "built": built[-1]})
+    def __init__(self, spec: dict, progress: Callable[[dict], None]) -> None:
+        self.spec = spec
+        self.ready = self.first_pass(spec, progress)
 
-    metrics = list(get_compilation_metrics())
-    compiled = [m for m in metrics if m.fail_type is None]
-    reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
-    kinds = {classify_guard(r) for r in reasons}
-    guard_kind = "value" if "value" in kinds else ("shape" if "shape" in kinds else "none")
-    fell_back = any("recompile limit" in (m.fail_reason or "") for m in metrics)
-    steady = [t for t, b in zip(times, built) if b == 0]
-    limit = recompile_limit()
-    growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(history)]
-    remedies = remedies_for(
-        fell_back=fell_back,
-        guard_kind=guard_kind,
-        breaks=probe_breaks,
-        value_guards=expected,
-        growth=growth,
-        limit=limit,
-        inputs_where=where_defined(target.step_inputs),
-    )
-    shapes = len(set(history))
-    return {
-        "mode": mode,
-        "status": "ok",
-        "target": spec["target"],
-        "shapes": shapes,
-        "predicted_shapes": shapes,
-        "builds": counters["frames"]["ok"],
-        "unique_graphs": counters["stats"]["unique_graphs"],
-        "calls_captured": counters["stats"]["calls_captured"],
-        "graph_breaks": sum(counters["graph_break"].values()),
-        "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
-        "reuse": round(1 - sum(1 for b in built if b) / len(built), 4) if built else None,
-        "fell_back": fell_back,
-        "predicted_fall_back": predicts_fall_back(
-            history, prediction_mode(mode), limit, expected_kind
-        ),
-        "guard_kind": guard_kind if mode != "off" else "none",
-        "predicted_guard_kind": expected_kind if mode != "off" else "none",
-        "expected_value_guards": expected[:4],
-        "recompile_reasons": [short_reason(r) for r in reasons],
-        "recompile_limit": limit,
-        "compile_s": round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
-        "inductor_s": round(sum(m.inductor_compile_time_s or 0.0 for m in compiled), 4),
-        "build_steps_s": round(sum(t for t, b in zip(times, built) if b), 4),
-        "fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
-        "fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
-        **cudagraph_counts(mode),
-        "step_ms": round(statistics.median(steady) * 1e3, 4) if steady else None,
-        "steady_steps": len(steady),
-        "step_ms_all": [round(t * 1e3, 3) for t in times],
-        "builds_per_step": built,
-        "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
-        "remedies": [r.text() for r in remedies],
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-    }
+    def first_pass(self, spec: dict, progress: Callable[[dict], None]) -> dict:
+        import torch
+        import torch._dynamo
+        from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
+
+        from nanobench.compile_bench import recompile_limit, short_reason
+        from nanobench.compile_session import steady_mask
+        from nanobench.cost.compile import classify_guard, predicts_fall_back
+        from nanobench.reduce_overhead import compile_kwargs, cudagraph_counts, prediction_mode
+        from nanobench.remedies import Growth, remedies_for
+        from nanobench.targets import make_target
+
+        mode = spec["mode"]
+        protocol = {k: spec[k] for k in ("rows", "prompt_len", "steps", "device", "dtype")}
+        expected_kind, expected, probe_breaks = "shape", [], []
+        if mode != "off":
+            # A probe target of its own: explaining runs the forward, which may move its state.
+            probe = explain_target(make_target(spec["target"], model=spec["model"], **protocol), 0)
+            expected, probe_breaks = probe["value_guard_text"], probe["break_reasons"]
+            expected_kind = "value" if expected else "shape"
+        torch._dynamo.reset()
+        counters.clear()
+        clear_compilation_metrics()
+        target = make_target(spec["target"], model=spec["model"], **protocol)
+        forward = (
+            target.forward
+            if mode == "off"
+            else torch.compile(target.forward, **compile_kwargs(mode, spec["backend"]))
+        )
+        self.target, self.forward = target, forward
+        self.sync = torch.cuda.synchronize if spec["device"] == "cuda" else (lambda: None)
+        history: list = []
+        times, built = self.run(history, progress)
+
+        metrics = list(get_compilation_metrics())
+        compiled = [m for m in metrics if m.fail_type is None]
+        reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
+        kinds = {classify_guard(r) for r in reasons}
+        guard_kind = "value" if "value" in kinds else ("shape" if "shape" in kinds else "none")
+        fell_back = any("recompile limit" in (m.fail_reason or "") for m in metrics)
+        self.frames_after_first_pass = counters["frames"]["ok"]
+        self.steady = steady_mask(built, fell_back)
+        steady = [t for t, ok in zip(times, self.steady) if ok]
+        limit = recompile_limit()
+        growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(history)]
+        remedies = remedies_for(
+            fell_back=fell_back,
+            guard_kind=guard_kind,
+            breaks=probe_breaks,
+            value_guards=expected,
+            growth=growth,
+            limit=limit,
+            inputs_where=where_defined(target.step_inputs),
+        )
+        shapes = len(set(history))
+        return {
+            "mode": mode,
+            "status": "ok",
+            "target": spec["target"],
+            "shapes": shapes,
+            "predicted_shapes": shapes,
+            "builds": counters["frames"]["ok"],
+            "unique_graphs": counters["stats"]["unique_graphs"],
+            "calls_captured": counters["stats"]["calls_captured"],
+            "graph_breaks": sum(counters["graph_break"].values()),
+            "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
+            "reuse": round(1 - sum(1 for b in built if b) / len(built), 4) if built else None,
+            "fell_back": fell_back,
+            "predicted_fall_back": predicts_fall_back(
+                history, prediction_mode(mode), limit, expected_kind
+            ),
+            "guard_kind": guard_kind if mode != "off" else "none",
+            "predicted_guard_kind": expected_kind if mode != "off" else "none",
+            "expected_value_guards": expected[:4],
+            "recompile_reasons": [short_reason(r) for r in reasons],
+            "recompile_limit": limit,
+            "compile_s": round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
+            "inductor_s": round(sum(m.inductor_compile_time_s or 0.0 for m in compiled), 4),
+            "build_steps_s": round(sum(t for t, b in zip(times, built) if b) / 1e3, 4),
+            "fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
+            "fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
+            **cudagraph_counts(mode),
+            "step_ms": round(statistics.median(steady), 4) if steady else None,
+            "steady_steps": len(steady),
+            "step_ms_all": [round(t, 4) for t in times],
+            "builds_per_step": built,
+            "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
+            "remedies": [r.text() for r in remedies],
+            "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
+
+    def run(self, history: list | None = None, progress=lambda e: None):
+        """`steps` timed calls of forward on step_inputs(0..steps-1): ms and builds of each."""
+        import torch
+        from torch._dynamo.utils import counters
+
+        times, built = [], []
+        with torch.no_grad():
+            for i in range(self.spec["steps"]):
+                args, kwargs = inputs_at(self.target, i)
+                if history is not None:
+                    history.append(shape_signature(args, kwargs))
+                before = counters["frames"]["ok"]
+                self.sync()
+                t0 = time.perf_counter()
+                _call(self.target, i, self.forward, args, kwargs)
+                self.sync()
+                times.append((time.perf_counter() - t0) * 1e3)
+                built.append(counters["frames"]["ok"] - before)
+                progress({"step": i + 1, "steps": self.spec["steps"], "built": built[-1]})
+        return times, built
+
+    def serve(self, request: dict) -> dict:
+        """One timed window: the same steps again on the same target."""
+        ms, built = self.run()
+        window = Window(
+            self.spec["mode"],
+            int(request["round"]),
+            "ok",
+            tuple(ms),
+            tuple(built),
+            tuple(self.steady),
+        )
+        return asdict(window)
+
+    def finish(self) -> dict:
+        from torch._dynamo.utils import counters
+
+        return {
+            **self.ready,
+            "builds_in_windows": counters["frames"]["ok"] - self.frames_after_first_pass,
+        }

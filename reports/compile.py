@@ -39,11 +39,27 @@ COMPILE_COLUMNS = [
     "compile_s",
     "inductor_s",
     "build_steps_s",
-    "step_ms",
+    "step_ms",  # median of the steady steps of every round's window
+    "step_ms_q1",
+    "step_ms_q3",
+    "step_ms_iqr",
+    "step_ms_cv",  # std / mean of the same samples
     "steady_steps",
-    "saving_per_step_ms",
+    "rounds",  # timed windows this mode ran (interleaved with the other modes)
+    "step_kind",  # eager | compiled | eager-after-fall-back (the open static arm past the limit)
+    "guard_sets_checked",  # after a fall-back: cached guard sets dynamo still checks each call
+    "speedup_low",  # 95% bootstrap interval over rounds, paired by round
+    "speedup_high",
+    "saving_per_step_ms",  # mean over rounds of off's window median minus this mode's
+    "saving_per_step_ms_low",
+    "saving_per_step_ms_high",
+    "saving_needed_ms",  # compile_s / horizon: what a step must save to repay compiling
     "breakeven_steps",
-    "worth_compiling",
+    "breakeven_steps_low",
+    "breakeven_steps_high",
+    "worth_compiling",  # yes | no | can't tell at this noise
+    "worth_rounds_to_decide",  # more rounds likely to decide a can't tell
+    "builds_in_windows",  # frames built during the timed windows: 0, or a window built
     "cache",
     "fxgraph_cache_hit",
     "fxgraph_cache_miss",
@@ -78,6 +94,19 @@ def fmt(value, spec: str = "", dash: str = "-") -> str:
     return format(value, spec) if spec else str(value)
 
 
+def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
+    """'0.81x [0.78, 0.84]'; the point alone without an interval; '-' without a value."""
+    if value is None:
+        return "-"
+    if low is None or high is None:
+        return f"{value:{spec}}{unit}"
+    return f"{value:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
+
+
+def gate_mark(g) -> str:
+    return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
+
+
 def render_compile(console, rows: list[dict], gates, title: str) -> None:
     table = Table(title=title)
     for col in (
@@ -90,18 +119,29 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
         "predicted",
         "guard",
         "compile s",
-        "step ms",
-        "speedup",
-        "breakeven",
+        "step ms (IQR)",
+        "speedup [95%]",
+        "breakeven [95%]",
+        "worth it",
     ):
         table.add_column(col, justify="right")
     for r in rows:
-        be = r.get("breakeven_steps")
+
+        def steps(value) -> str:
+            return "never" if value is None else f"{value:,.0f}"
+
+        timed = r.get("mode") != "off" and r.get("step_ms")
         breakeven = (
-            "never"
-            if r.get("mode") != "off" and r.get("step_ms") and be is None
-            else fmt(be, ",.0f")
+            f"{steps(r.get('breakeven_steps'))} [{steps(r.get('breakeven_steps_low'))}, "
+            f"{steps(r.get('breakeven_steps_high'))}]"
+            if timed and r.get("saving_per_step_ms_low") is not None
+            else (steps(r.get("breakeven_steps")) if timed else "-")
         )
+        step = fmt(r.get("step_ms"), ".2f")
+        if r.get("step_ms_iqr") is not None:
+            step += f" ({r['step_ms_iqr']:.2f})"
+        if r.get("step_kind") == "eager-after-fall-back":
+            step += " eager-after-fall-back"
         table.add_row(
             fmt(r.get("mode")),
             fmt(r.get("status")),
@@ -112,9 +152,10 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
             fmt(r.get("predicted_fall_back")),
             fmt(r.get("guard_kind")),
             fmt(r.get("compile_s"), ".2f"),
-            fmt(r.get("step_ms"), ".2f"),
-            fmt(r.get("speedup"), ".2f") + ("x" if r.get("speedup") else ""),
+            step,
+            interval(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), ".2f", "x"),
             breakeven,
+            fmt(r.get("worth_compiling")),
         )
     console.print(table)
     for r in rows:
@@ -128,7 +169,18 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
         if r.get("fell_back"):
             console.print(
                 f"{r['mode']}: dynamo hit recompile_limit ({r.get('recompile_limit')}) and runs "
-                "this frame eagerly from then on, silently",
+                "this frame eagerly from then on, silently; its step time is eager-after-fall-back "
+                f"(each call still checks {r.get('guard_sets_checked')} cached guard sets), "
+                "never a compiled speed",
+                markup=False,
+            )
+        if r.get("worth_compiling") == "can't tell at this noise":
+            more = r.get("worth_rounds_to_decide")
+            console.print(
+                f"{r['mode']}: can't tell whether compiling pays off at this noise"
+                + (
+                    f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
+                ),
                 markup=False,
             )
         if r.get("cudagraph_skips") is not None:
@@ -144,10 +196,10 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
                 f"{r['mode']}: trace {r.get('trace_index') or r.get('trace_dir')}", markup=False
             )
     for g in gates:
-        console.print(f"{'pass' if g.passed else 'FAIL'} {g.name}: {g.detail}", markup=False)
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
-def draw_compiled_decode(rows: list[dict], path: Path) -> Path:
+def draw_compiled_decode(rows: list[dict], path: Path, title: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,11 +248,22 @@ def draw_compiled_decode(rows: list[dict], path: Path) -> Path:
 
     ax = axes[1][0]
     timed = [r for r in measured if r.get("step_ms")]
-    ax.bar([r["mode"] for r in timed], [r["step_ms"] for r in timed], color="tab:blue")
-    for r in timed:
+    # The bar is the median; the whisker spans the quartiles of every round's steady steps.
+    whiskers = [
+        [r["step_ms"] - (r.get("step_ms_q1") or r["step_ms"]) for r in timed],
+        [(r.get("step_ms_q3") or r["step_ms"]) - r["step_ms"] for r in timed],
+    ]
+    labels = [
+        r["mode"] + ("\n(eager after fall-back)" if r.get("fell_back") else "") for r in timed
+    ]
+    ax.bar(labels, [r["step_ms"] for r in timed], yerr=whiskers, capsize=6, color="tab:blue")
+    for label, r in zip(labels, timed):
         if r.get("speedup"):
-            ax.annotate(f"{r['speedup']:.2f}x", (r["mode"], r["step_ms"]), ha="center", va="bottom")
-    ax.set_title("median steady step (ms); speedup vs off, same sweep")
+            text = interval(r["speedup"], r.get("speedup_low"), r.get("speedup_high"), ".2f", "x")
+            ax.annotate(
+                text, (label, r.get("step_ms_q3") or r["step_ms"]), ha="center", va="bottom"
+            )
+    ax.set_title("median steady step (ms), whisker: IQR; speedup vs off [95% interval]")
     ax.set_ylabel("ms")
 
     ax = axes[1][1]
@@ -222,7 +285,7 @@ def draw_compiled_decode(rows: list[dict], path: Path) -> Path:
     ax.set_ylabel("net saving (s)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    fig.suptitle("compiled decode: measured rows")
+    fig.suptitle(f"compiled decode: {title}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path)

@@ -7,6 +7,7 @@ limit are the same; Inductor codegen is not what is under test) except in the on
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -25,6 +26,11 @@ def sweep(tmp_path, *args):
             "--backend",
             "eager",
             "--threads",
+            "1",
+            # one timed round: these tests check what dynamo did, never a timing
+            "--rounds",
+            "1",
+            "--max-rounds",
             "1",
             "--out",
             str(tmp_path),
@@ -59,6 +65,12 @@ def test_open_sweep_reproduces_the_recompile_limit(open_sweep):
         assert r["unique_graphs"] >= 1
     assert off["step_ms"] > 0 and off["speedup"] == 1.0
     assert static["shapes"] == 12
+    # past the limit the static arm runs eagerly: never quoted as a compiled speed
+    assert static["step_kind"] == "eager-after-fall-back"
+    assert static["guard_sets_checked"] == 8 and dynamic["step_kind"] == "compiled"
+    # one round: no interval, so whether compiling pays cannot be told
+    assert dynamic["worth_compiling"] == "can't tell at this noise"
+    assert dynamic["speedup_low"] is None and dynamic["rounds"] == 1
     gates = {g["name"]: g["passed"] for g in doc["gates"]}
     assert gates["check_no_fallback[static]"] is False
     assert gates["check_no_fallback[dynamic]"] is True
@@ -89,6 +101,17 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     from pathlib import Path
 
     assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
+    # every timed step of every mode: the first pass (round 0, builds shown) and the round
+    samples = pd.read_csv(doc["outputs"]["samples"])
+    assert list(samples.columns) == ["mode", "round", "step", "ms", "built", "steady"]
+    for mode in ("off", "dynamic", "static"):
+        mine = samples[samples["mode"] == mode]
+        assert sorted(set(mine["round"])) == [0, 1] and len(mine) == 2 * 12
+    first = samples[(samples["mode"] == "static") & (samples["round"] == 0)]
+    assert list(first["built"])[:8] == [1] * 8 and not first["steady"].iloc[0]
+    env = doc["env"]
+    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 1
+    assert env["argv"] == sys.argv  # the process's own command line (here, pytest's)
 
 
 def test_bucketed_static_builds_once_per_bucket_and_keeps_its_graph(tmp_path):

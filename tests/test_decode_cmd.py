@@ -7,6 +7,7 @@ promises (the same greedy tokens, every column, a floor from a measured probe), 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -17,15 +18,17 @@ from typer.testing import CliRunner
 from engine.config import PRESETS
 from nanobench.cli import app
 from nanobench.cmd_decode import decode_gates
-from nanobench.decode_bench import (
-    DecodeTargets,
-    derive,
+from nanobench.decode_bench import DecodeTargets, derive, spec_for, targets_for
+from nanobench.env_record import EnvRecord
+from nanobench.roofline import (
     floor_ms,
     kv_read_bytes,
-    spec_for,
-    targets_for,
+    matmul_params,
+    roofline_ms,
+    step_flops,
     weight_bytes,
 )
+from nanobench.rounds import Window
 from reports.decode import DECODE_COLUMNS
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
@@ -35,7 +38,19 @@ runner = CliRunner()
 def decode(tmp_path: Path, *args: str):
     result = runner.invoke(
         app,
-        ["decode", "--threads", "1", "--repeat", "1", "--out", str(tmp_path), "--json", *args],
+        [
+            "decode",
+            "--threads",
+            "1",
+            "--rounds",
+            "1",
+            "--max-rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--json",
+            *args,
+        ],
     )
     assert result.exit_code in (0, 1), result.output
     doc = json.loads(result.stdout)
@@ -64,35 +79,69 @@ def test_kv_bytes_are_the_mean_context_over_the_decode_steps():
     assert floor_ms(10_000_000, 10.0) == pytest.approx(1.0)
 
 
+def test_the_roofline_floor_is_the_larger_bound_and_says_which():
+    c = TINY_GQA
+    h, q, kv, i = c.hidden_size, c.q_size, c.kv_size, c.intermediate_size
+    per_layer = h * q + 2 * h * kv + q * h + 3 * h * i  # q, k, v, o, gate, up, down
+    assert matmul_params(c) == c.num_layers * per_layer + c.vocab_size * h
+    # 2 flops per weight per row; attention: scores and values, 2 * 2 * ctx * q_size per layer
+    # per row, mean context 10 + 4 / 2 = 12 over decode steps 1..3
+    assert step_flops(c, 2, 10, 4) == 2 * 2 * matmul_params(c) + 4 * 2 * 12 * q * c.num_layers
+    # 10 MB at 10 GB/s is 1 ms; 20 MFLOP at 10 GFLOP/s is 2 ms: compute-bound at 2 ms
+    assert roofline_ms(10_000_000, 10.0, 20_000_000, 10.0) == (pytest.approx(2.0), "compute")
+    assert roofline_ms(10_000_000, 10.0, 5_000_000, 10.0) == (pytest.approx(1.0), "memory")
+    assert roofline_ms(10_000_000, None, 0, None) == (None, None)
+
+
+# per-round window medians (ms): five rounds, the same every round, so every interval is a point
+STEADY_MS = {
+    "engine-eager": 4.0,
+    "hf-eager": 5.0,
+    "engine-compiled": 3.0,
+    "hf-static-compiled": 4.0,
+}
+
+
 def fake_rows(hf_tokens):
     base = {"status": "ok", "deterministic": True, "builds_measured": 0}
+    same = [[1, 2], [3, 4]]
     return [
-        {**base, "system": "engine-eager", "ms_per_step": 4.0, "tokens": [[1, 2], [3, 4]]},
-        {**base, "system": "hf-eager", "ms_per_step": 5.0, "tokens": hf_tokens},
-        {
-            **base,
-            "system": "engine-compiled",
-            "ms_per_step": 3.0,
-            "compile_s": 1.0,
-            "tokens": [[1, 2], [3, 4]],
-        },
-        {
-            **base,
-            "system": "hf-static-compiled",
-            "ms_per_step": 4.0,
-            "compile_s": 2.0,
-            "tokens": [[1, 2], [3, 4]],
-        },
+        {**base, "system": "engine-eager", "tokens": same},
+        {**base, "system": "hf-eager", "tokens": hf_tokens},
+        {**base, "system": "engine-compiled", "compile_s": 1.0, "tokens": same},
+        {**base, "system": "hf-static-compiled", "compile_s": 2.0, "tokens": same},
     ]
 
 
-def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
-    spec = spec_for(model="x", rows=2, steps=2, weight_bytes=8_000_000, kv_bytes=2_000_000)
-    rows = derive(fake_rows([[1, 2], [3, 9]]), spec, {"bandwidth_gbs": 10.0})
+def fake_windows(ms_by_round: dict[str, list[float]]) -> list[Window]:
+    """Windows whose median in round r is ms_by_round[system][r - 1] (three equal steps)."""
+    return [
+        Window(system, r + 1, "ok", (ms, ms, ms), (0, 0, 0), (True,) * 3)
+        for system, values in ms_by_round.items()
+        for r, ms in enumerate(values)
+    ]
+
+
+def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch():
+    spec = spec_for(
+        model="x", rows=2, steps=2, weight_bytes=8_000_000, kv_bytes=2_000_000, step_flops=0
+    )
+    windows = fake_windows({s: [ms] * 5 for s, ms in STEADY_MS.items()})
+    probe = {"status": "ok", "bandwidth_gbs": 10.0, "gemm_gflops": 1.0}
+    rows = derive(fake_rows([[1, 2], [3, 9]]), spec, probe, windows)
     by = {r["system"]: r for r in rows}
-    assert by["engine-eager"]["ratio_vs_hf_eager"] == 0.8
-    assert by["engine-compiled"]["ratio_vs_hf_compiled"] == 0.75
+    assert by["engine-eager"]["ms_per_step"] == 4.0 and by["engine-eager"]["rounds"] == 5
+    assert by["engine-eager"]["ms_iqr"] == 0.0
+    assert (
+        by["engine-eager"]["ratio_vs_hf_eager_low"],
+        by["engine-eager"]["ratio_vs_hf_eager"],
+    ) == (
+        0.8,
+        0.8,
+    )
+    assert by["engine-compiled"]["ratio_vs_hf_compiled_high"] == 0.75
     assert by["engine-eager"]["floor_ms"] == pytest.approx(1.0)
+    assert by["engine-eager"]["floor_bound"] == "memory"
     assert by["engine-eager"]["ratio_vs_floor"] == pytest.approx(4.0)
     assert by["engine-compiled"]["tokens_match"] is True
     assert by["hf-eager"]["tokens_match"] is False
@@ -100,15 +149,26 @@ def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
     every = DecodeTargets(compiled_vs_hf_compiled=0.7, best_vs_floor=1.5)
     gates = {g.name: g for g in decode_gates(rows, every)}
     assert not gates["tokens_match[hf-eager]"].passed
-    assert gates["engine_eager_vs_hf_eager"].passed
-    # 3.0 / 4.0 = 0.75 misses the 0.7 target
-    assert not gates["engine_compiled_vs_hf_compiled"].passed
-    assert "0.75x" in gates["engine_compiled_vs_hf_compiled"].detail
+    assert gates["engine_eager_vs_hf_eager"].verdict == "pass"
+    # 3.0 / 4.0 = 0.75 every round misses the 0.7 target with its whole interval
+    compiled = gates["engine_compiled_vs_hf_compiled"]
+    assert compiled.verdict == "fail" and "0.75x" in compiled.detail
+    assert (compiled.estimate, compiled.ci_low, compiled.ci_high, compiled.target) == (
+        0.75,
+        0.75,
+        0.75,
+        0.7,
+    )
     assert gates["nothing_built_while_timed[engine-compiled]"].passed
     # the best engine mode is engine-compiled at 3.0 ms: 3.0x a 1.0 ms floor misses 1.5x
     floor = gates["best_engine_vs_floor"]
-    assert not floor.passed and "engine-compiled" in floor.detail and "3.00x" in floor.detail
-    fast = derive(fake_rows([[1, 2], [3, 4]]), spec, {"bandwidth_gbs": 2.5})  # floor 4.0 ms
+    assert floor.verdict == "fail" and "engine-compiled" in floor.detail and "3.00x" in floor.detail
+    # a GEMM rate that makes the step's 20 MFLOP take 2 ms: compute-bound, 3.0 / 2.0 = 1.5x
+    slow_gemm = {**probe, "gemm_gflops": 10.0}
+    fast = derive(
+        fake_rows([[1, 2], [3, 4]]), {**spec, "step_flops": 20_000_000}, slow_gemm, windows
+    )
+    assert {r["floor_bound"] for r in fast} == {"compute"}
     assert {g.name: g for g in decode_gates(fast, every)}["best_engine_vs_floor"].passed
     # each model is held to its own targets: tiny to compiling's gain, the 1B shape to the floor
     tiny = {g.name for g in decode_gates(rows, targets_for("tiny", 16 << 20))}
@@ -120,15 +180,46 @@ def test_derive_sets_ratios_floor_and_names_the_first_mismatch():
     assert targets_for("/some/dir", 5 << 20).compiled_vs_hf_compiled == 0.7
 
 
+def test_a_ratio_whose_interval_straddles_its_target_cannot_tell():
+    spec = spec_for(model="x", rows=2, steps=2, weight_bytes=1, kv_bytes=1, step_flops=0)
+    # engine-eager / hf-eager per round: 0.9, 1.1, 0.95, 1.05, 1.0: around the 1.0 target
+    windows = fake_windows({"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5})
+    rows = derive(fake_rows([[1, 2], [3, 4]])[:2], spec, None, windows)
+    gate = {g.name: g for g in decode_gates(rows, DecodeTargets())}["engine_eager_vs_hf_eager"]
+    assert gate.verdict == "inconclusive" and not gate.passed
+    assert gate.ci_low < 1.0 < gate.ci_high and "can't tell" in gate.detail
+    # fewer rounds than an interval needs: an estimate, never a pass
+    short = derive(
+        fake_rows([[1, 2], [3, 4]])[:2],
+        spec,
+        None,
+        fake_windows({"engine-eager": [5.0] * 4, "hf-eager": [10.0] * 4}),
+    )
+    gate = {g.name: g for g in decode_gates(short, DecodeTargets())}["engine_eager_vs_hf_eager"]
+    assert gate.verdict == "inconclusive" and gate.estimate == 0.5
+
+
+def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
+    import nanobench.decode_bench as bench
+
+    def sweep(spec, systems, plan, **kw):
+        probe = {"system": bench.PROBE, "status": "ok", "bandwidth_gbs": 10.0, "gemm_gflops": 1e3}
+        kw["on_probe"](probe)
+        rows = [r for r in fake_rows(hf_tokens) if r["system"] in systems]
+        for row in rows:
+            kw["on_row"](row)
+        for w in fake_windows({s: ms_by_round[s] for s in systems}):
+            kw["on_window"](w)
+        return rows, probe
+
+    return sweep
+
+
 def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch):
     import nanobench.decode_bench as bench
 
-    def fake_sweep(spec, systems, **kw):
-        rows = [r for r in fake_rows([[1, 2], [3, 9]]) if r["system"] in systems]
-        probe = {"system": bench.PROBE, "status": "ok", "bandwidth_gbs": 10.0}
-        return derive(rows, spec, probe), probe
-
-    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    steady = {s: [ms] * 5 for s, ms in STEADY_MS.items()}
+    monkeypatch.setattr(bench, "sweep", fake_sweep(steady, [[1, 2], [3, 9]]))
     result = runner.invoke(
         app, ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
     )
@@ -137,6 +228,29 @@ def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch)
     frame = pd.read_csv(tmp_path / "decode.csv")
     assert list(frame["tokens_match"]) == [True, False]
     assert "tokens" not in frame.columns
+
+
+def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monkeypatch):
+    import nanobench.decode_bench as bench
+
+    around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
+    monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
+    args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path), "--json"]
+    result = runner.invoke(app, [*args, "--check"])
+    assert result.exit_code == 3, result.output
+    doc = json.loads(result.stdout)
+    gate = {g["name"]: g for g in doc["gates"]}["engine_eager_vs_hf_eager"]
+    assert gate["verdict"] == "inconclusive" and gate["passed"] is False
+    assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
+    assert doc["env"]["schema_version"] == 1 and doc["env"]["argv"]
+    assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
+    assert asdict(EnvRecord(**doc["env"])) == doc["env"], "the record rebuilds from its JSON"
+    samples = pd.read_csv(doc["outputs"]["samples"])
+    assert len(samples) == 2 * 5 * 3 and set(samples["system"]) == {"engine-eager", "hf-eager"}
+    assert runner.invoke(app, args).exit_code == 0, "without --check an inconclusive gate is 0"
+    clear = {"engine-eager": [8.0] * 5, "hf-eager": [10.0] * 5}
+    monkeypatch.setattr(bench, "sweep", fake_sweep(clear, [[1, 2], [3, 4]]))
+    assert runner.invoke(app, [*args, "--check"]).exit_code == 0
 
 
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
@@ -153,7 +267,10 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
         (["--rows", "0"], "--rows"),
         (["--steps", "-1"], "--steps"),
         (["--steps", "1"], "--steps"),
-        (["--repeat", "0"], "--repeat"),
+        (["--rounds", "0"], "--rounds"),
+        (["--rounds", "5", "--max-rounds", "4"], "--max-rounds"),
+        (["--rel-ci", "1.5"], "--rel-ci"),
+        (["--budget-s", "0"], "--budget-s"),
         (["--prompt-len", "0"], "--prompt-len"),
         (["--threads", "-2"], "--threads"),
         (["--dtype", "int8"], "--dtype"),
@@ -247,7 +364,8 @@ def test_tiny_engine_and_transformers_agree_and_every_column_is_written(tmp_path
         assert r["tokens_match"] is True, (name, r["first_mismatch"])
         assert r["tokens_ref"] == "engine-eager"
         assert r["ms_per_step"] > 0 and r["prefill_ms"] > 0 and r["tokens_per_s"] > 0
-        assert r["floor_ms"] > 0 and r["ratio_vs_floor"] > 0
+        assert r["floor_ms"] > 0 and r["ratio_vs_floor"] > 0 and r["floor_bound"]
+        assert r["rounds"] == 1 and r["ms_q1"] <= r["ms_per_step"] <= r["ms_q3"]
         assert r["ratio_vs_hf_eager"] > 0 and r["ratio_vs_hf_compiled"] is None
         assert r["peak_rss_mb"] > 0 and r["threads"] == 1
         assert "tokens" not in r

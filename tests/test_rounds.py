@@ -1,0 +1,148 @@
+"""Interleaved rounds and the live worker protocol, with fake systems and a tiny fake worker.
+
+The fake worker is a real process (a session of a few lines written to tmp_path), so the
+protocol, crashes, timeouts and errors are the real ones; it loads no model and runs in well
+under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from nanobench.fresh import LiveWorker, run_fresh
+from nanobench.rounds import (
+    SAMPLE_COLUMNS,
+    Comparison,
+    RoundPlan,
+    Window,
+    live_window,
+    rotation,
+    run_rounds,
+    sample_rows,
+)
+from reports.csvio import write_rows
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAKE_WORKER = """
+import os, signal, time
+from nanobench.fresh import serve_main
+
+
+class Session:
+    def __init__(self, spec, progress):
+        self.spec, self.served = spec, 0
+        progress({"phase": "built"})
+        self.ready = {"status": "ok", "name": spec["name"]}
+
+    def serve(self, request):
+        self.served += 1
+        if self.served == self.spec.get("die_at"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.served == self.spec.get("raise_at"):
+            raise ValueError("window broke")
+        if self.served == self.spec.get("hang_at"):
+            time.sleep(60)
+        r = request["round"]
+        return {"system": "x", "round": r, "status": "ok", "ms": [float(r), 2.0 * r],
+                "built": [0, 0], "steady": [True, True]}
+
+    def finish(self):
+        return {"name": self.spec["name"], "served": self.served}
+
+
+serve_main(Session)
+"""
+
+
+def worker(tmp_path: Path, **spec) -> LiveWorker:
+    (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    return LiveWorker("fake_worker", {"name": "w", **spec}, env=env)
+
+
+def test_rotation_starts_each_round_one_system_later():
+    assert [rotation(list("ABC"), r) for r in range(4)] == [
+        list("ABC"),
+        list("BCA"),
+        list("CAB"),
+        list("ABC"),
+    ]
+
+
+def test_windows_run_one_at_a_time_in_rotating_order_and_a_failed_system_drops_out():
+    calls: list[tuple[str, int]] = []
+
+    def system(name: str, fail_at: int | None = None):
+        def window(r: int) -> Window:
+            calls.append((name, r))
+            if r == fail_at:
+                return Window(name, r, "crashed: SIGKILL")
+            return Window(name, r, "ok", (1.0,), (0,), (True,))
+
+        return window
+
+    systems = {"A": system("A"), "B": system("B", fail_at=2), "C": system("C")}
+    got = run_rounds(systems, RoundPlan(4, 4, 0.5, 1e9), [Comparison("A/C", "A", "C")])
+    assert calls == [
+        ("A", 1), ("B", 1), ("C", 1),
+        ("B", 2), ("C", 2), ("A", 2),
+        ("A", 3), ("C", 3),  # B failed in round 2 and runs no more; A, C rotate
+        ("C", 4), ("A", 4),
+    ]  # fmt: skip
+    assert [w.status for w in got if w.system == "B"] == ["ok", "crashed: SIGKILL"]
+    assert len(got) == len(calls), "every window returned is kept, the failed one too"
+
+
+def test_a_live_worker_answers_each_request_and_its_final_row(tmp_path):
+    w = worker(tmp_path)
+    assert w.start(timeout=60) == {"status": "ok", "name": "w"}
+    window = live_window(w, "engine-eager", timeout=60)
+    got = [window(r) for r in (1, 2)]
+    assert got[1] == Window("engine-eager", 2, "ok", (2.0, 4.0), (0, 0), (True, True))
+    assert w.close(timeout=60)["served"] == 2
+    # the samples CSV reads back with the dtypes it was written with
+    path = write_rows(tmp_path / "s.csv", sample_rows(got, "system"), ["system", *SAMPLE_COLUMNS])
+    frame = pd.read_csv(path)
+    assert list(frame.columns) == ["system", "round", "step", "ms", "built", "steady"]
+    types = pd.api.types
+    assert types.is_string_dtype(frame["system"]) and types.is_bool_dtype(frame["steady"])
+    assert all(types.is_integer_dtype(frame[c]) for c in ("round", "step", "built"))
+    assert types.is_float_dtype(frame["ms"])
+    assert list(frame["ms"]) == [1.0, 2.0, 2.0, 4.0]
+    assert Window(**asdict(got[0])) == got[0]
+
+
+def test_a_worker_killed_mid_run_keeps_its_earlier_windows_and_says_how_it_died(tmp_path):
+    w = worker(tmp_path, die_at=2)
+    w.start(timeout=60)
+    window = live_window(w, "a", timeout=60)
+    first, second = window(1), window(2)
+    assert first.status == "ok" and second.status == "crashed: SIGKILL"
+    assert window(3).status == "crashed: SIGKILL"
+    assert w.close(timeout=5) == {"status": "crashed: SIGKILL"}
+
+
+def test_an_error_and_a_hang_inside_a_window_become_statuses(tmp_path):
+    w = worker(tmp_path, raise_at=1)
+    w.start(timeout=60)
+    assert w.request({"op": "window", "round": 1}, 60)["status"] == (
+        "error: ValueError: window broke"
+    )
+    hung = worker(tmp_path, hang_at=1)
+    hung.start(timeout=60)
+    assert hung.request({"op": "window", "round": 1}, 1.0) == {"status": "timeout"}
+    assert hung.proc.poll() == -signal.SIGKILL
+
+
+def test_run_fresh_is_a_live_worker_without_requests(tmp_path):
+    (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    row = run_fresh("fake_worker", {"name": "once"}, timeout=60, env=env)
+    assert row["name"] == "once" and row["served"] == 0 and row["status"] == "ok"
+    assert row["worker_s"] >= 0
