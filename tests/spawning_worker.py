@@ -15,15 +15,24 @@ import sys
 import time
 from collections.abc import Callable
 
-from nanobench.fresh import worker_main
+from nanobench.fresh import serve_main
 
 
-def hang(spec: dict, progress: Callable[[dict], None]) -> dict:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    progress({"worker": os.getpid(), "grandchild": child.pid, "group": os.getpgid(0)})
-    time.sleep(spec["sleep_s"])
-    return {"slept_s": spec["sleep_s"]}
+class Hang:
+    """A worker session whose opening spawns a grandchild and sleeps (serve_main's protocol)."""
+
+    def __init__(self, spec: dict, progress: Callable[[dict], None]) -> None:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        progress({"worker": os.getpid(), "grandchild": child.pid, "group": os.getpgid(0)})
+        time.sleep(spec["sleep_s"])
+        self.ready = {"slept_s": spec["sleep_s"]}
+
+    def serve(self, request: dict) -> dict:
+        return {}
+
+    def finish(self) -> dict:
+        return dict(self.ready)
 
 
 if __name__ == "__main__":
-    worker_main(hang)
+    serve_main(Hang)
