@@ -1,10 +1,11 @@
 """The command line's vocabulary: every option every command takes, declared once.
 
 What it is: `typing.Annotated` aliases (`Rows`, `Device`, `RunLengths`, `JsonOpt`, ...) that a
-command puts in its signature with its own default (`rows: Rows = 4`). Ranges and choices are
-declared here, so Typer itself refuses `--rows 0` or `--device tpu` with one line and exit 2;
-the choices come from the engine's and the harness's own constants. List-valued options have
-plural names and take comma-separated values (`--run-lengths 8,64,128`).
+command puts in its signature with its default from its spec (`rows: Rows = CompileSpec.rows`).
+Ranges and choices are declared here, so Typer itself refuses `--rows 0` or `--device tpu` with
+one line and exit 2; the choices come from the engine's and the harness's own constants.
+List-valued options have plural names and take comma-separated values (`--run-lengths 8,64`),
+parsed into `Ints` / `Names` tuples.
 What it is not: validation across options (`--rows` above `--max-batch`): that is each
 command's spec `validate()`.
 Invariant: one name, one meaning and one type in every command that takes it.
@@ -16,14 +17,15 @@ from typing import Annotated, Literal
 
 import typer
 
-from engine.config import DTYPES, KERNELS
+from engine.config import DECODE_PATHS, DTYPES, KERNELS
+from nanobench.compile_bench import BACKENDS, MODES
+from nanobench.decode_bench import SYSTEMS
+from nanobench.reduce_overhead import REDUCE_OVERHEAD
 
 DEVICES = ("cpu", "cuda")
-BACKENDS = ("inductor", "aot_eager", "eager")
-COMPILE_MODES = ("off", "dynamic", "static")
-DECODE_PATHS = ("planned", "unplanned")
 CACHES = ("cold", "warm")
 HF_ATTENTION = ("sdpa", "eager")
+LAUNCHERS = ("local", "ray")
 
 
 class Ints(tuple):
@@ -47,7 +49,7 @@ def parse_ints(text: str | Ints) -> Ints:
 
 
 def names_of(allowed: tuple[str, ...]):
-    """A parser for a comma-separated subset of `allowed`, in the order given."""
+    """A parser for a comma-separated subset of `allowed`, each named once, in the order given."""
 
     def parse(text: str | Names) -> Names:
         if isinstance(text, Names):
@@ -57,13 +59,15 @@ def names_of(allowed: tuple[str, ...]):
         if bad or not values:
             what = repr(bad[0]) if bad else repr(text)
             raise typer.BadParameter(f"{what}: expected some of {', '.join(allowed)}")
+        if len(set(values)) != len(values):
+            raise typer.BadParameter(f"{text!r}: a name is given twice")
         return values
 
     return parse
 
 
-def _ints(help_text: str):
-    return typer.Option(parser=parse_ints, metavar="N,N,...", help=help_text)
+def _ints(help_text: str, *decls: str):
+    return typer.Option(*decls, parser=parse_ints, metavar="N,N,...", help=help_text)
 
 
 def _names(allowed: tuple[str, ...], help_text: str):
@@ -73,21 +77,28 @@ def _names(allowed: tuple[str, ...], help_text: str):
 # -- the model and where it runs ----------------------------------------------------------------
 Model = Annotated[
     str,
-    typer.Option(help="A preset (tiny, llama-3.2-1b, ...), a checkpoint directory or a GGUF file."),
+    typer.Option(help="A preset (tiny, llama-3.2-1b, smollm2-135m), a checkpoint dir or a .gguf."),
 ]
 Device = Annotated[Literal[DEVICES], typer.Option(help="Where the model runs.")]
-Dtype = Annotated[Literal[DTYPES], typer.Option(help="Weights and activations dtype.")]
+Dtype = Annotated[
+    Literal[("auto", *DTYPES)],
+    typer.Option(help="Weights' dtype; auto: the checkpoint's on CUDA, float32 on CPU."),
+]
 Kernel = Annotated[
-    Literal[KERNELS],
-    typer.Option(help="Attention read: reference (width is a tensor axis) or triton (no width)."),
+    Literal[(*KERNELS, "auto")],
+    typer.Option(help="Attention read: reference (width is a tensor axis), triton, auto."),
 ]
 Kernels = Annotated[Names, _names(KERNELS, "Attention reads to price, comma-separated.")]
+Target = Annotated[
+    str,
+    typer.Option(help="Your decode step: module:factory, file.py:factory, hf-static, hf-dynamic."),
+]
 
-# -- the batch and the cache --------------------------------------------------------------------
+# -- the batch, the cache and the shape set -----------------------------------------------------
 Rows = Annotated[int, typer.Option(min=1, help="Rows (sequences) decoded together.")]
 MaxBatch = Annotated[int, typer.Option(min=1, help="Rows the cache holds: the row ladder's top.")]
 PromptLen = Annotated[int, typer.Option(min=1, help="Prompt tokens per row.")]
-Steps = Annotated[int, typer.Option(min=1, help="Decode steps (tokens per row) measured.")]
+Steps = Annotated[int, typer.Option(min=1, help="Decode steps (tokens per row) in a run.")]
 RunLengths = Annotated[Ints, _ints("Run lengths in decode steps, comma-separated.")]
 MaxModelLen = Annotated[
     int,
@@ -96,9 +107,19 @@ MaxModelLen = Annotated[
 BlockSize = Annotated[int, typer.Option(min=1, help="Tokens per KV block.")]
 WidthMultiple = Annotated[int, typer.Option(min=1, help="Width bucket multiple.")]
 WidthMultiples = Annotated[Ints, _ints("Width bucket multiples, comma-separated.")]
+CaptureSizes = Annotated[
+    str | None,
+    typer.Option(
+        metavar="vllm|sglang|N,N,...",
+        help="Capture list rows: a list, or vllm / sglang (that server's default for --max-batch).",
+    ),
+]
 Heads = Annotated[
     int, typer.Option(min=0, help="Query heads the score rectangle is priced at (0: the model's).")
 ]
+Layers = Annotated[Ints | None, _ints("Depths to rebuild the model at (default: its own).")]
+Bucketed = Annotated[bool, typer.Option(help="Close the shape set (pad rows and width).")]
+UpFront = Annotated[bool, typer.Option(help="Record the whole list before the run.")]
 
 # -- how it is measured -------------------------------------------------------------------------
 Threads = Annotated[
@@ -106,7 +127,10 @@ Threads = Annotated[
 ]
 Timeout = Annotated[int, typer.Option(min=1, help="Seconds before a worker is killed.")]
 Backend = Annotated[Literal[BACKENDS], typer.Option(help="torch.compile backend.")]
-Modes = Annotated[Names, _names(COMPILE_MODES, "Compile modes, each in a fresh process.")]
+Modes = Annotated[
+    Names, _names((*MODES, REDUCE_OVERHEAD), "Compile modes, each in its own fresh process.")
+]
+Systems = Annotated[Names, _names(SYSTEMS, "Systems compared, each in its own fresh process.")]
 DecodePath = Annotated[
     Literal[DECODE_PATHS],
     typer.Option("--path", help="planned (addressing on the host) | unplanned (inside)."),
@@ -115,13 +139,24 @@ Cache = Annotated[
     Literal[CACHES],
     typer.Option(help="cold: a fresh Inductor cache per mode; warm: one shared, keyed cache."),
 ]
+HfAttention = Annotated[Literal[HF_ATTENTION], typer.Option(help="transformers' attention.")]
+Horizon = Annotated[
+    int, typer.Option(min=1, help="Decode steps a served process runs: the amortisation horizon.")
+]
+Rounds = Annotated[int, typer.Option(min=1, help="Interleaved rounds at least.")]
+MaxRounds = Annotated[int, typer.Option(min=1, help="Interleaved rounds at most.")]
+RelCi = Annotated[
+    float, typer.Option(min=0.0, help="Stop once every ratio's 95% interval is this tight.")
+]
+BudgetS = Annotated[float, typer.Option(min=0.0, help="Stop adding rounds after these seconds.")]
+Trace = Annotated[bool, typer.Option("--trace", help="TORCH_TRACE per worker; tlparse if there.")]
 
 # -- what every command prints ------------------------------------------------------------------
-Out = Annotated[str, typer.Option(help="Directory for the CSV and the diagram.")]
+Out = Annotated[str, typer.Option(help="Directory for the CSV, the diagram and the env record.")]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")
 ]
 CheckOpt = Annotated[
-    bool, typer.Option("--check", help="Exit 1 when a gate fails (see README: exit codes).")
+    bool, typer.Option("--check", help="Exit 1 when a gate fails, 3 when one can't tell.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress display on stderr.")]
