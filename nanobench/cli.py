@@ -5,6 +5,8 @@ Each command lives in its own `cmd_*.py` module: it validates, calls the library
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from nanobench import __version__
@@ -23,7 +25,7 @@ app = typer.Typer(
     help="Does torch.compile or a recorded CUDA graph pay off for your LLM decode step? "
     "And if not, exactly why not.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -34,12 +36,14 @@ def version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
+VersionOpt = Annotated[
+    bool,
+    typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version."),
+]
+
+
 @app.callback()
-def main(
-    version: bool = typer.Option(
-        False, "--version", callback=version_callback, is_eager=True, help="Print the version."
-    ),
-) -> None:
+def main(version: VersionOpt = False) -> None:
     """nanobench: measured answers about compiling and capturing a paged-KV decode step."""
 
 
