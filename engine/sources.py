@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -30,6 +28,7 @@ from engine.weights import (
     load_checkpoint,
     preset_dir,
     read_config,
+    write_once,
 )
 
 
@@ -48,24 +47,9 @@ def packaged_gguf(name: str) -> Path:
 
 def materialize_gguf_preset(name: str) -> Path:
     """Convert a real preset's packaged GGUF once (atomically) into its cache directory."""
-    spec = preset(name)
-    target = preset_dir(name, spec)
-    if (target / "model.safetensors").is_file():
-        return target
-    source = packaged_gguf(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-    try:
-        convert_gguf(source, tmp)
-        tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return write_once(
+        preset_dir(name, preset(name)), lambda tmp: convert_gguf(packaged_gguf(name), tmp)
+    )
 
 
 def load_model(

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -241,15 +242,23 @@ def materialize_preset(name: str) -> Path:
         from engine.sources import materialize_gguf_preset
 
         return materialize_gguf_preset(name)
-    target = preset_dir(name, spec)
+    return write_once(
+        preset_dir(name, spec),
+        lambda tmp: write_checkpoint(
+            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
+        ),
+    )
+
+
+def write_once(target: Path, write: Callable[[Path], None]) -> Path:
+    """A checkpoint directory written once, atomically: `write` fills a temporary sibling that
+    is renamed into place; a concurrent writer that won the race is kept."""
     if (target / "model.safetensors").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        write_checkpoint(
-            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
-        )
+        write(tmp)
         tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
         try:
             tmp.rename(target)
