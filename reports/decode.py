@@ -160,11 +160,18 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     ax.tick_params(axis="x", rotation=20)
 
     ax = axes[1]
-    # tokens/s of the quartile step times: a slow quartile step is the low whisker.
+    # tokens/s of the quartile step times: a slow quartile step is the low whisker. The rate is
+    # rounded in the row, so a whisker over a single step's spread can come out a hair below 0.
     rates = [r.tokens_per_s or 0 for r in timed]
     rate_whiskers = [
-        [rate - r.rows * 1e3 / (r.ms_q3 or r.ms_per_step) for rate, r in zip(rates, timed)],
-        [r.rows * 1e3 / (r.ms_q1 or r.ms_per_step) - rate for rate, r in zip(rates, timed)],
+        [
+            max(0.0, rate - r.rows * 1e3 / (r.ms_q3 or r.ms_per_step))
+            for rate, r in zip(rates, timed)
+        ],
+        [
+            max(0.0, r.rows * 1e3 / (r.ms_q1 or r.ms_per_step) - rate)
+            for rate, r in zip(rates, timed)
+        ],
     ]
     for bar, hatch in zip(
         ax.bar(names, rates, yerr=rate_whiskers, capsize=6, color=colors), hatches
