@@ -3,10 +3,10 @@
 What it is: `TokenClock` (wall and CPU time at every token on the host, and the frames dynamo
 built by then), the systems (`engine_system`: the engine eager, compiled or captured;
 `hf_system`: transformers' `generate`, default cache or static cache + compiled forward) and
-`DecodeSession`, the session this module serves (`python -m nanobench.decode_session`): set-up builds the system and runs
-one untimed warm-up generation (where compiling happens); each request is one timed greedy
-generation, a window of `steps - 1` decode steps; `finish` reports tokens, determinism and what
-was built while timed.
+`DecodeSession`, the session this module serves (`python -m nanobench.decode_session`, the probe's
+too): set-up builds the system and runs one untimed warm-up generation (where compiling happens);
+each request is one timed greedy generation, a window of `steps - 1` decode steps; `finish`
+reports tokens, determinism and what was built while timed.
 What it is not: the sweep, the floor or the gates (`nanobench.decode_bench`).
 Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps
 on the same thread count. The first token (the prefill) is timed on its own and never enters a

@@ -20,7 +20,7 @@ from nanobench.cli import app
 from nanobench.cmd_decode import CSV_COLUMNS, DecodeSpec, gates
 from nanobench.decode_bench import TARGETS, DecodeTargets, derive, targets_for
 from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
-from nanobench.env_record import EnvRecord
+from nanobench.env_record import read_env
 from nanobench.roofline import (
     floor_ms,
     kv_read_bytes,
@@ -273,7 +273,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
     assert doc["env"]["schema_version"] == 1 and doc["env"]["argv"]
     assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
-    assert asdict(EnvRecord(**doc["env"])) == doc["env"], "the record rebuilds from its JSON"
+    assert asdict(read_env(tmp_path / "decode-env.json")) == doc["env"], "it rebuilds from JSON"
     samples = pd.read_csv(doc["outputs"]["samples"])
     assert len(samples) == 2 * 5 * 3 and set(samples["system"]) == {"engine-eager", "hf-eager"}
     assert runner.invoke(app, args).exit_code == 0, "without --check an inconclusive gate is 0"
