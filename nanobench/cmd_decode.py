@@ -1,19 +1,22 @@
 """`nanobench decode`: the engine against transformers, side by side, each in a fresh process.
 
-Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --rounds 5
+What it is: `DecodeSpec` (every option's default and the rules across options), `gates(spec,
+rows)` (tokens, warm-up and the target ratios, each judged on its 95% interval) and the command,
+which validates, runs `decode_bench.sweep`, derives the rows and writes the CSV, figure and env.
+What it is not: the measurement (`decode_bench`, `decode_session`) or the report
+(`reports.decode`).
+Invariant: every user mistake is refused before a worker starts; a row's columns are its type's.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields, replace
 
 import typer
 
 from nanobench.common import (
     Gate,
-    choice,
-    choice_list,
     device_option,
     dtype_option,
     finish,
@@ -22,58 +25,100 @@ from nanobench.common import (
     interval_gate,
     model_option,
     out_dir,
-    positive,
-    threads_option,
 )
 from nanobench.console import run_command, say_error, stdout_console
+from nanobench.decode_bench import SYSTEMS
+from nanobench.decode_rows import DecodeRow
 from nanobench.errors import BadInput
+from nanobench.options import (
+    Backend,
+    BudgetS,
+    CheckOpt,
+    Device,
+    Dtype,
+    HfAttention,
+    JsonOpt,
+    MaxModelLen,
+    MaxRounds,
+    Model,
+    Names,
+    Out,
+    PromptLen,
+    QuietOpt,
+    RelCi,
+    Rounds,
+    Rows,
+    Steps,
+    Systems,
+    Threads,
+    Timeout,
+    WidthMultiple,
+)
 
 
-def transformers_can_load(directory) -> None:
-    """The checkpoint's config resolves to a transformers model class, without reading weights."""
-    import transformers
+@dataclass(frozen=True)
+class DecodeSpec:
+    """`nanobench decode`'s options: the one place their defaults live."""
 
-    try:
-        config = transformers.AutoConfig.from_pretrained(str(directory), local_files_only=True)
-    except Exception as e:  # whatever transformers raises, it means it cannot load this
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise BadInput(
-            f"--model {directory}: transformers cannot load its config ({first})"
-        ) from None
-    archs = getattr(config, "architectures", None) or []
-    if not archs or getattr(transformers, archs[0], None) is None:
-        raise BadInput(
-            f"--model {directory}: transformers has no model class for architectures {archs}"
-        )
+    model: str = "tiny"
+    systems: Names = Names(SYSTEMS)
+    rows: int = 4
+    prompt_len: int = 16
+    steps: int = 128  # greedy tokens per row: the prefill's first, then decode steps
+    rounds: int = 3
+    max_rounds: int = 30
+    rel_ci: float = 0.03
+    budget_s: float = 120.0
+    max_model_len: int = 0  # 0: prompt_len + steps
+    width_multiple: int = 128  # engine-captured's width buckets
+    device: str = "cpu"
+    dtype: str = "auto"
+    threads: int = 0
+    backend: str = "inductor"
+    hf_attn: str = "sdpa"
+    timeout: int = 900
+    out: str = "nanobench-out"
+
+    def round_plan(self):
+        from nanobench.rounds import round_plan
+
+        return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
+
+    def validate(self) -> None:
+        """Rules across options (ranges and choices are the options' own): BadInput, one line."""
+        if self.steps < 2:
+            raise BadInput(
+                f"--steps {self.steps}: expected at least 2 (the prefill's token, then decode steps)"
+            )
+        if self.max_model_len and self.prompt_len + self.steps > self.max_model_len:
+            raise BadInput(
+                f"--prompt-len {self.prompt_len} + --steps {self.steps} exceed "
+                f"--max-model-len {self.max_model_len}"
+            )
+        self.round_plan()
 
 
-def decode_gates(rows: list[dict], targets) -> list[Gate]:
-    """Tokens and warm-up gates for every row (pass/fail); the ratio gates `targets`
-    (DecodeTargets) sets, each judged on its 95% interval (pass / fail / inconclusive)."""
+def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
+    """Tokens and warm-up gates for every row (pass/fail); the ratio gates the model's targets
+    (`decode_bench.targets_for`) set, each judged on its 95% interval (pass/fail/inconclusive)."""
     from nanobench.decode_bench import (
         best_engine_row,
         check_nothing_built,
         check_tokens_match,
         ratio_of,
+        targets_for,
     )
 
-    gates = []
-    by_name = {r["system"]: r for r in rows}
+    targets = targets_for(spec.model, rows[0].weight_bytes if rows else 0)
+    found = []
+    by_name = {r.system: r for r in rows}
     for r in rows:
-        system, status = r["system"], str(r.get("status"))
-        if status != "ok":
-            gates.append(Gate(f"measured[{system}]", False, status))
+        if r.status != "ok":
+            found.append(Gate(f"measured[{r.system}]", False, r.status))
             continue
-        gates.append(gate(f"tokens_match[{system}]", check_tokens_match, system, r))
-        if r.get("compile_s") is not None:
-            gates.append(
-                gate(
-                    f"nothing_built_while_timed[{system}]",
-                    check_nothing_built,
-                    system,
-                    int(r.get("builds_measured") or 0),
-                )
-            )
+        found.append(gate(f"tokens_match[{r.system}]", check_tokens_match, r))
+        if r.compile_s is not None:
+            found.append(gate(f"nothing_built_while_timed[{r.system}]", check_nothing_built, r))
     ratio_gates = (
         # gate name, our system, their system, column, target
         ("engine_eager_vs_hf_eager", "engine-eager", "hf-eager", "ratio_vs_hf_eager",
@@ -85,29 +130,23 @@ def decode_gates(rows: list[dict], targets) -> list[Gate]:
         if target is None or ours not in by_name or theirs not in by_name:
             continue
         what = f"{ours} / {theirs} step time"
-        gates.append(ratio_gate(name, what, ratio_of(by_name[ours], column), target))
+        found.append(ratio_gate(name, what, ratio_of(by_name[ours], column), target))
     best = best_engine_row(rows)
     if targets.best_vs_floor is not None and best is not None:
-        what = f"{best['system']} (the fastest engine mode) / the {best.get('floor_bound')} floor"
-        gates.append(
-            ratio_gate(
-                "best_engine_vs_floor",
-                what,
-                ratio_of(best, "ratio_vs_floor"),
-                targets.best_vs_floor,
-            )
-        )
-    return gates
+        what = f"{best.system} (the fastest engine mode) / the {best.floor_bound} floor"
+        interval = ratio_of(best, "ratio_vs_floor")
+        found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
+    return found
 
 
-def add_samples(rows: list[dict], directory) -> None:
-    """Each row's first generated sequence as text, when the checkpoint ships a tokenizer."""
+def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
+    """Each row with its first generated sequence as text, when the checkpoint ships a tokenizer."""
     from nanobench.samples import sample_text, tokenizer_for
 
     tokenizer = tokenizer_for(directory)
-    for r in rows:
-        if tokenizer is not None and r.get("tokens"):
-            r["sample"] = sample_text(tokenizer, r["tokens"][0])
+    if tokenizer is None:
+        return rows
+    return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]
 
 
 def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
@@ -131,212 +170,178 @@ def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
     return interval_gate(name, verdict, detail, interval, target)
 
 
-def public(row: dict) -> dict:
-    """A row as written: the token lists stay in the worker's answer, their digest goes out."""
-    return {k: v for k, v in row.items() if k != "tokens"}
+def public(rows: list[DecodeRow]) -> list[dict]:
+    """Rows as written: the token lists stay in the worker's answer, their digest goes out."""
+    return [{k: v for k, v in asdict(r).items() if k != "tokens"} for r in rows]
+
+
+CSV_COLUMNS = [f.name for f in fields(DecodeRow) if f.name != "tokens"]
 
 
 def decode_command(
-    model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    systems: str = typer.Option(
-        ",".join(
-            ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
-        ),
-        help="Comma-separated: engine-eager, engine-compiled, engine-captured, hf-eager, "
-        "hf-static-compiled.",
-    ),
-    rows: int = typer.Option(4, help="Rows (prompts) decoded together."),
-    prompt_len: int = typer.Option(16, help="Prompt tokens per row (seeded, the same for all)."),
-    steps: int = typer.Option(128, help="Greedy tokens per row: the prefill's first, then decode."),
-    rounds: int = typer.Option(
-        3,
-        "--rounds",
-        "--repeat",
-        help="Rounds at least: each system one timed generation a round, after one warm-up.",
-    ),
-    max_rounds: int = typer.Option(30, help="Rounds at most."),
-    rel_ci: float = typer.Option(
-        0.03, help="Stop adding rounds once every ratio's 95% interval is this tight (half-width)."
-    ),
-    budget_s: float = typer.Option(120.0, help="Stop adding rounds after this many seconds."),
-    max_model_len: int = typer.Option(
-        0, help="The engine's slot table width; default prompt-len + steps."
-    ),
-    width_multiple: int = typer.Option(128, help="Width bucket multiple of engine-captured."),
-    device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option(
-        "auto",
-        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
-    ),
-    threads: int = typer.Option(
-        0, help="torch threads in every system's worker (0: torch's default); the same for all."
-    ),
-    backend: str = typer.Option(
-        "inductor",
-        help="torch.compile backend of the compiled systems: inductor | aot_eager | eager.",
-    ),
-    hf_attn: str = typer.Option("sdpa", help="transformers attention: sdpa (its default) | eager."),
-    timeout: int = typer.Option(900, help="Seconds before a system's worker is killed."),
-    out: str = typer.Option("nanobench-out", help="Directory for decode.csv and decode.png."),
-    json_mode: bool = typer.Option(
-        False, "--json", help="Print one JSON document instead of tables."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Exit 1 when a gate fails, 3 when none fails but one can't tell."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+    model: Model = DecodeSpec.model,
+    systems: Systems = DecodeSpec.systems,
+    rows: Rows = DecodeSpec.rows,
+    prompt_len: PromptLen = DecodeSpec.prompt_len,
+    steps: Steps = DecodeSpec.steps,
+    rounds: Rounds = DecodeSpec.rounds,
+    max_rounds: MaxRounds = DecodeSpec.max_rounds,
+    rel_ci: RelCi = DecodeSpec.rel_ci,
+    budget_s: BudgetS = DecodeSpec.budget_s,
+    max_model_len: MaxModelLen = DecodeSpec.max_model_len,
+    width_multiple: WidthMultiple = DecodeSpec.width_multiple,
+    device: Device = DecodeSpec.device,
+    dtype: Dtype = DecodeSpec.dtype,
+    threads: Threads = DecodeSpec.threads,
+    backend: Backend = DecodeSpec.backend,
+    hf_attn: HfAttention = DecodeSpec.hf_attn,
+    timeout: Timeout = DecodeSpec.timeout,
+    out: Out = DecodeSpec.out,
+    json_mode: JsonOpt = False,
+    check: CheckOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Decode the same prompts with the engine (eager, compiled, captured) and transformers
-    (eager, static cache + compiled), each in a fresh process: ms per step, tokens/s, prefill,
-    compile seconds, peak RSS, token agreement, and the ratio to a measured memory floor.
+    """Decode the same prompts with the engine and with transformers, each system in its own fresh process, in interleaved rounds.
+
+    The engine runs eager, compiled and captured; transformers eager and static cache +
+    compiled. Reported: ms per step, tokens/s, prefill, compile seconds, peak RSS, token
+    agreement, and each ratio to transformers and to a roofline floor measured in the same run.
+
+    Example: nanobench decode --threads 1
 
     Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --rounds 5
+
+    Example: nanobench decode --model smollm2-135m --systems engine-eager,hf-eager --json
     """
+    spec = DecodeSpec(
+        model, systems, rows, prompt_len, steps, rounds, max_rounds, rel_ci, budget_s,
+        max_model_len, width_multiple, device, dtype, threads, backend, hf_attn, timeout, out,
+    )  # fmt: skip
     with run_command(quiet) as status:
-        dtype = dtype_option(dtype, model, device)
-        from nanobench.decode_bench import (
-            BACKENDS,
-            DTYPE_BYTES,
-            HF_ATTENTION,
-            HF_SYSTEMS,
-            SYSTEMS,
-            derive,
-            spec_for,
-            sweep,
-            targets_for,
-        )
-        from nanobench.env_record import collect_env, write_env
-        from nanobench.roofline import kv_read_bytes, step_flops, weight_bytes
-        from nanobench.rounds import SAMPLE_COLUMNS, describe, round_plan, sample_rows
-        from reports.csvio import write_rows
-        from reports.decode import DECODE_COLUMNS, draw_decode, render_decode
-
-        system_list = choice_list("--systems", systems, SYSTEMS)
-        if len(set(system_list)) != len(system_list):
-            raise BadInput(f"--systems {systems!r}: a system is named twice")
-        for name, value in (
-            ("--rows", rows),
-            ("--prompt-len", prompt_len),
-            ("--steps", steps),
-            ("--width-multiple", width_multiple),
-            ("--timeout", timeout),
-        ):
-            positive(name, value)
-        if steps < 2:
-            raise BadInput(
-                f"--steps {steps}: expected at least 2 (the prefill's token, then decode steps)"
-            )
-        threads_option(threads)
-        plan = round_plan(rounds, max_rounds, rel_ci, budget_s)
-        if max_model_len < 0:
-            raise BadInput(f"--max-model-len {max_model_len}: expected a positive integer")
-        if max_model_len and prompt_len + steps > max_model_len:
-            raise BadInput(
-                f"--prompt-len {prompt_len} + --steps {steps} exceed "
-                f"--max-model-len {max_model_len}"
-            )
-        choice("--backend", backend, BACKENDS)
-        choice("--hf-attn", hf_attn, HF_ATTENTION)
-        device_option(device)
-        directory, config = model_option(model)
-        # Every system's worker holds its own copy of the weights for the whole run.
-        fits_option(config, dtype, device, copies=len(system_list))
-        if prompt_len + steps > config.max_position_embeddings:
-            raise BadInput(
-                f"--prompt-len {prompt_len} + --steps {steps} exceed the model's "
-                f"max_position_embeddings {config.max_position_embeddings}"
-            )
-        if any(s in HF_SYSTEMS for s in system_list):
-            status("checking that transformers can load the checkpoint")
-            transformers_can_load(directory)
-        target = out_dir(out)
-        elem = DTYPE_BYTES[dtype]
-        spec = spec_for(
-            model=directory,
-            rows=rows,
-            prompt_len=prompt_len,
-            steps=steps,
-            max_model_len=max_model_len,
-            width_multiple=width_multiple,
-            device=device,
-            dtype=dtype,
-            threads=threads,
-            backend=backend,
-            hf_attn=hf_attn,
-            weight_bytes=weight_bytes(config, elem),
-            kv_bytes=kv_read_bytes(config, elem, rows, prompt_len, steps),
-            step_flops=step_flops(config, rows, prompt_len, steps),
-        )
-        csv_path = target / "decode.csv"
-        samples_path = target / "decode-samples.csv"
-        record = collect_env(threads, sys.argv)
-        env = asdict(record)
-        env_path = write_env(target / "decode-env.json", record)
-        done: dict[str, dict] = {}
-        windows: list = []
-        probe_row: dict = {}
-
-        def save() -> list[dict]:
-            rows_now = derive(list(done.values()), spec, probe_row, windows)
-            write_rows(csv_path, [public(r) for r in rows_now], DECODE_COLUMNS)
-            write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
-            return rows_now
-
-        def on_row(row: dict) -> None:
-            done[row["system"]] = row
-            save()
-
-        def on_round(r: int, found: dict) -> None:
-            save()
-            status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
-
-        try:
-            systems_rows, probe = sweep(
-                spec,
-                system_list,
-                plan,
-                timeout=timeout,
-                on_status=status,
-                on_row=on_row,
-                on_window=windows.append,
-                on_round=on_round,
-                on_probe=probe_row.update,
-            )
-        except KeyboardInterrupt:
-            save()
-            missing = [s for s in system_list if s not in done]
-            say_error(
-                f"interrupted: {len(done)} rows and {len(windows)} windows are in {csv_path} and "
-                f"{samples_path}; not run: {', '.join(missing) or 'none'}"
-            )
-            raise typer.Exit(130) from None
-        for row in systems_rows:
-            done[row["system"]] = row
-        rows_out = save()
-        add_samples(rows_out, directory)
-        written = [public(r) for r in rows_out]
-        gates = decode_gates(rows_out, targets_for(model, spec["weight_bytes"]))
-        failed = any(r.get("status") != "ok" or r.get("tokens_match") is False for r in rows_out)
-        rounds_run = max((r.get("rounds") or 0 for r in rows_out), default=0)
-        title = (
-            f"{model} {device} {dtype}: {rows} rows, {prompt_len}-token prompts, {steps} steps, "
-            f"{threads or 'default'} threads, {rounds_run} interleaved rounds"
-        )
-        png = draw_decode(written, target / "decode.png", title)
-        code = finish(
-            "decode",
-            written,
-            gates,
-            {
-                "csv": str(csv_path),
-                "png": str(png),
-                "samples": str(samples_path),
-                "env": str(env_path),
-            },
-            json_mode=json_mode,
-            check=check,
-            render=lambda: render_decode(stdout_console(), written, gates, title, probe),
-            failed=failed,
-            env=env,
-        )
+        code = run_decode(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Validate everything, then the sweep; the exit code `finish` picks."""
+    from nanobench.decode_bench import (
+        DTYPE_BYTES,
+        HF_SYSTEMS,
+        derive,
+        sweep,
+        transformers_can_load,
+    )
+    from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
+    from nanobench.env_record import collect_env, write_env
+    from nanobench.roofline import kv_read_bytes, step_flops, weight_bytes
+    from nanobench.rounds import SAMPLE_COLUMNS, describe, sample_rows
+    from reports.csvio import write_rows
+    from reports.decode import draw_decode, render_decode
+    from reports.style import title
+
+    spec.validate()
+    plan = spec.round_plan()
+    dtype = dtype_option(spec.dtype, spec.model, spec.device)
+    device_option(spec.device)
+    directory, config = model_option(spec.model)
+    # Every system's worker holds its own copy of the weights for the whole run.
+    fits_option(config, dtype, spec.device, copies=len(spec.systems))
+    if spec.prompt_len + spec.steps > config.max_position_embeddings:
+        raise BadInput(
+            f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
+            f"max_position_embeddings {config.max_position_embeddings}"
+        )
+    if any(s in HF_SYSTEMS for s in spec.systems):
+        status("checking that transformers can load the checkpoint")
+        transformers_can_load(directory)
+    target = out_dir(spec.out)
+    elem = DTYPE_BYTES[dtype]
+    run = RunSpec(
+        model=str(directory),
+        rows=spec.rows,
+        prompt_len=spec.prompt_len,
+        steps=spec.steps,
+        max_model_len=spec.max_model_len or spec.prompt_len + spec.steps,
+        width_multiple=spec.width_multiple,
+        device=spec.device,
+        dtype=dtype,
+        threads=spec.threads,
+        backend=spec.backend,
+        hf_attn=spec.hf_attn,
+        weight_bytes=weight_bytes(config, elem),
+        kv_bytes=kv_read_bytes(config, elem, spec.rows, spec.prompt_len, spec.steps),
+        step_flops=step_flops(config, spec.rows, spec.prompt_len, spec.steps),
+    )
+    csv_path = target / "decode.csv"
+    samples_path = target / "decode-samples.csv"
+    record = collect_env(spec.threads, sys.argv)
+    env_path = write_env(target / "decode-env.json", record)
+    done: dict[str, SystemRow] = {}
+    windows: list = []
+    probes: list[ProbeRow] = []
+
+    def save() -> list[DecodeRow]:
+        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows)
+        write_rows(csv_path, public(rows_now), CSV_COLUMNS)
+        write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
+        return rows_now
+
+    def on_row(row: SystemRow) -> None:
+        done[row.system] = row
+        save()
+
+    def on_round(r: int, found: dict) -> None:
+        save()
+        status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
+
+    try:
+        system_rows, probe = sweep(
+            run,
+            spec.systems,
+            plan,
+            timeout=spec.timeout,
+            on_status=status,
+            on_row=on_row,
+            on_window=windows.append,
+            on_round=on_round,
+            on_probe=probes.append,
+        )
+    except KeyboardInterrupt:
+        save()
+        missing = [s for s in spec.systems if s not in done]
+        say_error(
+            f"interrupted: {len(done)} rows and {len(windows)} windows are in {csv_path} and "
+            f"{samples_path}; not run: {', '.join(missing) or 'none'}"
+        )
+        raise typer.Exit(130) from None
+    for row in system_rows:
+        done[row.system] = row
+    rows_out = add_samples(save(), directory)
+    written = public(rows_out)
+    found = gates(spec, rows_out)
+    failed = any(r.status != "ok" or r.tokens_match is False for r in rows_out)
+    rounds_run = max((r.rounds for r in rows_out), default=0)
+    heading = title(
+        "decode",
+        model=spec.model,
+        device=spec.device,
+        dtype=dtype,
+        rows=spec.rows,
+        prompt_len=spec.prompt_len,
+        steps=spec.steps,
+        threads=spec.threads or "default",
+        interleaved_rounds=rounds_run,
+    )
+    png = draw_decode(rows_out, target / "decode.png", heading)
+    outputs = {"csv": str(csv_path), "png": str(png), "samples": str(samples_path)}
+    return finish(
+        "decode",
+        written,
+        found,
+        {**outputs, "env": str(env_path)},
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_decode(stdout_console(), rows_out, found, heading, probe),
+        failed=failed,
+        env=asdict(record),
+    )

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
+from nanobench.decode_rows import DecodeRow, ProbeRow, RunSpec, SystemRow
+from nanobench.errors import BadInput
 from nanobench.roofline import PROBE
 from nanobench.rounds import Comparison, RoundPlan, Window
+from nanobench.rows import rebuild
 
+# The module every decode worker runs (`python -m`): a system's session or the probe's.
+WORKER = "nanobench.decode_session"
 SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
 ENGINE_SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured")
 HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
-BACKENDS = ("inductor", "aot_eager", "eager")
-HF_ATTENTION = ("sdpa", "eager")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 # A step reading fewer weight bytes than this is host-bound on a CPU (launches and Python).
@@ -68,6 +71,24 @@ class DecodeGateFailed(RuntimeError):
     """A decode comparison whose promise broke: tokens differ, or a target ratio is missed."""
 
 
+def transformers_can_load(directory) -> None:
+    """The checkpoint's config resolves to a transformers model class, without reading weights."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(directory), local_files_only=True)
+    except Exception as e:  # whatever transformers raises, it means it cannot load this
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise BadInput(
+            f"--model {directory}: transformers cannot load its config ({first})"
+        ) from None
+    archs = getattr(config, "architectures", None) or []
+    if not archs or getattr(transformers, archs[0], None) is None:
+        raise BadInput(
+            f"--model {directory}: transformers has no model class for architectures {archs}"
+        )
+
+
 # -- the sweep --------------------------------------------------------------------------------
 
 
@@ -102,58 +123,54 @@ def comparisons(systems: list[str]) -> list[Comparison]:
 
 
 def sweep(
-    spec: dict,
-    systems: list[str],
+    spec: RunSpec,
+    systems: tuple[str, ...],
     plan: RoundPlan,
     *,
     timeout: float,
     on_status: Callable[[str], None] = lambda s: None,
-    on_row: Callable[[dict], None] = lambda r: None,
+    on_row: Callable[[SystemRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
-    on_probe: Callable[[dict], None] = lambda p: None,
-) -> tuple[list[dict], dict]:
+    on_probe: Callable[[ProbeRow], None] = lambda p: None,
+) -> tuple[list[SystemRow], ProbeRow]:
     """The probe, then a live worker per system set up one at a time, then interleaved rounds.
 
     Whatever ends it (an interrupt too), every worker's process group is killed and every
     Inductor cache directory removed. Returns the system rows (not derived) and the probe row.
+    Each worker's payload is rebuilt into its row type: a renamed key is an error naming it.
     """
     from nanobench.fresh import LiveWorker, run_fresh
     from nanobench.rounds import live_window, run_rounds
 
-    env, cache = worker_env(spec.get("threads") or 0)
+    env, cache = worker_env(spec.threads)
     caches = [cache]
     workers: dict[str, LiveWorker] = {}
-    rows: dict[str, dict] = {}
+    rows: dict[str, SystemRow] = {}
 
     def keep(window: Window) -> None:
         if window.status != "ok":
-            rows[window.system]["status"] = window.status
+            rows[window.system] = replace(rows[window.system], status=window.status)
         on_window(window)
 
     try:
         on_status("roofline probe (bandwidth, GEMM) in a fresh process")
-        probe = run_fresh(
-            "nanobench.decode_worker", {**spec, "system": PROBE}, timeout=timeout, env=env
-        )
+        answer = run_fresh(WORKER, asdict(replace(spec, system=PROBE)), timeout=timeout, env=env)
+        probe = rebuild(ProbeRow, {"system": PROBE, **answer})
         on_probe(probe)
         for system in systems:
             on_status(f"{system}: building and warming up in a fresh process")
-            env, cache = worker_env(spec.get("threads") or 0)
+            env, cache = worker_env(spec.threads)
             caches.append(cache)
-            workers[system] = LiveWorker(
-                "nanobench.decode_worker", {**spec, "system": system}, env=env
-            )
-            rows[system] = {"system": system, **workers[system].start(timeout)}
+            workers[system] = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
+            rows[system] = rebuild(SystemRow, {"system": system, **workers[system].start(timeout)})
             on_row(rows[system])
-        live = {
-            s: live_window(w, s, timeout) for s, w in workers.items() if rows[s]["status"] == "ok"
-        }
+        live = {s: live_window(w, s, timeout) for s, w in workers.items() if rows[s].status == "ok"}
         run_rounds(live, plan, comparisons(list(live)), on_window=keep, on_round=on_round)
         for system in live:
             final = workers[system].close(timeout)
-            if rows[system]["status"] == "ok":
-                rows[system].update(final)
+            if rows[system].status == "ok":
+                rows[system] = rebuild(SystemRow, {**asdict(rows[system]), **final})
             on_row(rows[system])
     finally:
         for worker in workers.values():
@@ -178,17 +195,17 @@ def first_difference(tokens: list[list[int]], ref: list[list[int]]) -> str | Non
     return None
 
 
-def reference_row(rows: list[dict]) -> dict | None:
+def reference_row(rows: list[SystemRow]) -> SystemRow | None:
     for name in REFERENCES:
         for r in rows:
-            if r.get("system") == name and r.get("status") == "ok" and r.get("tokens"):
+            if r.system == name and r.status == "ok" and r.tokens:
                 return r
     return None
 
 
 def derive(
-    rows: list[dict], spec: dict, probe: dict | None, windows: list[Window] | tuple = ()
-) -> list[dict]:
+    rows: list[SystemRow], spec: RunSpec, probe: ProbeRow | None, windows: list[Window] | tuple = ()
+) -> list[DecodeRow]:
     """tokens_match against the reference; each row's step-time spread over the rounds; its
     ratio to each transformers row and to the roofline floor, with 95% intervals paired by round.
     """
@@ -198,53 +215,59 @@ def derive(
 
     ref = reference_row(rows)
     timed = [w for w in windows if w.status == "ok"]
-    probe = probe if probe and probe.get("status") == "ok" else {}
-    step_bytes = spec.get("weight_bytes", 0) + spec.get("kv_bytes", 0)
-    flops = spec.get("step_flops", 0)
+    # A failed probe measured nothing: no floor, never a floor from a made-up rate.
+    measured = probe if probe is not None and probe.status == "ok" else ProbeRow("not run")
+    step_bytes = spec.weight_bytes + spec.kv_bytes
     floor, bound = roofline_ms(
-        step_bytes, probe.get("bandwidth_gbs"), flops, probe.get("gemm_gflops")
+        step_bytes, measured.bandwidth_gbs, spec.step_flops, measured.gemm_gflops
     )
+    out = []
     for r in rows:
-        system = r.get("system")
-        r["tokens_ref"] = ref["system"] if ref else None
-        r["tokens_match"] = r["first_mismatch"] = None
-        if r.get("tokens") and ref is not None:
-            diff = first_difference(r["tokens"], ref["tokens"])
-            if diff is None and r.get("deterministic") is False:
+        d: dict = {"tokens_ref": ref.system if ref else None}
+        if r.tokens and ref is not None:
+            diff = first_difference(r.tokens, ref.tokens)
+            if diff is None and r.deterministic is False:
                 diff = "repeats of this system disagree with each other"
-            r["tokens_match"] = diff is None
-            r["first_mismatch"] = diff
-        if r.get("tokens"):
-            r["tokens_digest"] = digest(r["tokens"])
-        found = spread([m for w in timed if w.system == system for m in w.steady_ms()])
-        r["rounds"] = len({w.round for w in timed if w.system == system})
-        if found is not None and r.get("status") == "ok":
-            r["ms_per_step"] = round(found.median_ms, 4)
-            r["ms_q1"], r["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
-            r["ms_iqr"], r["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
-            r["tokens_per_s"] = round(spec["rows"] * 1e3 / found.median_ms, 2)
-        ok = r.get("status") == "ok" and r.get("ms_per_step")
+            d["tokens_match"], d["first_mismatch"] = diff is None, diff
+        if r.tokens:
+            d["tokens_digest"] = digest(r.tokens)
+        found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
+        d["rounds"] = len({w.round for w in timed if w.system == r.system})
+        ok = found is not None and r.status == "ok"
+        if ok:
+            d["ms_per_step"] = round(found.median_ms, 4)
+            d["ms_q1"], d["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
+            d["ms_iqr"], d["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
+            d["tokens_per_s"] = round(spec.rows * 1e3 / found.median_ms, 2)
+        ok = ok and bool(d["ms_per_step"])
         for column, theirs in (
             ("ratio_vs_hf_eager", "hf-eager"),
             ("ratio_vs_hf_compiled", "hf-static-compiled"),
         ):
-            ours_ms, theirs_ms = paired_medians(timed, system, theirs)
-            put_interval(r, column, ratio_interval(ours_ms, theirs_ms) if ok and ours_ms else None)
-        own = [m for m in paired_medians(timed, system, system)[0]]
+            ours_ms, theirs_ms = paired_medians(timed, r.system, theirs)
+            put_interval(d, column, ratio_interval(ours_ms, theirs_ms) if ok and ours_ms else None)
+        own = paired_medians(timed, r.system, r.system)[0]
         floor_ratio = ratio_interval(own, [floor] * len(own)) if ok and own and floor else None
-        put_interval(r, "ratio_vs_floor", floor_ratio)
-        r["bandwidth_gbs"] = probe.get("bandwidth_gbs")
-        r["bandwidth_median_gbs"] = probe.get("bandwidth_median_gbs")
-        r["gemm_gflops"] = probe.get("gemm_gflops")
-        r["weight_bytes"] = spec.get("weight_bytes")
-        r["kv_bytes"] = spec.get("kv_bytes")
-        r["step_bytes"] = step_bytes
-        r["step_flops"] = flops
-        r["floor_ms"] = round(floor, 4) if floor else None
-        r["floor_bound"] = bound
-        for key in ("rows", "prompt_len", "steps", "dtype", "device", "model"):
-            r.setdefault(key, spec.get(key))
-    return rows
+        put_interval(d, "ratio_vs_floor", floor_ratio)
+        d.update(
+            bandwidth_gbs=measured.bandwidth_gbs,
+            bandwidth_median_gbs=measured.bandwidth_median_gbs,
+            gemm_gflops=measured.gemm_gflops,
+            weight_bytes=spec.weight_bytes,
+            kv_bytes=spec.kv_bytes,
+            step_bytes=step_bytes,
+            step_flops=spec.step_flops,
+            floor_ms=round(floor, 4) if floor else None,
+            floor_bound=bound,
+            rows=spec.rows,
+            prompt_len=spec.prompt_len,
+            steps=spec.steps,
+            dtype=spec.dtype,
+            device=spec.device,
+            model=spec.model,
+        )
+        out.append(DecodeRow(**{**asdict(r), **d}))
+    return out
 
 
 def put_interval(row: dict, column: str, interval) -> None:
@@ -267,64 +290,44 @@ def digest(tokens: list[list[int]]) -> str:
 # -- gates --------------------------------------------------------------------------------------
 
 
-def check_tokens_match(system: str, row: dict) -> None:
-    if row.get("tokens_match") is None:
+def check_tokens_match(row: DecodeRow) -> None:
+    if row.tokens_match is None:
         raise DecodeGateFailed(
-            f"{system}: no reference tokens to compare with (run engine-eager or hf-eager too)"
+            f"{row.system}: no reference tokens to compare with (run engine-eager or hf-eager too)"
         )
-    if not row["tokens_match"]:
+    if not row.tokens_match:
         raise DecodeGateFailed(
-            f"{system}: greedy tokens differ from {row.get('tokens_ref')} at "
-            f"{row.get('first_mismatch')}"
+            f"{row.system}: greedy tokens differ from {row.tokens_ref} at {row.first_mismatch}"
         )
 
 
-def best_engine_row(rows: list[dict]) -> dict | None:
+def best_engine_row(rows: list[DecodeRow]) -> DecodeRow | None:
     """The fastest engine row that ran and made the reference tokens, or None."""
     done = [
         r
         for r in rows
-        if r.get("system") in ENGINE_SYSTEMS
-        and r.get("status") == "ok"
-        and r.get("tokens_match") is not False
-        and r.get("ms_per_step")
+        if r.system in ENGINE_SYSTEMS
+        and r.status == "ok"
+        and r.tokens_match is not False
+        and r.ms_per_step
     ]
-    return min(done, key=lambda r: r["ms_per_step"]) if done else None
+    return min(done, key=lambda r: r.ms_per_step) if done else None
 
 
-def ratio_of(row: dict, column: str):
+def ratio_of(row: DecodeRow, column: str):
     """The Interval a row holds in column, column_low, column_high (None: NaN)."""
     from nanobench.stats import Interval
 
     nan = float("nan")
-    ends = [row.get(k) for k in (column, f"{column}_low", f"{column}_high")]
-    return Interval(*(nan if v is None else v for v in ends), row.get("rounds") or 0)
+    ends = [getattr(row, k) for k in (column, f"{column}_low", f"{column}_high")]
+    return Interval(*(nan if v is None else v for v in ends), row.rounds)
 
 
-def check_nothing_built(system: str, builds: int) -> None:
-    if builds:
+def check_nothing_built(row: DecodeRow) -> None:
+    if row.builds_measured is None:
+        raise DecodeGateFailed(f"{row.system}: the worker did not report builds_measured")
+    if row.builds_measured:
         raise DecodeGateFailed(
-            f"{system}: {builds} frames compiled during the measured repeats: the warm-up did "
-            "not reach every shape, so these step times include compiling"
+            f"{row.system}: {row.builds_measured} frames compiled during the measured repeats: "
+            "the warm-up did not reach every shape, so these step times include compiling"
         )
-
-
-def spec_for(**kw) -> dict:
-    base = dict(
-        rows=4,
-        prompt_len=16,
-        steps=128,
-        dtype="float32",
-        device="cpu",
-        threads=0,
-        seed=0,
-        backend="inductor",
-        hf_attn="sdpa",
-        width_multiple=128,
-        max_model_len=0,
-    )
-    base.update(kw)
-    if not base.get("max_model_len"):
-        base["max_model_len"] = base["prompt_len"] + base["steps"]
-    base["model"] = str(base["model"])
-    return base

@@ -3,10 +3,10 @@
 What it is: `TokenClock` (wall and CPU time at every token on the host, and the frames dynamo
 built by then), the systems (`engine_system`: the engine eager, compiled or captured;
 `hf_system`: transformers' `generate`, default cache or static cache + compiled forward) and
-`DecodeSession`, the session `nanobench.decode_worker` serves: set-up builds the system and runs
-one untimed warm-up generation (where compiling happens); each request is one timed greedy
-generation, a window of `steps - 1` decode steps; `finish` reports tokens, determinism and what
-was built while timed.
+`DecodeSession`, the session this module serves (`python -m nanobench.decode_session`, the probe's
+too): set-up builds the system and runs one untimed warm-up generation (where compiling happens);
+each request is one timed greedy generation, a window of `steps - 1` decode steps; `finish`
+reports tokens, determinism and what was built while timed.
 What it is not: the sweep, the floor or the gates (`nanobench.decode_bench`).
 Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps
 on the same thread count. The first token (the prefill) is timed on its own and never enters a
@@ -22,7 +22,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from nanobench.decode_bench import ENGINE_SYSTEMS, DecodeGateFailed
+from nanobench.decode_rows import RunSpec
+from nanobench.fresh import serve_main
 from nanobench.rounds import Window
+from nanobench.rows import rebuild
 
 # -- timing -----------------------------------------------------------------------------------
 
@@ -85,15 +88,15 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def prompts_for(spec: dict, vocab: int) -> list[list[int]]:
+def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
     """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
     from nanobench.explain import seeded_prompts
     from nanobench.samples import text_prompts, tokenizer_for
 
-    tokenizer = tokenizer_for(spec["model"])
+    tokenizer = tokenizer_for(spec.model)
     if tokenizer is not None:
-        return text_prompts(tokenizer, spec["rows"], spec["prompt_len"])
-    return seeded_prompts(spec["rows"], spec["prompt_len"], vocab, spec.get("seed", 0))
+        return text_prompts(tokenizer, spec.rows, spec.prompt_len)
+    return seeded_prompts(spec.rows, spec.prompt_len, vocab, spec.seed)
 
 
 def compiler_for(backend: str) -> Callable:
@@ -105,33 +108,31 @@ def compiler_for(backend: str) -> Callable:
     return compile_with
 
 
-def engine_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
+def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     """A generation function over the engine in the system's mode, and the facts of its build."""
     from engine.engine import Engine
     from nanobench.finite import FiniteWatch
 
-    system = spec["system"]
+    system = spec.system
     options: dict = {}
     if system == "engine-compiled":
         options = dict(compile_decode="dynamic")
         # Inductor is the engine's own compiler: measure exactly what the engine runs.
-        if spec["backend"] != "inductor":
-            options["compiler"] = compiler_for(spec["backend"])
+        if spec.backend != "inductor":
+            options["compiler"] = compiler_for(spec.backend)
     elif system == "engine-captured":
-        options = dict(
-            capture_decode=True, bucket_decode=True, width_multiple=spec["width_multiple"]
-        )
-        if spec["device"] == "cpu":
+        options = dict(capture_decode=True, bucket_decode=True, width_multiple=spec.width_multiple)
+        if spec.device == "cpu":
             from engine.recorders import eager_recorder
 
             # No device to record on: capture semantics (fixed buffers, no-argument replays).
             options["recorder"] = eager_recorder
     engine = Engine.from_checkpoint(
-        spec["model"],
-        max_batch_size=spec["rows"],
-        max_model_len=spec["max_model_len"],
-        dtype=spec["dtype"],
-        device=spec["device"],
+        spec.model,
+        max_batch_size=spec.rows,
+        max_model_len=spec.max_model_len,
+        dtype=spec.dtype,
+        device=spec.device,
         **options,
     )
     prompts = prompts_for(spec, engine.model_config.vocab_size)
@@ -152,7 +153,7 @@ def engine_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
         clock.token()
         watch.see(logits)
         out = [[t] for t in tokens]
-        for _ in range(spec["steps"] - 1):
+        for _ in range(spec.steps - 1):
             # argmax + tolist is the greedy sampler and puts the tokens on the host, as
             # transformers' streamer does: both clocks stop at the same point of a step.
             logits = engine.decode_step(tokens)  # (B, V)
@@ -174,7 +175,7 @@ def engine_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
     return generate, info
 
 
-def hf_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
+def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     """transformers' `generate` over the same directory: default cache, or static + compiled."""
     import torch
     import transformers
@@ -188,9 +189,9 @@ def hf_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
 
     model = (
         AutoModelForCausalLM.from_pretrained(
-            spec["model"], dtype=DTYPES[spec["dtype"]], attn_implementation=spec["hf_attn"]
+            spec.model, dtype=DTYPES[spec.dtype], attn_implementation=spec.hf_attn
         )
-        .to(spec["device"])
+        .to(spec.device)
         .eval()
     )
     gen = model.generation_config
@@ -201,12 +202,12 @@ def hf_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
     gen.do_sample = False
     gen.temperature = gen.top_p = gen.top_k = None
     info = {"attention": model.config._attn_implementation, "hf_version": transformers.__version__}
-    if spec["system"] == "hf-static-compiled":
+    if spec.system == "hf-static-compiled":
         gen.cache_implementation = "static"
         # mode="reduce-overhead" means CUDA graphs; on CPU the default mode is the fair one.
-        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec["backend"])
+        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec.backend)
     vocab = model.config.vocab_size
-    ids = torch.tensor(prompts_for(spec, vocab), device=spec["device"])  # (B, P)
+    ids = torch.tensor(prompts_for(spec, vocab), device=spec.device)  # (B, P)
     mask = torch.ones_like(ids)
 
     def watch_scores(_input_ids, scores):  # a LogitsProcessor: sees every step's logits
@@ -220,15 +221,15 @@ def hf_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
         out = model.generate(
             ids,
             attention_mask=mask,
-            max_new_tokens=spec["steps"],
+            max_new_tokens=spec.steps,
             streamer=clock,
             logits_processor=LogitsProcessorList([watch_scores]),
         )
         watch.check()
         tokens = out[:, ids.shape[1] :].tolist()
-        if any(len(t) != spec["steps"] for t in tokens):
+        if any(len(t) != spec.steps for t in tokens):
             raise DecodeGateFailed(
-                f"transformers made {len(tokens[0])} tokens per row, expected {spec['steps']}"
+                f"transformers made {len(tokens[0])} tokens per row, expected {spec.steps}"
             )
         return tokens
 
@@ -236,19 +237,19 @@ def hf_system(spec: dict) -> tuple[Callable[[TokenClock], list], dict]:
 
 
 class DecodeSession:
-    def __init__(self, spec: dict, progress: Callable[[dict], None] = lambda e: None) -> None:
+    def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
         import torch
         import torch._dynamo
         from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
         quiet_libraries()
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
         torch._dynamo.reset()
         counters.clear()
         clear_compilation_metrics()
         self.spec = spec
-        system = spec["system"]
+        system = spec.system
         build = engine_system if system in ENGINE_SYSTEMS else hf_system
         started = time.perf_counter()
         self.generate, info = build(spec)
@@ -288,7 +289,7 @@ class DecodeSession:
         self.clocks.append(summary)
         ms = summary["step_ms"]
         window = Window(
-            self.spec["system"],
+            self.spec.system,
             int(request["round"]),
             "ok",
             tuple(ms),
@@ -300,12 +301,14 @@ class DecodeSession:
     def finish(self) -> dict:
         import resource
 
+        rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB
         row = {
             **self.ready,
             "builds_measured": self.frames() - self.frames_before,
             "deterministic": self.deterministic,
             "tokens": self.tokens,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(rss_kib / 1024, 1),
+            "peak_rss_bytes": rss_kib * 1024,
         }
         if self.clocks:
             row["prefill_ms"] = round(statistics.median(c["prefill_ms"] for c in self.clocks), 4)
@@ -316,8 +319,13 @@ class DecodeSession:
         return row
 
 
-def open_session(spec: dict, progress: Callable[[dict], None] = lambda e: None):
-    """The probe's session or a system's, by the spec's `system`."""
+def open_session(payload: dict, progress: Callable[[dict], None] = lambda e: None):
+    """The probe's session or a system's, by the spec's `system`; the payload is a RunSpec's."""
     from nanobench.roofline import PROBE, ProbeSession
 
-    return (ProbeSession if spec["system"] == PROBE else DecodeSession)(spec, progress)
+    spec = rebuild(RunSpec, payload)
+    return (ProbeSession if spec.system == PROBE else DecodeSession)(spec, progress)
+
+
+if __name__ == "__main__":
+    serve_main(open_session)

@@ -5,8 +5,8 @@ triton and transformers versions, CPU model, cores, torch threads, the CPU capab
 dispatches to, CUDA device and driver, argv), `collect_env(threads, argv)` and
 `write_env(path, record)`, which writes `<out>/<command>-env.json` whole or not at all.
 What it is not: a check. Nothing here refuses to run; a missing piece is null.
-Invariant: reads only this machine (no network); `EnvRecord(**json.load(f))` rebuilds what
-`write_env` wrote, so a reader of the JSON gets the same row the run had.
+Invariant: reads only this machine (no network); `read_env(path)` rebuilds what `write_env`
+wrote (`rows.rebuild`: a renamed or dropped key is an error naming it), the same row the run had.
 """
 
 from __future__ import annotations
@@ -112,6 +112,13 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
         cuda_driver=_cuda_driver() if cuda else None,
         argv=list(argv),
     )
+
+
+def read_env(path: Path) -> EnvRecord:
+    """The record `write_env` wrote at `path`."""
+    from nanobench.rows import rebuild
+
+    return rebuild(EnvRecord, json.loads(path.read_text()))
 
 
 def write_env(path: Path, record: EnvRecord) -> Path:

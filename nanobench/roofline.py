@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from nanobench.decode_rows import RunSpec
+
 PROBE = "roofline-probe"
 PROBE_READS = 9
 GEMM_REPEATS = 7
@@ -84,7 +86,7 @@ def roofline_ms(
     return compute, "compute"
 
 
-def probe_bandwidth(spec: dict) -> dict:
+def probe_bandwidth(spec: RunSpec) -> dict:
     """Read a weight-sized tensor on the device: GB/s of the fastest of several full sums.
 
     The fastest, not the median: the floor is what the machine can do, and on a shared machine
@@ -92,8 +94,8 @@ def probe_bandwidth(spec: dict) -> dict:
     """
     import torch
 
-    nbytes = max(int(spec["weight_bytes"]), 1 << 20)
-    device = spec["device"]
+    nbytes = max(int(spec.weight_bytes), 1 << 20)
+    device = spec.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     # fp32 whatever the model dtype: a plain vectorised read, never a conversion-bound one.
     data = torch.rand(math.ceil(nbytes / 4), device=device)
@@ -115,7 +117,7 @@ def probe_bandwidth(spec: dict) -> dict:
     }
 
 
-def probe_gemm(spec: dict, config) -> dict:
+def probe_gemm(spec: RunSpec, config) -> dict:
     """GFLOP/s of the step's own matmuls: rows x hidden through one layer's weights, every layer.
 
     One layer's matrices stand for all of them (the same shapes); the fastest of several passes,
@@ -125,10 +127,10 @@ def probe_gemm(spec: dict, config) -> dict:
 
     from engine.weights import DTYPES
 
-    dtype, device = DTYPES[spec["dtype"]], spec["device"]
+    dtype, device = DTYPES[spec.dtype], spec.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     h, q, kv, inter = config.hidden_size, config.q_size, config.kv_size, config.intermediate_size
-    rows = spec["rows"]
+    rows = spec.rows
 
     def rand(*shape):
         return torch.randn(*shape, device=device).to(dtype)
@@ -162,17 +164,17 @@ def probe_gemm(spec: dict, config) -> dict:
 class ProbeSession:
     """Both probes at set-up; its ready row is its whole answer."""
 
-    def __init__(self, spec: dict, progress: Callable[[dict], None] = lambda e: None) -> None:
+    def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
         import torch
 
         from engine.weights import read_config
 
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
         progress({"phase": "bandwidth probe", "i": 0, "of": 2})
         row = probe_bandwidth(spec)
         progress({"phase": "GEMM probe", "i": 1, "of": 2})
-        row.update(probe_gemm(spec, read_config(Path(spec["model"]))))
+        row.update(probe_gemm(spec, read_config(Path(spec.model))))
         row["threads"] = torch.get_num_threads()
         self.ready = row
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reports.csvio import write_rows
+from reports.style import binary_bytes
 
 GPU_CHECK_COLUMNS = [
     "check",
@@ -97,11 +98,11 @@ def summary(row: dict) -> str:
     if check == "capture" and _num(row, "max_abs_diff"):
         text = (
             f"{row['replays']} replays, diff {row['max_abs_diff']:.1e} "
-            f"(tol {row['tolerance']:.1e}), pool {row['pool_reserved_bytes'] / 1e6:.1f} MB"
+            f"(tol {row['tolerance']:.1e}), pool {binary_bytes(row['pool_reserved_bytes'])}"
         )
         if _num(row, "pool_diff_pct"):
             text += (
-                f" vs predicted {row['predicted_pool_bytes'] / 1e6:.2f} MB "
+                f" vs predicted {binary_bytes(row['predicted_pool_bytes'])} "
                 f"({row['pool_diff_pct']:+.0f}%)"
             )
         return text

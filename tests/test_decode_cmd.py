@@ -7,7 +7,7 @@ promises (the same greedy tokens, every column, a floor from a measured probe), 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from engine.config import PRESETS
 from nanobench.cli import app
-from nanobench.cmd_decode import decode_gates
-from nanobench.decode_bench import DecodeTargets, derive, spec_for, targets_for
-from nanobench.env_record import EnvRecord
+from nanobench.cmd_decode import CSV_COLUMNS, DecodeSpec, gates
+from nanobench.decode_bench import TARGETS, DecodeTargets, derive, targets_for
+from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
+from nanobench.env_record import read_env
 from nanobench.roofline import (
     floor_ms,
     kv_read_bytes,
@@ -29,7 +30,6 @@ from nanobench.roofline import (
     weight_bytes,
 )
 from nanobench.rounds import Window
-from reports.decode import DECODE_COLUMNS
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
 runner = CliRunner()
@@ -102,15 +102,42 @@ STEADY_MS = {
 }
 
 
+def run_spec(**kw) -> RunSpec:
+    """A worker's spec for derive: the shape given, the rest any valid value."""
+    base = dict(
+        model="x",
+        rows=2,
+        prompt_len=16,
+        steps=2,
+        max_model_len=18,
+        width_multiple=128,
+        device="cpu",
+        dtype="float32",
+        threads=0,
+        backend="inductor",
+        hf_attn="sdpa",
+        weight_bytes=1,
+        kv_bytes=1,
+        step_flops=0,
+    )
+    return RunSpec(**{**base, **kw})
+
+
 def fake_rows(hf_tokens):
     base = {"status": "ok", "deterministic": True, "builds_measured": 0}
     same = [[1, 2], [3, 4]]
     return [
-        {**base, "system": "engine-eager", "tokens": same},
-        {**base, "system": "hf-eager", "tokens": hf_tokens},
-        {**base, "system": "engine-compiled", "compile_s": 1.0, "tokens": same},
-        {**base, "system": "hf-static-compiled", "compile_s": 2.0, "tokens": same},
+        SystemRow(**base, system="engine-eager", tokens=same),
+        SystemRow(**base, system="hf-eager", tokens=hf_tokens),
+        SystemRow(**base, system="engine-compiled", compile_s=1.0, tokens=same),
+        SystemRow(**base, system="hf-static-compiled", compile_s=2.0, tokens=same),
     ]
+
+
+def gates_at(targets: DecodeTargets, rows, monkeypatch) -> dict:
+    """The command's gates for a model whose targets are `targets`."""
+    monkeypatch.setitem(TARGETS, "held-to-these", targets)
+    return {g.name: g for g in gates(DecodeSpec(model="held-to-these"), rows)}
 
 
 def fake_windows(ms_by_round: dict[str, list[float]]) -> list[Window]:
@@ -122,36 +149,34 @@ def fake_windows(ms_by_round: dict[str, list[float]]) -> list[Window]:
     ]
 
 
-def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch():
-    spec = spec_for(
-        model="x", rows=2, steps=2, weight_bytes=8_000_000, kv_bytes=2_000_000, step_flops=0
-    )
+def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch(monkeypatch):
+    spec = run_spec(weight_bytes=8_000_000, kv_bytes=2_000_000)
     windows = fake_windows({s: [ms] * 5 for s, ms in STEADY_MS.items()})
-    probe = {"status": "ok", "bandwidth_gbs": 10.0, "gemm_gflops": 1.0}
+    probe = ProbeRow("ok", bandwidth_gbs=10.0, gemm_gflops=1.0)
     rows = derive(fake_rows([[1, 2], [3, 9]]), spec, probe, windows)
-    by = {r["system"]: r for r in rows}
-    assert by["engine-eager"]["ms_per_step"] == 4.0 and by["engine-eager"]["rounds"] == 5
-    assert by["engine-eager"]["ms_iqr"] == 0.0
+    by = {r.system: r for r in rows}
+    assert by["engine-eager"].ms_per_step == 4.0 and by["engine-eager"].rounds == 5
+    assert by["engine-eager"].ms_iqr == 0.0
     assert (
-        by["engine-eager"]["ratio_vs_hf_eager_low"],
-        by["engine-eager"]["ratio_vs_hf_eager"],
+        by["engine-eager"].ratio_vs_hf_eager_low,
+        by["engine-eager"].ratio_vs_hf_eager,
     ) == (
         0.8,
         0.8,
     )
-    assert by["engine-compiled"]["ratio_vs_hf_compiled_high"] == 0.75
-    assert by["engine-eager"]["floor_ms"] == pytest.approx(1.0)
-    assert by["engine-eager"]["floor_bound"] == "memory"
-    assert by["engine-eager"]["ratio_vs_floor"] == pytest.approx(4.0)
-    assert by["engine-compiled"]["tokens_match"] is True
-    assert by["hf-eager"]["tokens_match"] is False
-    assert by["hf-eager"]["first_mismatch"] == "row 1 step 1: 9 vs 4"
+    assert by["engine-compiled"].ratio_vs_hf_compiled_high == 0.75
+    assert by["engine-eager"].floor_ms == pytest.approx(1.0)
+    assert by["engine-eager"].floor_bound == "memory"
+    assert by["engine-eager"].ratio_vs_floor == pytest.approx(4.0)
+    assert by["engine-compiled"].tokens_match is True
+    assert by["hf-eager"].tokens_match is False
+    assert by["hf-eager"].first_mismatch == "row 1 step 1: 9 vs 4"
     every = DecodeTargets(compiled_vs_hf_compiled=0.7, best_vs_floor=1.5)
-    gates = {g.name: g for g in decode_gates(rows, every)}
-    assert not gates["tokens_match[hf-eager]"].passed
-    assert gates["engine_eager_vs_hf_eager"].verdict == "pass"
+    found = gates_at(every, rows, monkeypatch)
+    assert not found["tokens_match[hf-eager]"].passed
+    assert found["engine_eager_vs_hf_eager"].verdict == "pass"
     # 3.0 / 4.0 = 0.75 every round misses the 0.7 target with its whole interval
-    compiled = gates["engine_compiled_vs_hf_compiled"]
+    compiled = found["engine_compiled_vs_hf_compiled"]
     assert compiled.verdict == "fail" and "0.75x" in compiled.detail
     assert (compiled.estimate, compiled.ci_low, compiled.ci_high, compiled.target) == (
         0.75,
@@ -159,20 +184,24 @@ def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch()
         0.75,
         0.7,
     )
-    assert gates["nothing_built_while_timed[engine-compiled]"].passed
+    assert found["nothing_built_while_timed[engine-compiled]"].passed
+    # a compiled row whose worker did not say what it built while timed fails, never passes
+    unsaid = [replace(fake_rows([[1, 2], [3, 4]])[2], builds_measured=None)]
+    unsaid_gates = gates_at(every, derive(unsaid, spec, probe, windows), monkeypatch)
+    assert not unsaid_gates["nothing_built_while_timed[engine-compiled]"].passed
     # the best engine mode is engine-compiled at 3.0 ms: 3.0x a 1.0 ms floor misses 1.5x
-    floor = gates["best_engine_vs_floor"]
+    floor = found["best_engine_vs_floor"]
     assert floor.verdict == "fail" and "engine-compiled" in floor.detail and "3.00x" in floor.detail
     # a GEMM rate that makes the step's 20 MFLOP take 2 ms: compute-bound, 3.0 / 2.0 = 1.5x
-    slow_gemm = {**probe, "gemm_gflops": 10.0}
+    slow_gemm = replace(probe, gemm_gflops=10.0)
     fast = derive(
-        fake_rows([[1, 2], [3, 4]]), {**spec, "step_flops": 20_000_000}, slow_gemm, windows
+        fake_rows([[1, 2], [3, 4]]), replace(spec, step_flops=20_000_000), slow_gemm, windows
     )
-    assert {r["floor_bound"] for r in fast} == {"compute"}
-    assert {g.name: g for g in decode_gates(fast, every)}["best_engine_vs_floor"].passed
+    assert {r.floor_bound for r in fast} == {"compute"}
+    assert gates_at(every, fast, monkeypatch)["best_engine_vs_floor"].passed
     # each model is held to its own targets: tiny to compiling's gain, the 1B shape to the floor
-    tiny = {g.name for g in decode_gates(rows, targets_for("tiny", 16 << 20))}
-    big = {g.name for g in decode_gates(rows, targets_for("llama-3.2-1b", 5 << 30))}
+    tiny = {g.name for g in gates(DecodeSpec(model="tiny"), rows)}
+    big = {g.name for g in gates(DecodeSpec(model="llama-3.2-1b"), rows)}
     assert "engine_compiled_vs_hf_compiled" in tiny and "best_engine_vs_floor" not in tiny
     assert "best_engine_vs_floor" in big and "engine_compiled_vs_hf_compiled" not in big
     assert "engine_eager_vs_hf_eager" in tiny & big
@@ -180,12 +209,12 @@ def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch()
     assert targets_for("/some/dir", 5 << 20).compiled_vs_hf_compiled == 0.7
 
 
-def test_a_ratio_whose_interval_straddles_its_target_cannot_tell():
-    spec = spec_for(model="x", rows=2, steps=2, weight_bytes=1, kv_bytes=1, step_flops=0)
+def test_a_ratio_whose_interval_straddles_its_target_cannot_tell(monkeypatch):
+    spec = run_spec()
     # engine-eager / hf-eager per round: 0.9, 1.1, 0.95, 1.05, 1.0: around the 1.0 target
     windows = fake_windows({"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5})
     rows = derive(fake_rows([[1, 2], [3, 4]])[:2], spec, None, windows)
-    gate = {g.name: g for g in decode_gates(rows, DecodeTargets())}["engine_eager_vs_hf_eager"]
+    gate = gates_at(DecodeTargets(), rows, monkeypatch)["engine_eager_vs_hf_eager"]
     assert gate.verdict == "inconclusive" and not gate.passed
     assert gate.ci_low < 1.0 < gate.ci_high and "can't tell" in gate.detail
     # fewer rounds than an interval needs: an estimate, never a pass
@@ -195,7 +224,7 @@ def test_a_ratio_whose_interval_straddles_its_target_cannot_tell():
         None,
         fake_windows({"engine-eager": [5.0] * 4, "hf-eager": [10.0] * 4}),
     )
-    gate = {g.name: g for g in decode_gates(short, DecodeTargets())}["engine_eager_vs_hf_eager"]
+    gate = gates_at(DecodeTargets(), short, monkeypatch)["engine_eager_vs_hf_eager"]
     assert gate.verdict == "inconclusive" and gate.estimate == 0.5
 
 
@@ -203,9 +232,9 @@ def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
     import nanobench.decode_bench as bench
 
     def sweep(spec, systems, plan, **kw):
-        probe = {"system": bench.PROBE, "status": "ok", "bandwidth_gbs": 10.0, "gemm_gflops": 1e3}
+        probe = ProbeRow("ok", bench.PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3)
         kw["on_probe"](probe)
-        rows = [r for r in fake_rows(hf_tokens) if r["system"] in systems]
+        rows = [r for r in fake_rows(hf_tokens) if r.system in systems]
         for row in rows:
             kw["on_row"](row)
         for w in fake_windows({s: ms_by_round[s] for s in systems}):
@@ -244,7 +273,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
     assert doc["env"]["schema_version"] == 1 and doc["env"]["argv"]
     assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
-    assert asdict(EnvRecord(**doc["env"])) == doc["env"], "the record rebuilds from its JSON"
+    assert asdict(read_env(tmp_path / "decode-env.json")) == doc["env"], "it rebuilds from JSON"
     samples = pd.read_csv(doc["outputs"]["samples"])
     assert len(samples) == 2 * 5 * 3 and set(samples["system"]) == {"engine-eager", "hf-eager"}
     assert runner.invoke(app, args).exit_code == 0, "without --check an inconclusive gate is 0"
@@ -374,7 +403,7 @@ def test_tiny_engine_and_transformers_agree_and_every_column_is_written(tmp_path
     assert rows["engine-captured"]["capture_s"] > 0
     frame = pd.read_csv(doc["outputs"]["csv"])
     assert list(frame["system"]) == ["engine-eager", "engine-captured", "hf-eager"]
-    missing = [c for c in DECODE_COLUMNS if c not in frame.columns]
+    missing = [c for c in CSV_COLUMNS if c not in frame.columns]
     assert not missing, missing
     assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
     gates = {g["name"]: g["passed"] for g in doc["gates"]}
@@ -430,3 +459,39 @@ def test_compiled_systems_report_compile_apart_from_their_steps(tmp_path):
     assert gates["nothing_built_while_timed[hf-static-compiled]"]["passed"]
     assert "engine_compiled_vs_hf_compiled" in gates
     assert rows["engine-compiled"]["ratio_vs_hf_compiled"] > 0
+
+
+@pytest.mark.slow
+def test_a_field_renamed_in_a_real_workers_payload_fails_the_parent_naming_it(
+    tmp_path, monkeypatch
+):
+    import nanobench.decode_bench as bench
+    from nanobench.rows import RowSchemaError
+
+    monkeypatch.setattr(bench, "WORKER", "tests.renaming_decode_worker")
+    result = runner.invoke(
+        app,
+        [
+            "decode",
+            *("--systems", "engine-eager", "--rows", "1", "--prompt-len", "4", "--steps", "2"),
+            *("--threads", "1", "--rounds", "1", "--max-rounds", "1", "--out", str(tmp_path)),
+        ],
+    )
+    assert isinstance(result.exception, RowSchemaError), result.output
+    assert "SystemRow" in str(result.exception) and "'builds_timed'" in str(result.exception)
+    assert result.exit_code not in (0, 2)
+
+
+def test_the_figure_draws_a_single_step_row_whose_rounded_rate_sits_above_its_quartile(tmp_path):
+    from nanobench.decode_rows import DecodeRow
+    from reports.decode import draw_decode
+
+    # One decode step a round: q1 = median = q3 = 0.1235 ms; 1000 / 0.1235 = 8097.1659... tok/s,
+    # stored rounded to 8097.17, a hair above the quartile's own rate.
+    ms = 0.1235
+    row = DecodeRow(
+        "engine-eager", "ok", ms_per_step=ms, ms_q1=ms, ms_q3=ms, rows=1, tokens_per_s=8097.17
+    )
+    assert 8097.17 > 1e3 / ms
+    path = draw_decode([row], tmp_path / "decode.png", "decode: tiny, cpu float32")
+    assert path.stat().st_size > 0

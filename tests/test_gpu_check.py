@@ -152,7 +152,8 @@ def test_table_on_fake_rows(tmp_path):
     for expected in (
         "4012 GB/s device-to-device copy",
         "612.5 us, 3512 GB/s (88% of HBM), x12.0 vs reference",
-        "32 replays, diff 0.0e+00 (tol 1.2e-01), pool 2.1 MB vs predicted 0.07 MB (+3100%)",
+        # 2_097_152 B = 2 * 1024**2 and 65_536 B = 64 * 1024: binary units, named so
+        "32 replays, diff 0.0e+00 (tol 1.2e-01), pool 2.0 MiB vs predicted 64.0 KiB (+3100%)",
         "1.23 ms/step, compile 20.5 s, x2.50 vs off",
         "9 passed, 1 failed, 0 skipped, 0 errors",
         "tests/x::t: boom",

@@ -7,6 +7,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from nanobench.cmd_decode import add_samples
+from nanobench.decode_rows import DecodeRow
 from nanobench.samples import PASSAGE, sample_text, text_prompts, tokenizer_for
 
 
@@ -35,7 +36,7 @@ def test_sample_is_one_line_of_decoded_text(word_tokenizer, tmp_path):
     tok = tokenizer_for(word_tokenizer)
     ids = tok("it was the age of wisdom")["input_ids"]
     assert sample_text(tok, ids) == "it was the age of wisdom"
-    rows = [{"system": "engine-eager", "tokens": [ids, ids[:2]]}, {"system": "hf-eager"}]
-    add_samples(rows, word_tokenizer)
-    assert rows[0]["sample"] == "it was the age of wisdom" and "sample" not in rows[1]
+    rows = [DecodeRow("engine-eager", "ok", tokens=[ids, ids[:2]]), DecodeRow("hf-eager", "ok")]
+    sampled = add_samples(rows, word_tokenizer)
+    assert sampled[0].sample == "it was the age of wisdom" and sampled[1].sample is None
     assert tokenizer_for(tmp_path / "nowhere") is None
