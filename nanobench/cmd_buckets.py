@@ -20,13 +20,13 @@ from engine.config import KERNELS
 from nanobench.common import Gate, finish, gate
 from nanobench.console import run_command, stdout_console
 from nanobench.options import (
-    Ints,
     BlockSize,
     CaptureRows,
     CaptureSizes,
     CaptureTokens,
     CheckOpt,
     Heads,
+    Ints,
     JsonOpt,
     Kernel,
     MaxBatch,
@@ -36,8 +36,8 @@ from nanobench.options import (
     Out,
     PromptLen,
     QuietOpt,
-    RunLengths,
     Rows,
+    RunLengths,
     WidthMultiple,
     WidthMultiples,
 )
