@@ -64,9 +64,7 @@ class BucketsResult:
 def run_buckets(spec: BucketsSpec, max_model_len: int):
     from engine.buckets import DecodeBuckets
 
-    return DecodeBuckets(
-        spec.max_batch, max_model_len, spec.multiple, width_free=spec.width_free
-    )
+    return DecodeBuckets(spec.max_batch, max_model_len, spec.multiple, width_free=spec.width_free)
 
 
 def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):

@@ -287,3 +287,15 @@ def test_unwritable_out_is_bad_input(app, tmp_path):
     assert len(lines) == 1 and "--out" in lines[0]
     assert blocker.read_text() == "not a directory"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize(("max_waste", "passed"), [(0.35, False), (0.37, True)])
+def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
+    from nanobench.buckets_bench import measure
+    from nanobench.cmd_buckets import gates
+
+    # 8 steps after a 16-token prompt, 3 rows, multiple 128: 492 real cells of 768 computed,
+    # a waste of 1 - 492/768 = 0.359 (DAY52_RUNS), so the limit lands on either side of it.
+    spec = BucketsSpec(run_lengths=(8,), max_waste=max_waste).validate()
+    found = {g.name: g.passed for g in gates(spec, measure(spec))}
+    assert found["check_waste_bounded[steps=8]"] is passed
