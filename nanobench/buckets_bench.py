@@ -19,6 +19,10 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nanobench.cmd_buckets import BucketsSpec
 
 # fp32 scores: the reference read softmaxes in float32 whatever the model dtype.
 SCORE_DTYPE_BYTES = 4
@@ -26,46 +30,6 @@ SCORE_DTYPE_BYTES = 4
 
 class PriceMismatch(RuntimeError):
     """The plans and the arithmetic disagree about what a run costs."""
-
-
-@dataclass(frozen=True)
-class BucketsSpec:
-    """Everything one bench invocation prices; validated by the command before it gets here."""
-
-    rows: int = 3
-    max_batch: int = 8
-    prompt_len: int = 16
-    steps: tuple[int, ...] = (8, 64, 128, 512)
-    width_multiple: int = 128
-    max_model_len: int | None = None
-    block_size: int = 16
-    capture_rows: int = 256
-    capture_tokens: int = 8192
-    multiples: tuple[int, ...] = (128, 512, 2048, 8192)
-    kernel: str = "reference"
-    heads: int = 32
-    max_shapes: int = 64
-    max_waste: float = 0.6
-    # A server's capture list (engine.capture_sizes); None: the power-of-two ladder.
-    capture_sizes: tuple[int, ...] | None = None
-
-    @property
-    def width_free(self) -> bool:
-        return self.kernel == "triton"
-
-    def run_len(self, steps: int) -> int:
-        """max_model_len of one run: the explicit one, else prompt + steps (the run's own length)."""
-        return self.max_model_len or self.prompt_len + steps
-
-    @property
-    def typical_steps(self) -> int:
-        """The longest run, clamped so prompt + steps fits the capture configuration."""
-        return min(max(self.steps), self.capture_tokens - self.prompt_len)
-
-    @property
-    def table_multiples(self) -> tuple[int, ...]:
-        """The multiples table 2 prices: the list plus the chosen one, ascending."""
-        return tuple(sorted({*self.multiples, self.width_multiple}))
 
 
 @dataclass
@@ -94,28 +58,26 @@ class BucketsResult:
     @property
     def chosen(self) -> dict:
         """The capture row at the chosen width multiple."""
-        return next(r for r in self.capture if r["width_multiple"] == self.spec.width_multiple)
+        return next(r for r in self.capture if r["width_multiple"] == self.spec.multiple)
 
 
 def run_buckets(spec: BucketsSpec, max_model_len: int):
     from engine.buckets import DecodeBuckets
 
-    return DecodeBuckets(
-        spec.max_batch, max_model_len, spec.width_multiple, width_free=spec.width_free
-    )
+    return DecodeBuckets(spec.max_batch, max_model_len, spec.multiple, width_free=spec.width_free)
 
 
 def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):
     from engine.buckets import DecodeBuckets
 
-    if spec.capture_sizes is not None:
+    if spec.sizes is not None:
         # The list is the row axis: its largest size is the top row bucket.
         return DecodeBuckets(
-            spec.capture_sizes[-1],
+            spec.sizes[-1],
             spec.capture_tokens,
             multiple,
             width_free=width_free,
-            row_sizes=spec.capture_sizes,
+            row_sizes=spec.sizes,
         )
     return DecodeBuckets(spec.capture_rows, spec.capture_tokens, multiple, width_free=width_free)
 
@@ -221,7 +183,7 @@ def measure_run(spec: BucketsSpec, steps: int) -> tuple[dict, RunTrace]:
         "max_batch": spec.max_batch,
         "prompt_len": spec.prompt_len,
         "max_model_len": mml,
-        "width_multiple": spec.width_multiple,
+        "width_multiple": spec.multiple,
         "pad_rows": bucket_facts[0][5] if bucket_facts else 0,
         "shapes_open": len(set(open_shapes)),
         "shapes_bucketed": len(distinct),
@@ -288,7 +250,7 @@ def capture_row(spec: BucketsSpec, multiple: int) -> dict:
         ),
         # The Triton kernel keeps an online softmax in registers: no score rectangle at all.
         "workspace_bytes_triton": 0,
-        "chosen": multiple == spec.width_multiple,
+        "chosen": multiple == spec.multiple,
         "fits_budget": shapes_for_kernel <= spec.max_shapes,
         **capture_size_columns(ref.rows, spec.max_batch),
     }
@@ -311,8 +273,9 @@ def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -
     status("warming the planner")
     # The first plan_decode in a process pays one-time costs (torch dispatch, allocator) that
     # would otherwise land on whichever run is measured first.
-    _plan_runs(spec, min(spec.steps), run_buckets(spec, spec.run_len(min(spec.steps))))
-    for steps in spec.steps:
+    shortest = min(spec.run_lengths)
+    _plan_runs(spec, shortest, run_buckets(spec, spec.run_len(shortest)))
+    for steps in spec.run_lengths:
         status(f"planning {steps} decode steps open and bucketed")
         row, trace = measure_run(spec, steps)
         runs.append(row)
@@ -336,53 +299,3 @@ def check_plans_match_arithmetic(row: dict) -> None:
         raise PriceMismatch(
             f"run of {row['steps']} steps: plans and arithmetic disagree: {'; '.join(wrong)}"
         )
-
-
-def gates(result: BucketsResult) -> list:
-    """Closed runs, plans = arithmetic, the capture budget at the chosen multiple, bounded waste.
-
-    Every gate goes through `nanobench.common.gate`, so a broken promise is a failed gate (exit
-    1 under --check) and never bad input.
-    """
-    from engine.buckets import check_capture_budget, check_run_closed, check_waste_bounded
-    from nanobench.common import Gate, gate
-
-    spec = result.spec
-    found: list[Gate] = []
-    for row, trace in zip(result.runs, result.traces, strict=True):
-        buckets = run_buckets(spec, row["max_model_len"])
-        found.append(
-            gate(
-                f"check_run_closed[steps={row['steps']}]",
-                check_run_closed,
-                buckets,
-                trace.bucketed_shapes,
-            )
-        )
-        found.append(
-            gate(
-                f"check_plans_match_arithmetic[steps={row['steps']}]",
-                check_plans_match_arithmetic,
-                row,
-            )
-        )
-    found.append(
-        gate(
-            f"check_capture_budget[multiple={spec.width_multiple},kernel={spec.kernel}]",
-            check_capture_budget,
-            capture_buckets(spec, spec.width_multiple, spec.width_free),
-            spec.max_shapes,
-        )
-    )
-    chosen = result.chosen
-    waste_checks = [(f"steps={r['steps']}", r["waste"]) for r in result.runs]
-    waste_checks.append((f"typical,multiple={spec.width_multiple}", chosen["waste"]))
-    for label, share in waste_checks:
-        name = f"check_waste_bounded[{label}]"
-        if spec.width_free:
-            # The window is addressed, not computed: the kernel reads each row to its length,
-            # padded rows have length 0, and there is no score rectangle to fill.
-            found.append(Gate(name, True, "triton kernel: padded cells are never computed"))
-        else:
-            found.append(gate(name, check_waste_bounded, share, spec.max_waste))
-    return found

@@ -1,129 +1,202 @@
-"""`nanobench pool-budget`: does the capture list fit beside the weights and the KV pool?"""
+"""`nanobench pool-budget`: does the capture list fit beside the weights and the KV pool?
+
+What it is: the command, its spec (`PoolBudgetSpec`: every option's default and the
+cross-option rules) and its gates: one `check_pool_budget` per priced list.
+What it is not: the arithmetic (`nanobench.pool_budget`, from a `ModelConfig` alone, no
+weights) or the table and diagram (`reports.pool_budget`).
+Invariant: bad input (a size that parses to nothing, no list that fits at all) is one line and
+exit 2 before anything is written; a list that does not fit is a failed gate, exit 1 under --check.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import typer
 
-from engine.config import KERNELS
 from nanobench.common import (
     Gate,
     capture_sizes_option,
-    choice_list,
     config_option,
     device_option,
     dtype_option,
     finish,
-    int_list,
     out_dir,
-    positive,
 )
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
+from nanobench.options import (
+    BlockSize,
+    CaptureSizes,
+    CheckOpt,
+    Device,
+    DeviceMemory,
+    Dtype,
+    Ints,
+    JsonOpt,
+    Kernels,
+    MaxBatch,
+    MaxModelLen,
+    MemoryUtilization,
+    Model,
+    Names,
+    Out,
+    QuietOpt,
+    WidthMultiples,
+)
+
+OUT = "nanobench-out"
+
+
+@dataclass(frozen=True)
+class PoolBudgetSpec:
+    """One pool-budget invocation: the command's option defaults live here."""
+
+    model: str = "tiny"
+    device_memory: str = "80GiB"
+    gpu_memory_utilization: float = 0.9
+    max_batch: int = 256
+    capture_sizes: str | None = None
+    max_model_len: int = 8192
+    block_size: int = 16
+    width_multiples: tuple[int, ...] = Ints((2048,))
+    kernels: tuple[str, ...] = Names(("reference", "triton"))
+    dtype: str = "auto"
+    device: str = "cpu"
+    # Resolved by validate(): the list's rows, the device's bytes, the concrete dtype.
+    sizes: tuple[int, ...] | None = None
+    device_bytes: int = 0
+
+    def validate(self) -> PoolBudgetSpec:
+        """Cross-option rules; returns the spec with sizes, device bytes and dtype resolved."""
+        if self.gpu_memory_utilization <= 0.0:
+            raise BadInput(
+                f"--gpu-memory-utilization {self.gpu_memory_utilization}: expected a share in (0, 1]"
+            )
+        if self.max_model_len < 1:
+            raise BadInput(f"--max-model-len {self.max_model_len}: expected a positive integer")
+        device_option(self.device)
+        return replace(
+            self,
+            dtype=dtype_option(self.dtype, self.model, self.device),
+            sizes=capture_sizes_option(self.capture_sizes, self.max_batch),
+            device_bytes=device_memory_bytes(self.device_memory, self.device),
+        )
+
+    @property
+    def budget(self) -> dict:
+        """The keyword arguments `budget_row` and `smallest_fitting` price a list against."""
+        return {
+            "device_bytes": self.device_bytes,
+            "utilization": self.gpu_memory_utilization,
+            "max_batch": self.max_batch,
+            "max_model_len": self.max_model_len,
+            "block_size": self.block_size,
+            "dtype": self.dtype,
+            "capture_sizes": self.sizes,
+        }
 
 
 def pool_budget(
-    model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    device_memory: str = typer.Option(
-        "80GiB", help="Device bytes (80GiB, 24GB, ...) or 'probe' (free memory, CUDA only)."
-    ),
-    gpu_memory_utilization: float = typer.Option(
-        0.9, help="Share of the device the engine may use."
-    ),
-    max_batch: int = typer.Option(256, help="Rows at the top of the capture list."),
-    capture_sizes: str | None = typer.Option(
-        None,
-        help="The capture list's rows: a comma-separated list, or vllm | sglang (that server's "
-        "default for --max-batch sequences). Default: powers of two up to --max-batch.",
-        show_default=False,
-    ),
-    max_model_len: int = typer.Option(8192, help="Tokens per row (slot table width)."),
-    block_size: int = typer.Option(16, help="Tokens per KV block."),
-    width_multiple: str = typer.Option("2048", help="Width multiple(s), comma-separated."),
-    kernel: str = typer.Option(
-        "reference,triton", help="reference and/or triton, comma-separated."
-    ),
-    dtype: str = typer.Option(
-        "auto",
-        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
-    ),
-    device: str = typer.Option("cpu", help="cpu | cuda (probe reads the CUDA device)."),
-    out: str = typer.Option("nanobench-out", help="Directory for pool-budget.csv and the diagram."),
-    json_mode: bool = typer.Option(False, "--json", help="Print one JSON document instead."),
-    check: bool = typer.Option(False, "--check", help="Exit 1 when a requested list does not fit."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
+    model: Model = PoolBudgetSpec.model,
+    device_memory: DeviceMemory = PoolBudgetSpec.device_memory,
+    gpu_memory_utilization: MemoryUtilization = PoolBudgetSpec.gpu_memory_utilization,
+    max_batch: MaxBatch = PoolBudgetSpec.max_batch,
+    capture_sizes: CaptureSizes = PoolBudgetSpec.capture_sizes,
+    max_model_len: MaxModelLen = PoolBudgetSpec.max_model_len,
+    block_size: BlockSize = PoolBudgetSpec.block_size,
+    width_multiples: WidthMultiples = PoolBudgetSpec.width_multiples,
+    kernels: Kernels = PoolBudgetSpec.kernels,
+    dtype: Dtype = PoolBudgetSpec.dtype,
+    device: Device = PoolBudgetSpec.device,
+    out: Out = OUT,
+    json_mode: JsonOpt = False,
+    check: CheckOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Price the capture list against a device: weights, capture pool, KV blocks left.
 
     Example: nanobench pool-budget --model llama-3.2-1b --device-memory 24GiB
+
+    Example: nanobench pool-budget --kernels reference --width-multiples 128,2048 --check
+
+    Example: nanobench pool-budget --capture-sizes vllm --max-batch 64 --kernels triton
     """
     with run_command(quiet) as status:
-        dtype = dtype_option(dtype, model, device)
-        config = config_option(model)
-        positive("--max-batch", max_batch)
-        sizes = capture_sizes_option(capture_sizes, max_batch)
-        positive("--max-model-len", max_model_len)
-        positive("--block-size", block_size)
-        multiples = int_list("--width-multiple", width_multiple)
-        kernels = choice_list("--kernel", kernel, KERNELS)
-        if not 0.0 < gpu_memory_utilization <= 1.0:
-            raise BadInput(
-                f"--gpu-memory-utilization {gpu_memory_utilization}: expected a share in (0, 1]"
-            )
-        device_option(device)
-        device_bytes = device_memory_bytes(device_memory, device)
+        spec = PoolBudgetSpec(
+            model=model,
+            device_memory=device_memory,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_batch=max_batch,
+            capture_sizes=capture_sizes,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            width_multiples=tuple(width_multiples),
+            kernels=tuple(kernels),
+            dtype=dtype,
+            device=device,
+        ).validate()
+        config = config_option(spec.model)
         target = out_dir(out)
 
-        from nanobench.pool_budget import budget_row, smallest_fitting
-        from reports.pool_budget import (
-            plot_pool_budget,
-            render_pool_budget,
-            write_pool_budget_csv,
-        )
+        from nanobench.pool_budget import BudgetRow, budget_row, smallest_fitting
+        from nanobench.rows import as_dicts, columns
+        from reports.csvio import write_rows
+        from reports.pool_budget import plot_pool_budget, render_pool_budget
 
         status("pricing the capture lists")
-        budget = {
-            "device_bytes": device_bytes,
-            "utilization": gpu_memory_utilization,
-            "max_batch": max_batch,
-            "max_model_len": max_model_len,
-            "block_size": block_size,
-            "dtype": dtype,
-            "capture_sizes": sizes,
-        }
-        rows, gates, notes = [], [], []
-        for k in kernels:
-            best = smallest_fitting(config, k, **budget)
+        rows, notes = [], []
+        for k in spec.kernels:
+            best = smallest_fitting(config, k, **spec.budget)
             if best is None:
-                coarsest = budget_row(config, kernel=k, width_multiple=max_model_len, **budget)
-                raise BadInput(
-                    f"--device-memory {device_memory}: no {k} capture list fits, not even the "
-                    f"coarsest ({coarsest['shapes']} shapes): {coarsest['fits_detail']}"
+                coarsest = budget_row(
+                    config, kernel=k, width_multiple=spec.max_model_len, **spec.budget
                 )
-            for multiple in multiples if k == "reference" else multiples[:1]:
-                row = budget_row(config, kernel=k, width_multiple=multiple, **budget)
-                row["smallest_fitting_width_multiple"] = best["width_multiple"]
-                row["largest_fitting_shapes"] = best["shapes"]
-                rows.append(row)
-                name = f"check_pool_budget[{k}" + (f",{multiple}]" if k == "reference" else "]")
-                gates.append(Gate(name, row["fits"], row["fits_detail"]))
+                raise BadInput(
+                    f"--device-memory {spec.device_memory}: no {k} capture list fits, not even "
+                    f"the coarsest ({coarsest.shapes} shapes): {coarsest.fits_detail}"
+                )
+            for multiple in spec.width_multiples if k == "reference" else spec.width_multiples[:1]:
+                row = budget_row(config, kernel=k, width_multiple=multiple, **spec.budget)
+                rows.append(
+                    replace(
+                        row,
+                        smallest_fitting_width_multiple=best.width_multiple,
+                        largest_fitting_shapes=best.shapes,
+                    )
+                )
             if k == "reference":
                 notes.append(
                     f"reference: the largest list that fits is width multiple "
-                    f"{best['width_multiple']} ({best['shapes']:,} shapes, "
-                    f"{best['kv_tokens']:,} KV tokens left)"
+                    f"{best.width_multiple} ({best.shapes:,} shapes, "
+                    f"{best.kv_tokens:,} KV tokens left)"
                 )
-        csv_path = write_pool_budget_csv(target / "pool-budget.csv", rows)
-        png_path = plot_pool_budget(target / "pool-budget.png", rows)
+        found = gates(spec, rows)
+        csv_path = write_rows(target / "pool-budget.csv", as_dicts(rows), columns(BudgetRow))
+        png_path = plot_pool_budget(target / "pool-budget.png", rows, model=spec.model)
         code = finish(
             "pool-budget",
-            rows,
-            gates,
+            as_dicts(rows),
+            found,
             {"csv": str(csv_path), "png": str(png_path)},
             json_mode=json_mode,
             check=check,
-            render=lambda: render_pool_budget(stdout_console(), rows, gates, notes),
+            render=lambda: render_pool_budget(stdout_console(), rows, found, notes),
         )
     raise typer.Exit(code)
+
+
+def gates(spec: PoolBudgetSpec, rows) -> list[Gate]:
+    """One check_pool_budget per priced list: it fits when the KV pool left holds a sequence."""
+    return [
+        Gate(
+            f"check_pool_budget[{r.kernel}"
+            + (f",{r.width_multiple}]" if r.kernel == "reference" else "]"),
+            r.fits,
+            r.fits_detail,
+        )
+        for r in rows
+    ]
 
 
 def device_memory_bytes(text: str, device: str) -> int:

@@ -120,6 +120,23 @@ Heads = Annotated[
 Layers = Annotated[Ints | None, _ints("Depths to rebuild the model at (default: its own).")]
 Bucketed = Annotated[bool, typer.Option(help="Close the shape set (pad rows and width).")]
 UpFront = Annotated[bool, typer.Option(help="Record the whole list before the run.")]
+CaptureRows = Annotated[int, typer.Option(min=1, help="Rows of the serving config priced.")]
+CaptureTokens = Annotated[
+    int, typer.Option(min=1, help="Tokens per row (max_model_len) of the serving config priced.")
+]
+MaxShapes = Annotated[int, typer.Option(min=1, help="Capture budget: most shapes a list may hold.")]
+MaxWaste = Annotated[
+    float, typer.Option(min=0.0, max=1.0, help="Largest share of bucketed cells that is padding.")
+]
+DeviceMemory = Annotated[
+    str, typer.Option(help="Device bytes (80GiB, 24GB, ...) or probe (free memory, CUDA only).")
+]
+MemoryUtilization = Annotated[
+    float,
+    typer.Option(
+        "--gpu-memory-utilization", min=0.0, max=1.0, help="Share of the device the engine may use."
+    ),
+]
 
 # -- how it is measured -------------------------------------------------------------------------
 Threads = Annotated[
@@ -150,6 +167,23 @@ RelCi = Annotated[
 ]
 BudgetS = Annotated[float, typer.Option(min=0.0, help="Stop adding rounds after these seconds.")]
 Trace = Annotated[bool, typer.Option("--trace", help="TORCH_TRACE per worker; tlparse if there.")]
+Launcher = Annotated[
+    Literal[LAUNCHERS], typer.Option(help="local (this machine) | ray (a Ray cluster).")
+]
+Jobs = Annotated[
+    int, typer.Option(min=1, help="Arithmetic points run at once by local; timed ones: 1.")
+]
+Address = Annotated[
+    str | None, typer.Option(help="Ray cluster address (auto, HEAD:6379); none: start one.")
+]
+NumCpus = Annotated[
+    int, typer.Option(min=0, help="CPUs of a local Ray cluster (0: this machine's).")
+]
+Resources = Annotated[
+    str, typer.Option(help='Ray resources each point asks for, as JSON: {"GPU": 1}.')
+]
+Redo = Annotated[bool, typer.Option("--redo", help="Run finished points again.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="List the points; run nothing.")]
 
 # -- what every command prints ------------------------------------------------------------------
 Out = Annotated[str, typer.Option(help="Directory for the CSV, the diagram and the env record.")]

@@ -16,6 +16,8 @@ at least one sequence at max_model_len (vLLM's startup rule), checked by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.buckets import DecodeBuckets
 from engine.config import KERNELS, ModelConfig
 from nanobench.capture_memory import decode_memory, list_memory
@@ -34,6 +36,47 @@ from nanobench.cost.pool import (
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # The reference read's softmax and the logits are fp32 whatever the model dtype.
 FP32 = 4
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One capture list priced against one device: every figure an int of bytes unless named."""
+
+    kernel: str
+    width_multiple: int | None  # None: the Triton list has no width axis
+    shapes: int
+    capture_sizes: list[int]
+    device_bytes: int
+    utilization: float
+    usable_bytes: int
+    weights_bytes: int
+    kv_bytes_per_token: int
+    kv_bytes_per_block: int
+    capture_workspace_bytes: int
+    traced_workspace_bytes: int
+    workspace_difference_bytes: int
+    graph_outputs_bytes: int
+    capture_pool_bytes: int
+    shared_output_bytes: int
+    capture_pool_shared_output_bytes: int
+    activation_bytes: int
+    persistent_bytes: int
+    free_for_kv_bytes: int
+    kv_blocks: int
+    kv_tokens: int
+    kv_pool_bytes: int
+    min_blocks: int
+    fits: bool
+    fits_detail: str
+    full_batch_blocks: int
+    full_batch_fits: bool
+    max_batch: int
+    max_model_len: int
+    block_size: int
+    dtype: str
+    # The command's search fills these; a row priced alone has not searched.
+    smallest_fitting_width_multiple: int | None = None
+    largest_fitting_shapes: int | None = None
 
 
 def capture_list(
@@ -106,7 +149,7 @@ def budget_row(
     block_size: int,
     dtype: str = "float32",
     capture_sizes: tuple[int, ...] | None = None,
-) -> dict:
+) -> BudgetRow:
     """One capture list priced against one device."""
     dtype_bytes = DTYPE_BYTES[dtype]
     shapes = capture_list(kernel, max_batch, max_model_len, width_multiple, capture_sizes)
@@ -145,40 +188,40 @@ def budget_row(
         fits, why = False, str(e)
     full_batch = kv_blocks_needed(max_batch, max_model_len, block_size)
     usable = int(device_bytes * utilization)
-    return {
-        "kernel": kernel,
-        "width_multiple": None if kernel == "triton" else width_multiple,
-        "shapes": len(shapes),
-        "capture_sizes": sorted({rows for rows, _ in shapes}),
-        "device_bytes": device_bytes,
-        "utilization": utilization,
-        "usable_bytes": usable,
-        "weights_bytes": weights,
-        "kv_bytes_per_token": per_token,
-        "kv_bytes_per_block": per_block,
-        "capture_workspace_bytes": formula,
-        "traced_workspace_bytes": workspace,
-        "workspace_difference_bytes": workspace - formula,
-        "graph_outputs_bytes": outputs,
-        "capture_pool_bytes": capture_pool,
-        "shared_output_bytes": one_output,
-        "capture_pool_shared_output_bytes": workspace + one_output,
-        "activation_bytes": activations,
-        "persistent_bytes": persistent,
-        "free_for_kv_bytes": free,
-        "kv_blocks": blocks,
-        "kv_tokens": blocks * block_size,
-        "kv_pool_bytes": blocks * per_block,
-        "min_blocks": min_blocks,
-        "fits": fits,
-        "fits_detail": why,
-        "full_batch_blocks": full_batch,
-        "full_batch_fits": blocks >= full_batch,
-        "max_batch": max_batch,
-        "max_model_len": max_model_len,
-        "block_size": block_size,
-        "dtype": dtype,
-    }
+    return BudgetRow(
+        kernel=kernel,
+        width_multiple=None if kernel == "triton" else width_multiple,
+        shapes=len(shapes),
+        capture_sizes=sorted({rows for rows, _ in shapes}),
+        device_bytes=device_bytes,
+        utilization=utilization,
+        usable_bytes=usable,
+        weights_bytes=weights,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_block=per_block,
+        capture_workspace_bytes=formula,
+        traced_workspace_bytes=workspace,
+        workspace_difference_bytes=workspace - formula,
+        graph_outputs_bytes=outputs,
+        capture_pool_bytes=capture_pool,
+        shared_output_bytes=one_output,
+        capture_pool_shared_output_bytes=workspace + one_output,
+        activation_bytes=activations,
+        persistent_bytes=persistent,
+        free_for_kv_bytes=free,
+        kv_blocks=blocks,
+        kv_tokens=blocks * block_size,
+        kv_pool_bytes=blocks * per_block,
+        min_blocks=min_blocks,
+        fits=fits,
+        fits_detail=why,
+        full_batch_blocks=full_batch,
+        full_batch_fits=blocks >= full_batch,
+        max_batch=max_batch,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        dtype=dtype,
+    )
 
 
 def candidate_multiples(block_size: int, max_model_len: int) -> list[int]:
@@ -192,13 +235,13 @@ def candidate_multiples(block_size: int, max_model_len: int) -> list[int]:
     return sorted(found)
 
 
-def smallest_fitting(model: ModelConfig, kernel: str, **budget) -> dict | None:
+def smallest_fitting(model: ModelConfig, kernel: str, **budget) -> BudgetRow | None:
     """The row of the largest capture list (smallest width multiple) that fits, or None."""
     if kernel == "triton":
         row = budget_row(model, kernel=kernel, width_multiple=budget["max_model_len"], **budget)
-        return row if row["fits"] else None
+        return row if row.fits else None
     for multiple in candidate_multiples(budget["block_size"], budget["max_model_len"]):
         row = budget_row(model, kernel=kernel, width_multiple=multiple, **budget)
-        if row["fits"]:
+        if row.fits:
             return row
     return None

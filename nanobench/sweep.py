@@ -75,28 +75,54 @@ class Point:
 
 
 def command_options(command: str) -> dict[str, OptionSpec]:
-    """The sweepable options of one registered command, from its signature and annotations."""
+    """The sweepable options of one registered command, from its signature and annotations.
+
+    An option is declared either as `Annotated[type, typer.Option(...)]` with a plain default
+    (nanobench.options) or, in a command not yet converted, as a `typer.Option(...)` default.
+    """
     from nanobench.cli import app
 
     info = next(i for i in app.registered_commands if i.name == command)
-    hints = typing.get_type_hints(info.callback)
+    hints = typing.get_type_hints(info.callback, include_extras=True)
     found = {}
     for name, param in inspect.signature(info.callback).parameters.items():
         if name in RESERVED:
             continue
-        option = param.default
-        types = tuple(t for t in (hints[name], *typing.get_args(hints[name])) if t in _SCALARS)
+        hint, extras = hints[name], ()
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *extras = typing.get_args(hint)
+        declared = [e for e in extras if hasattr(e, "param_decls")]
+        option = declared[0] if declared else param.default
+        default = param.default if declared else getattr(option, "default", None)
+        types = _types(hint)
         decls = [d for d in getattr(option, "param_decls", ()) or () if d.startswith("--")]
         flag, _, off = (decls[0] if decls else "").partition("/")
         dashed = name.replace("_", "-")
         found[name] = OptionSpec(
             name=name,
             types=types,
-            default=getattr(option, "default", None),
+            default=_text(default) if isinstance(default, tuple) else default,
             flag=flag or f"--{dashed}",
             off_flag=(off or f"--no-{dashed}") if bool in types else "",
         )
     return found
+
+
+def _types(hint) -> tuple[type, ...]:
+    """The scalar types an option takes: a Literal's are str, a parsed list's (Ints) is its text."""
+    if typing.get_origin(hint) is typing.Literal:
+        return (str,)
+    if isinstance(hint, type) and issubclass(hint, tuple):
+        return (str,)
+    args = typing.get_args(hint)
+    if args:
+        return tuple(dict.fromkeys(t for a in args if a is not type(None) for t in _types(a)))
+    return (hint,) if hint in _SCALARS else ()
+
+
+def _text(values: tuple) -> str:
+    """A list option's default as the comma-separated text its flag takes."""
+    return ",".join(str(v) for v in values)
 
 
 _SCALARS = (bool, int, float, str)

@@ -1,6 +1,6 @@
 """The table and the diagram for `nanobench pool-budget`: where a device's bytes go.
 
-What it is: the columns of `pool-budget.csv`, a stacked breakdown table (one column per
+What it is: a stacked breakdown table (one column per
 kernel and width multiple) and `pool-budget.png`, a stacked bar per kernel and width multiple.
 What it is not: the arithmetic (that is `nanobench.pool_budget`); it never imports the engine.
 Invariant: the stack of each bar sums to the device total: weights, capture workspace, graph
@@ -8,7 +8,7 @@ outputs, activations, slot table and inputs, the KV pool, the remainder under th
 cap, and the headroom above it. When the list does not fit, the KV pool is 0 and the stack
 itself rises past the cap line by the overrun.
 
-Columns: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
+pool-budget.csv's columns are `nanobench.pool_budget.BudgetRow`'s fields: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
 weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the
 formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
 workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -
@@ -26,43 +26,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from reports.csvio import save_figure, write_rows
-
-POOL_BUDGET_COLUMNS = [
-    "kernel",
-    "width_multiple",
-    "shapes",
-    "device_bytes",
-    "utilization",
-    "usable_bytes",
-    "weights_bytes",
-    "kv_bytes_per_token",
-    "kv_bytes_per_block",
-    "capture_workspace_bytes",
-    "traced_workspace_bytes",
-    "workspace_difference_bytes",
-    "graph_outputs_bytes",
-    "capture_pool_bytes",
-    "shared_output_bytes",
-    "capture_pool_shared_output_bytes",
-    "activation_bytes",
-    "persistent_bytes",
-    "free_for_kv_bytes",
-    "kv_blocks",
-    "kv_tokens",
-    "kv_pool_bytes",
-    "min_blocks",
-    "fits",
-    "fits_detail",
-    "full_batch_blocks",
-    "full_batch_fits",
-    "smallest_fitting_width_multiple",
-    "largest_fitting_shapes",
-    "max_batch",
-    "max_model_len",
-    "block_size",
-    "dtype",
-]
+from reports.csvio import save_figure
+from reports.style import binary_bytes, title
 
 # (label, row key) from the bottom of the stack up; the remainder and headroom are derived.
 STACK = [
@@ -75,67 +40,61 @@ STACK = [
 ]
 
 
-def mb(n_bytes: int) -> str:
-    return f"{n_bytes / 1e6:,.1f} MB"
+def label(row) -> str:
+    multiple = "rows only" if row.width_multiple is None else f"wm {row.width_multiple}"
+    return f"{row.kernel}\n{multiple}"
 
 
-def label(row: dict) -> str:
-    multiple = "rows only" if row["width_multiple"] is None else f"wm {row['width_multiple']}"
-    return f"{row['kernel']}\n{multiple}"
-
-
-def remainder_bytes(row: dict) -> int:
+def remainder_bytes(row) -> int:
     """Usable bytes no component and no whole KV block took (negative when it overran)."""
-    used = sum(row[key] for _, key in STACK)
-    return row["usable_bytes"] - used
+    used = sum(getattr(row, key) for _, key in STACK)
+    return row.usable_bytes - used
 
 
-def write_pool_budget_csv(path: Path, rows: list[dict]) -> Path:
-    return write_rows(path, rows, POOL_BUDGET_COLUMNS)
-
-
-def render_pool_budget(console, rows: list[dict], gates, notes: list[str] = ()) -> None:
+def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> None:
     first = rows[0]
     table = Table(
         title=(
-            f"device budget: {mb(first['device_bytes'])} x {first['utilization']:g}, "
-            f"max batch {first['max_batch']}, max_model_len {first['max_model_len']}, "
-            f"block {first['block_size']}, {first['dtype']}"
+            f"device budget: {binary_bytes(first.device_bytes)} x {first.utilization:g}, "
+            f"max batch {first.max_batch}, max_model_len {first.max_model_len}, "
+            f"block {first.block_size}, {first.dtype}"
         )
     )
     table.add_column("", justify="left")
     for r in rows:
         table.add_column(label(r).replace("\n", " "), justify="right")
-    table.add_row("capture shapes", *[f"{r['shapes']:,}" for r in rows])
+    table.add_row("capture shapes", *[f"{r.shapes:,}" for r in rows])
     for name, key in STACK:
-        table.add_row(name, *[mb(r[key]) for r in rows])
-    table.add_row("unallocated (under the cap)", *[mb(remainder_bytes(r)) for r in rows])
+        table.add_row(name, *[binary_bytes(getattr(r, key)) for r in rows])
+    table.add_row("unallocated (under the cap)", *[binary_bytes(remainder_bytes(r)) for r in rows])
     table.add_row(
-        "headroom (above the cap)", *[mb(r["device_bytes"] - r["usable_bytes"]) for r in rows]
+        "headroom (above the cap)", *[binary_bytes(r.device_bytes - r.usable_bytes) for r in rows]
     )
-    table.add_row("  formula: score rectangle", *[mb(r["capture_workspace_bytes"]) for r in rows])
+    table.add_row(
+        "  formula: score rectangle", *[binary_bytes(r.capture_workspace_bytes) for r in rows]
+    )
     table.add_row(
         "  pool with one shared output",
-        *[mb(r["capture_pool_shared_output_bytes"]) for r in rows],
+        *[binary_bytes(r.capture_pool_shared_output_bytes) for r in rows],
     )
-    table.add_row("free for KV", *[mb(r["free_for_kv_bytes"]) for r in rows])
-    table.add_row("KV blocks", *[f"{r['kv_blocks']:,}" for r in rows])
-    table.add_row("KV tokens", *[f"{r['kv_tokens']:,}" for r in rows])
+    table.add_row("free for KV", *[binary_bytes(r.free_for_kv_bytes) for r in rows])
+    table.add_row("KV blocks", *[f"{r.kv_blocks:,}" for r in rows])
+    table.add_row("KV tokens", *[f"{r.kv_tokens:,}" for r in rows])
     table.add_row(
-        "fits (>= one max_model_len sequence)", *["yes" if r["fits"] else "NO" for r in rows]
+        "fits (>= one max_model_len sequence)", *["yes" if r.fits else "NO" for r in rows]
     )
-    table.add_row("full batch fits", *["yes" if r["full_batch_fits"] else "no" for r in rows])
+    table.add_row("full batch fits", *["yes" if r.full_batch_fits else "no" for r in rows])
     table.add_row(
         "smallest fitting width multiple",
-        *[_or_dash(r.get("smallest_fitting_width_multiple")) for r in rows],
+        *[_or_dash(r.smallest_fitting_width_multiple) for r in rows],
     )
     table.add_row(
-        "largest fitting list (shapes)", *[_or_dash(r.get("largest_fitting_shapes")) for r in rows]
+        "largest fitting list (shapes)", *[_or_dash(r.largest_fitting_shapes) for r in rows]
     )
     console.print(table)
     console.print(
-        f"KV: {first['kv_bytes_per_token']:,} bytes per token, {first['kv_bytes_per_block']:,} "
-        f"per block of {first['block_size']}; weights {first['weights_bytes']:,} bytes",
+        f"KV: {first.kv_bytes_per_token:,} bytes per token, {first.kv_bytes_per_block:,} "
+        f"per block of {first.block_size}; weights {first.weights_bytes:,} bytes",
         markup=False,
     )
     for note in notes:
@@ -149,7 +108,7 @@ def _or_dash(value) -> str:
     return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def plot_pool_budget(path: Path, rows: list[dict]) -> Path:
+def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,12 +117,12 @@ def plot_pool_budget(path: Path, rows: list[dict]) -> Path:
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 6))
     xs = list(range(len(rows)))
     bottoms = [0.0] * len(rows)
-    layers = [(name, [r[key] for r in rows]) for name, key in STACK]
+    layers = [(name, [getattr(r, key) for r in rows]) for name, key in STACK]
     layers.append(("unallocated", [max(remainder_bytes(r), 0) for r in rows]))
     # An overrun already shows as a stack above the cap; headroom is what is left above both.
-    tops = [r["usable_bytes"] + max(-remainder_bytes(r), 0) for r in rows]
+    tops = [r.usable_bytes + max(-remainder_bytes(r), 0) for r in rows]
     layers.append(
-        ("headroom", [max(r["device_bytes"] - t, 0) for r, t in zip(rows, tops, strict=True)])
+        ("headroom", [max(r.device_bytes - t, 0) for r, t in zip(rows, tops, strict=True)])
     )
     for name, values in layers:
         gib = [v / 2**30 for v in values]
@@ -171,11 +130,21 @@ def plot_pool_budget(path: Path, rows: list[dict]) -> Path:
             continue
         ax.bar(xs, gib, 0.6, bottom=bottoms, label=name)
         bottoms = [b + g for b, g in zip(bottoms, gib, strict=True)]
-    caps = [r["usable_bytes"] / 2**30 for r in rows]
+    caps = [r.usable_bytes / 2**30 for r in rows]
     ax.scatter(xs, caps, marker="_", s=900, color="black", label="utilisation cap", zorder=3)
-    ax.set_xticks(xs, [label(r) + ("" if r["fits"] else "\n(does not fit)") for r in rows])
+    ax.set_xticks(xs, [label(r) + ("" if r.fits else "\n(does not fit)") for r in rows])
     ax.set_ylabel("GiB")
-    ax.set_title("where the device's bytes go, per capture list")
+    first = rows[0]
+    ax.set_title(
+        title(
+            "where the device's bytes go, per capture list",
+            model=model,
+            device=binary_bytes(first.device_bytes),
+            dtype=first.dtype,
+            max_batch=first.max_batch,
+            max_model_len=first.max_model_len,
+        )
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     try:

@@ -16,19 +16,18 @@ from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
 from nanobench.buckets_bench import (
-    BucketsSpec,
     PriceMismatch,
     check_plans_match_arithmetic,
     measure_run,
 )
 from nanobench.cli import app as cli_app
-from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, buckets
+from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, BucketsSpec, buckets
 from nanobench.cost.buckets import bucket_run
 
 EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 
 DAY52 = ["--rows", "3", "--max-batch", "8", "--prompt-len", "16", "--width-multiple", "128"]
-DAY52 += ["--steps", "8,64,128,512", "--multiples", "128,512,2048,8192"]
+DAY52 += ["--run-lengths", "8,64,128,512", "--width-multiples", "128,512,2048,8192"]
 # steps: (cells open, cells bucketed, bucketed shapes, waste as printed)
 DAY52_RUNS = {
     8: (492, 768, 1, "35.9%"),
@@ -156,7 +155,7 @@ def test_plans_agree_with_the_arithmetic():
             row, trace = measure_run(spec, steps)
             check_plans_match_arithmetic(row)
             buckets = DecodeBuckets(
-                spec.max_batch, spec.run_len(steps), spec.width_multiple, spec.width_free
+                spec.max_batch, spec.run_len(steps), spec.multiple, spec.width_free
             )
             arith = bucket_run(spec.rows, spec.prompt_len, steps, buckets)
             assert row["cells_open"] == arith.open_cells
@@ -194,7 +193,7 @@ def test_width_multiple_with_multiples_gives_the_full_tables(app, tmp_path):
         "buckets",
         "--width-multiple",
         "2048",
-        "--multiples",
+        "--width-multiples",
         "128,8192",
         "--out",
         str(tmp_path),
@@ -206,7 +205,7 @@ def test_width_multiple_with_multiples_gives_the_full_tables(app, tmp_path):
 
 
 def test_triton_kernel_has_no_width_axis(app, tmp_path):
-    args = ["--kernel", "triton", "--steps", "8,200", "--out", str(tmp_path), "--json"]
+    args = ["--kernel", "triton", "--run-lengths", "8,200", "--out", str(tmp_path), "--json"]
     result = invoke(app, ["buckets", *args])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -225,20 +224,20 @@ def test_triton_kernel_has_no_width_axis(app, tmp_path):
 
 
 def test_check_exits_1_on_a_gate_failure_never_2(app, tmp_path):
-    result = invoke(app, ["buckets", "--steps", "8,64", "--out", str(tmp_path), "--check"])
+    result = invoke(app, ["buckets", "--run-lengths", "8,64", "--out", str(tmp_path), "--check"])
     assert result.exit_code == 1, result.output
     assert result.stderr == ""
 
 
 def test_check_exits_0_when_every_gate_passes(app, tmp_path):
-    args = ["--width-multiple", "8192", "--max-waste", "1", "--check", "--steps", "8,64"]
+    args = ["--width-multiple", "8192", "--max-waste", "1", "--check", "--run-lengths", "8,64"]
     args += ["--out", str(tmp_path)]
     result = invoke(app, ["buckets", *args])
     assert result.exit_code == 0, result.output
 
 
 def test_alias_runs_the_same_command(app, tmp_path):
-    result = invoke(app, ["bucketbench", "--steps", "8", "--out", str(tmp_path), "--json"])
+    result = invoke(app, ["bucketbench", "--run-lengths", "8", "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     assert _runs(json.loads(result.stdout))[8]["cells_bucketed"] == 768
 
@@ -255,16 +254,16 @@ def test_help_carries_the_example(app):
     [
         (["--rows", "0"], "--rows"),
         (["--rows", "-1"], "--rows"),
-        (["--steps", "0"], "--steps"),
-        (["--steps", "8,-4"], "--steps"),
-        (["--steps", "eight"], "--steps"),
+        (["--run-lengths", "0"], "--run-lengths"),
+        (["--run-lengths", "8,-4"], "--run-lengths"),
+        (["--run-lengths", "eight"], "--run-lengths"),
         (["--width-multiple", "0"], "--width-multiple"),
         (["--max-batch", "0"], "--max-batch"),
         (["--prompt-len", "-3"], "--prompt-len"),
         (["--rows", "9"], "--max-batch"),
         (["--max-model-len", "100"], "--max-model-len"),
         (["--kernel", "cuda"], "--kernel"),
-        (["--multiples", "128,0"], "--multiples"),
+        (["--width-multiples", "128,0"], "--width-multiples"),
         (["--max-waste", "1.5"], "--max-waste"),
     ],
 )
@@ -282,9 +281,21 @@ def test_bad_input_is_one_line_and_exit_2(app, tmp_path, args, names):
 def test_unwritable_out_is_bad_input(app, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    result = invoke(app, ["buckets", "--steps", "8", "--out", str(blocker / "out")])
+    result = invoke(app, ["buckets", "--run-lengths", "8", "--out", str(blocker / "out")])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--out" in lines[0]
     assert blocker.read_text() == "not a directory"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize(("max_waste", "passed"), [(0.35, False), (0.37, True)])
+def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
+    from nanobench.buckets_bench import measure
+    from nanobench.cmd_buckets import gates
+
+    # 8 steps after a 16-token prompt, 3 rows, multiple 128: 492 real cells of 768 computed,
+    # a waste of 1 - 492/768 = 0.359 (DAY52_RUNS), so the limit lands on either side of it.
+    spec = BucketsSpec(run_lengths=(8,), max_waste=max_waste).validate()
+    found = {g.name: g.passed for g in gates(spec, measure(spec))}
+    assert found["check_waste_bounded[steps=8]"] is passed

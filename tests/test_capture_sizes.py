@@ -74,7 +74,7 @@ def test_bucket_rows_follow_the_list():
 
 def test_buckets_command_prices_vllms_list(tmp_path):
     args = ["buckets", "--capture-sizes", "vllm", "--max-batch", "64", "--json"]
-    args += ["--steps", "8", "--multiples", "128", "--out", str(tmp_path)]
+    args += ["--run-lengths", "8", "--width-multiples", "128", "--out", str(tmp_path)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code in (0, 1), result.output
     rows = [r for r in json.loads(result.output)["rows"] if r["table"] == "capture"]
@@ -98,7 +98,7 @@ def test_bad_capture_sizes_are_one_line_exit_2(tmp_path, args, needle):
 def test_pool_budget_prices_the_listed_rows(tmp_path):
     from engine.config import PRESETS
 
-    args = ["pool-budget", "--capture-sizes", "vllm", "--max-batch", "64", "--kernel", "triton"]
+    args = ["pool-budget", "--capture-sizes", "vllm", "--max-batch", "64", "--kernels", "triton"]
     args += ["--device-memory", "24GiB", "--json", "--out", str(tmp_path)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -70,7 +70,7 @@ BAD = [
     (["buckets", "--rows", "9", "--max-batch", "8"], "--rows"),
     (["buckets", "--kernel", "cuda-magic"], "--kernel"),
     (["buckets", "--width-multiple", "0"], "--width-multiple"),
-    (["buckets", "--steps", "0"], "--steps"),
+    (["buckets", "--run-lengths", "0"], "--run-lengths"),
     (["buckets", "--block-size", "-1"], "--block-size"),
     (["decode", "--systems", "engine-eager,vllm"], "--systems"),
     (["decode", "--rows", "0"], "--rows"),
@@ -150,7 +150,7 @@ def test_unwritable_or_missing_model_dirs(command, tmp_path):
 
 
 def test_json_output_is_one_document_and_nothing_else(tmp_path):
-    result = runner.invoke(app, ["buckets", "--steps", "8", "--out", str(tmp_path), "--json"])
+    result = runner.invoke(app, ["buckets", "--run-lengths", "8", "--out", str(tmp_path), "--json"])
     assert result.exit_code in (0, 1)
     doc = json.loads(result.stdout)
     assert doc["command"] == "buckets" and doc["rows"] and "gates" in doc
@@ -255,7 +255,7 @@ def test_the_default_flow_never_touches_the_network(tmp_path):
     for args in (
         ["explain", "--layers", "2"],
         ["compile", "--modes", "off,dynamic", "--steps", "3", "--backend", "eager"],
-        ["buckets", "--steps", "8"],
+        ["buckets", "--run-lengths", "8"],
     ):
         args = [*args, "--json"] + ([] if args[0] == "explain" else ["--out", str(tmp_path / "o")])
         done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)

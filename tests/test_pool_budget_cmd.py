@@ -93,23 +93,23 @@ def test_budget_row_adds_up():
         **BUDGET,
     )
     shapes = DecodeBuckets(256, 8192, 2048).shapes
-    assert row["shapes"] == 36
-    assert row["capture_workspace_bytes"] == shared_pool_bytes(shapes, 32, 4) == WORKSPACE_BYTES
+    assert row.shapes == 36
+    assert row.capture_workspace_bytes == shared_pool_bytes(shapes, 32, 4) == WORKSPACE_BYTES
     # The forward holds the rectangle and more (its softmax, the gathered K/V, the MLP's rows).
     workspace = traced_workspace_bytes()
-    assert row["traced_workspace_bytes"] == workspace > WORKSPACE_BYTES
+    assert row.traced_workspace_bytes == workspace > WORKSPACE_BYTES
     outputs = 511 * 4 * 256 * 4  # sum(rows) x 4 widths x vocab x fp32
-    assert row["graph_outputs_bytes"] == outputs
-    assert row["weights_bytes"] == WEIGHTS_BYTES
-    assert row["activation_bytes"] == ACTIVATION_BYTES
-    assert row["persistent_bytes"] == PERSISTENT_BYTES == 16_777_216 + 8_192
-    assert row["kv_bytes_per_block"] == KV_BYTES_PER_BLOCK == 16 * row["kv_bytes_per_token"]
+    assert row.graph_outputs_bytes == outputs
+    assert row.weights_bytes == WEIGHTS_BYTES
+    assert row.activation_bytes == ACTIVATION_BYTES
+    assert row.persistent_bytes == PERSISTENT_BYTES == 16_777_216 + 8_192
+    assert row.kv_bytes_per_block == KV_BYTES_PER_BLOCK == 16 * row.kv_bytes_per_token
     free = math.floor(device * 0.9) - WEIGHTS_BYTES - workspace - outputs
     free -= ACTIVATION_BYTES + PERSISTENT_BYTES
-    assert row["free_for_kv_bytes"] == free
-    assert row["kv_blocks"] == free // KV_BYTES_PER_BLOCK
-    assert row["kv_tokens"] == row["kv_blocks"] * 16
-    assert row["fits"] and row["min_blocks"] == 512
+    assert row.free_for_kv_bytes == free
+    assert row.kv_blocks == free // KV_BYTES_PER_BLOCK
+    assert row.kv_tokens == row.kv_blocks * 16
+    assert row.fits and row.min_blocks == 512
 
 
 def test_triton_lists_rows_only_and_holds_no_rectangle():
@@ -121,9 +121,9 @@ def test_triton_lists_rows_only_and_holds_no_rectangle():
         utilization=0.9,
         **BUDGET,
     )
-    assert row["shapes"] == 9 and row["width_multiple"] is None
-    assert row["capture_workspace_bytes"] == 0
-    assert row["graph_outputs_bytes"] == graph_outputs_bytes(
+    assert row.shapes == 9 and row.width_multiple is None
+    assert row.capture_workspace_bytes == 0
+    assert row.graph_outputs_bytes == graph_outputs_bytes(
         DecodeBuckets(256, 8192, 8192, True).shapes, 256
     )
 
@@ -138,11 +138,11 @@ def test_candidates_and_the_fit_search():
     device = need_bytes(2048)
     assert need_bytes(1024) > device
     best = smallest_fitting(HEADS32, "reference", device_bytes=device, utilization=1.0, **BUDGET)
-    assert best["width_multiple"] == 2048 and best["shapes"] == 36
+    assert best.width_multiple == 2048 and best.shapes == 36
     assert (
-        smallest_fitting(HEADS32, "reference", device_bytes=device - 1, utilization=1.0, **BUDGET)[
-            "width_multiple"
-        ]
+        smallest_fitting(
+            HEADS32, "reference", device_bytes=device - 1, utilization=1.0, **BUDGET
+        ).width_multiple
         == 4096
     )
 
@@ -151,7 +151,7 @@ def test_candidates_and_the_fit_search():
 
 
 def test_json_rows_carry_the_answers(app, model_dir, tmp_path):
-    args = ["pool-budget", "--model", str(model_dir), "--width-multiple", "128,2048"]
+    args = ["pool-budget", "--model", str(model_dir), "--width-multiples", "128,2048"]
     args += ["--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -178,10 +178,10 @@ def test_json_rows_carry_the_answers(app, model_dir, tmp_path):
 
 
 def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
-    args = ["pool-budget", "--model", str(model_dir), "--kernel", "reference"]
+    args = ["pool-budget", "--model", str(model_dir), "--kernels", "reference"]
     result = invoke(app, [*args, "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    for text in ("weights", "capture workspace (shared)", "268.4 MB", "graph outputs", "KV pool"):
+    for text in ("weights", "capture workspace (shared)", "256.0 MiB", "graph outputs", "KV pool"):
         assert text in result.stdout, text
     assert "smallest fitting width multiple" in result.stdout
     assert "pass check_pool_budget[reference,2048]" in result.stdout
@@ -189,8 +189,8 @@ def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
 
 def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, model_dir, tmp_path):
     device = need_bytes(2048)
-    args = ["pool-budget", "--model", str(model_dir), "--kernel", "reference"]
-    args += ["--width-multiple", "128,2048", "--device-memory", str(device)]
+    args = ["pool-budget", "--model", str(model_dir), "--kernels", "reference"]
+    args += ["--width-multiples", "128,2048", "--device-memory", str(device)]
     args += ["--gpu-memory-utilization", "1.0", "--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
     assert result.exit_code == 1, result.output
@@ -210,10 +210,11 @@ def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, mo
     [
         (["--device-memory", "80 gigs"], "--device-memory: byte size: expected a number"),
         (["--device-memory", "1MiB"], "no reference capture list fits, not even the coarsest"),
-        (["--kernel", "flash"], "--kernel 'flash': expected one of reference, triton"),
-        (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5: expected a share"),
-        (["--width-multiple", "0"], "--width-multiple '0': expected comma-separated positive"),
-        (["--max-batch", "0"], "--max-batch 0: expected a positive integer"),
+        (["--kernels", "flash"], "'--kernels': 'flash': expected some of reference, triton"),
+        (["--gpu-memory-utilization", "1.5"], "'--gpu-memory-utilization': Input should be less"),
+        (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0.0: expected a share"),
+        (["--width-multiples", "0"], "'--width-multiples': '0': expected comma-separated positive"),
+        (["--max-batch", "0"], "'--max-batch': Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(app, model_dir, tmp_path, args, message):

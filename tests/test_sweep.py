@@ -22,8 +22,8 @@ from nanobench.sweep import load_grid, points
 BUCKETS_GRID = """
 command = "buckets"
 [options]
-steps = "8"
-multiples = "256"
+run_lengths = "8"
+width_multiples = "256"
 max_model_len = 1024
 max_waste = 0.78
 [axes]
