@@ -99,6 +99,9 @@ Rows = Annotated[int, typer.Option(min=1, help="Rows (sequences) decoded togethe
 MaxBatch = Annotated[int, typer.Option(min=1, help="Rows the cache holds: the row ladder's top.")]
 PromptLen = Annotated[int, typer.Option(min=1, help="Prompt tokens per row.")]
 Steps = Annotated[int, typer.Option(min=1, help="Decode steps (tokens per row) in a run.")]
+Step = Annotated[
+    int, typer.Option(min=0, help="With --target: the decode step to explain (0-based).")
+]
 RunLengths = Annotated[Ints, _ints("Run lengths in decode steps, comma-separated.")]
 MaxModelLen = Annotated[
     int,
