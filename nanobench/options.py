@@ -122,6 +122,7 @@ Heads = Annotated[
 ]
 Layers = Annotated[Ints | None, _ints("Depths to rebuild the model at (default: its own).")]
 Bucketed = Annotated[bool, typer.Option(help="Close the shape set (pad rows and width).")]
+Prefill = Annotated[bool, typer.Option("--prefill", help="Explain the prefill, not a decode step.")]
 UpFront = Annotated[bool, typer.Option(help="Record the whole list before the run.")]
 
 # -- how it is measured -------------------------------------------------------------------------
