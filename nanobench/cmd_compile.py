@@ -164,11 +164,8 @@ def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:
 
 
 def amortised_gate(row: CompileRow, horizon: int) -> Gate:
-    """Compiling pays back within the horizon: the saving per step against compile_s / horizon.
-
-    Its interval decides: yes when the whole saving interval is above what the horizon needs,
-    no when it is wholly below, can't tell otherwise (with the rounds likely to decide).
-    """
+    """Compiling pays back within the horizon: the saving interval against compile_s / horizon
+    decides pass (wholly above), fail (wholly below) or can't tell (with rounds to decide)."""
     from nanobench.stats import Interval
 
     name = f"check_compile_amortised[{row.mode}]"
