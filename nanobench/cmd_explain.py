@@ -1,163 +1,156 @@
-"""`nanobench explain`: graphs, breaks, ops and break reasons of one decode forward."""
+"""`nanobench explain`: graphs, breaks, ops and break reasons of one decode forward.
+
+What it is: `ExplainSpec` (every option's default, and `validate()` for the rules across
+options), `gates(spec, rows)` (one graph per explained forward) and the command.
+What it is not: the explaining itself (`nanobench.explain`, `target_bench.explain_target`) or
+the tables (`reports.explain`).
+Invariant: explain runs in this process (one `torch._dynamo.explain` call, nothing compiled);
+every input is checked before anything is built.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import typer
 
-from nanobench.common import (
-    Gate,
-    choice,
-    finish,
-    fits_option,
-    gate,
-    int_list,
-    model_option,
-    positive,
-)
+from nanobench import options as o
+from nanobench.common import Gate, device_option, finish, fits_option, gate, model_option
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
+from nanobench.explain import ExplainRow
 
 
-def explain_target_command(
-    target: str, *, model: str, rows: int, prompt_len: int, step: int, device: str,
-    layers: str, prefill: bool, status,
-) -> list[dict]:  # fmt: skip
-    """Validate, build the target here (explain has no worker) and explain step `step`."""
-    from nanobench.common import device_option
+@dataclass(frozen=True)
+class ExplainSpec:
+    """One forward to explain: the engine's at some depths, or a --target's at one step."""
+
+    model: str = "tiny"
+    layers: tuple[int, ...] | None = None  # None: the model's own depth
+    rows: int = 4
+    prompt_len: int = 16
+    path: str = "planned"
+    prefill: bool = False
+    kernel: str = "reference"
+    device: str = "cpu"
+    target: str = ""
+    step: int = 0
+
+    def validate(self) -> ExplainSpec:
+        if self.target and (self.layers or self.prefill):
+            raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
+        device_option(self.device)
+        return self
+
+
+def gates(spec: ExplainSpec, rows: list[ExplainRow]) -> list[Gate]:
+    """check_single_graph per row, named by depth (the engine) or by step (a target)."""
+    from nanobench.cost.compile import check_single_graph
+
+    return [
+        gate(
+            f"check_single_graph[{r.layers if r.layers is not None else r.path}]",
+            check_single_graph,
+            r.graphs,
+            r.graph_breaks,
+        )
+        for r in rows
+    ]
+
+
+def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
+    """Build the target here (explain has no worker) and explain step `spec.step`."""
     from nanobench.compile_bench import quiet_dynamo
     from nanobench.target_bench import explain_target
     from nanobench.targets import BUILTINS, TargetError, make_target, target_option
 
-    if layers or prefill:
-        raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
-    positive("--rows", rows)
-    positive("--prompt-len", prompt_len)
-    device_option(device)
-    target_option(target)
+    target_option(spec.target)
     directory = ""
-    if target in BUILTINS:
-        directory, config = model_option(model)
-        fits_option(config, "float32", device)
-        directory = str(directory)
+    if spec.target in BUILTINS:
+        directory, config = model_option(spec.model)
+        fits_option(config, "float32", spec.device)
     quiet_dynamo()
-    status(f"explaining {target} at step {step}")
+    status(f"explaining {spec.target} at step {spec.step}")
     try:
         made = make_target(
-            target, model=directory, rows=rows, prompt_len=prompt_len, steps=step + 2,
-            device=device, dtype="float32",
+            spec.target, model=str(directory), rows=spec.rows, prompt_len=spec.prompt_len,
+            steps=spec.step + 2, device=spec.device, dtype="float32",
         )  # fmt: skip
-        return [explain_target(made, step)]
+        return [explain_target(made, spec.step)]
     except TargetError as e:
         raise BadInput(str(e)) from None
 
 
-def graph_gates(found: list[dict]) -> list[Gate]:
-    """check_single_graph per row, named by depth (the engine) or by step (a target)."""
-    from nanobench.cost.compile import check_single_graph
+def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
+    """The engine's forward at each depth, with the plan-outside remedies for what it found."""
+    from nanobench.explain import explain_forward
+    from nanobench.remedies import plan_outside
 
-    gates = []
-    for r in found:
-        name = f"check_single_graph[{r['layers'] if r['layers'] is not None else r['path']}]"
-        gates.append(gate(name, check_single_graph, r["graphs"], r["graph_breaks"]))
-    return gates
+    _, config = model_option(spec.model)
+    fits_option(config, "float32", spec.device)
+    found = []
+    for n in spec.layers or (config.num_layers,):
+        what = "prefill" if spec.prefill else "decode"
+        status(f"explaining {spec.path} {what} at {n} layers")
+        row = explain_forward(
+            config,
+            layers=n,
+            rows=spec.rows,
+            prompt_len=spec.prompt_len,
+            path=spec.path,
+            prefill=spec.prefill,
+            attention=spec.kernel,
+            device=spec.device,
+        )
+        fixes = plan_outside(row.break_reasons, row.value_guard_text)
+        found.append(replace(row, remedies=[m.text() for m in fixes]))
+    return found
+
+
+D = ExplainSpec()
 
 
 def explain(
-    model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    layers: str = typer.Option(
-        "", help="Comma-separated depths to rebuild at (default: the model's)."
-    ),
-    rows: int = typer.Option(4, help="Rows in the decode batch."),
-    prompt_len: int = typer.Option(16, help="Prompt tokens per row before the step."),
-    path: str = typer.Option(
-        "planned", help="planned | unplanned (addressing inside the forward)."
-    ),
-    prefill: bool = typer.Option(
-        False, "--prefill", help="Explain the prefill instead of a decode step."
-    ),
-    attention: str = typer.Option("reference", help="reference | triton | auto."),
-    device: str = typer.Option("cpu", help="cpu | cuda."),
-    json_mode: bool = typer.Option(
-        False, "--json", help="Print one JSON document instead of tables."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Exit 1 when the planned path is not one graph."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
-    target: str = typer.Option(
-        "",
-        help="Your decode step: package.module:factory, path/file.py:factory, hf-static or "
-        "hf-dynamic (README: the target protocol).",
-    ),
-    step: int = typer.Option(0, help="With --target: the decode step to explain (0-based)."),
+    model: o.Model = D.model,
+    layers: o.Layers = D.layers,
+    rows: o.Rows = D.rows,
+    prompt_len: o.PromptLen = D.prompt_len,
+    path: o.DecodePath = D.path,
+    prefill: o.Prefill = D.prefill,
+    kernel: o.Kernel = D.kernel,
+    device: o.Device = D.device,
+    target: o.Target = D.target,
+    step: o.Step = D.step,
+    json_mode: o.JsonOpt = False,
+    check: o.CheckOpt = False,
+    quiet: o.QuietOpt = False,
 ) -> None:
     """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards.
 
     Example: nanobench explain --layers 2,4 --path unplanned
     Example: nanobench explain --target my_step.py:factory --step 3
+    Example: nanobench explain --kernel triton --device cuda --check
     """
+    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        from nanobench.common import device_option
+        from nanobench.explain import scaling
+        from nanobench.rows import as_dicts
         from reports.explain import render_explain
 
-        if step < 0:
-            raise BadInput(f"--step {step}: expected 0 or more (a 0-based decode step)")
-        if target:
-            found = explain_target_command(
-                target, model=model, rows=rows, prompt_len=prompt_len, step=step,
-                device=device, layers=layers, prefill=prefill, status=status,
-            )  # fmt: skip
-            gates = graph_gates(found)
-            code = finish(
-                "explain",
-                found,
-                gates,
-                {},
-                json_mode=json_mode,
-                check=check,
-                render=lambda: render_explain(stdout_console(), found, "", gates),
-            )
-            raise typer.Exit(code)
-        _, config = model_option(model)
-        fits_option(config, "float32", device)
-        depths = int_list("--layers", layers) if layers else [config.num_layers]
-        positive("--rows", rows)
-        positive("--prompt-len", prompt_len)
-        choice("--path", path, ("planned", "unplanned"))
-        choice("--attention", attention, ("reference", "triton", "auto"))
-        device_option(device)
-
-        from nanobench.explain import explain_forward, scaling
-        from nanobench.remedies import plan_outside
-
-        found = []
-        for n in depths:
-            status(f"explaining {path} {'prefill' if prefill else 'decode'} at {n} layers")
-            found.append(
-                explain_forward(
-                    config,
-                    layers=n,
-                    rows=rows,
-                    prompt_len=prompt_len,
-                    path=path,
-                    prefill=prefill,
-                    attention=attention,
-                    device=device,
-                )
-            )
-        for r in found:
-            r["remedies"] = [
-                m.text() for m in plan_outside(r["break_reasons"], r["value_guard_text"])
-            ]
-        gates = graph_gates(found)
-        verdict = scaling(found)
+        spec = ExplainSpec(**options).validate()
+        if spec.target:
+            found = explain_target_rows(spec, status)
+        else:
+            found = explain_engine_rows(spec, status)
+        checked = gates(spec, found)
+        verdict = "" if spec.target else scaling(found)
         code = finish(
             "explain",
-            found,
-            gates,
+            as_dicts(found),
+            checked,
             {},
             json_mode=json_mode,
             check=check,
-            render=lambda: render_explain(stdout_console(), found, verdict, gates),
+            render=lambda: render_explain(stdout_console(), found, verdict, checked),
         )
     raise typer.Exit(code)

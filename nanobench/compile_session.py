@@ -3,8 +3,8 @@
 What it is: `build_stepper(spec, **extra)` (the one place that builds the thing a step runs:
 the engine over the checkpoint in the spec's shape; a user's own step plugs in here),
 `probe_guard_kind` (explain one step before compiling: guards on step-varying Python values
-mean `value`), `steady_mask` (which steps of a run are timed as steady) and `CompileSession`, the worker
-session `nanobench.compile_worker` serves. Opening it resets dynamo, probes the guard kind,
+mean `value`), `steady_mask` (which steps of a run are timed as steady) and `CompileSession`, the
+worker session this module serves when run (`python -m nanobench.compile_session`). Opening it resets dynamo, probes the guard kind,
 builds the engine in the spec's mode and runs the first pass (the `steps` decode steps whose
 builds, reuse, fall-back and recompile reasons the row reports, from dynamo's own counters and
 `get_compilation_metrics()`). Each request then replays the same prompts and steps as one timed
@@ -223,3 +223,9 @@ class CompileSession:
             **self.ready,
             "builds_in_windows": counters["frames"]["ok"] - self.frames_after_first_pass,
         }
+
+
+if __name__ == "__main__":
+    from nanobench.fresh import serve_main
+
+    serve_main(open_session)

@@ -3,6 +3,7 @@
 What it is: `explain_forward`, which builds the engine at a given depth (same shapes, seeded
 random weights: explain needs shapes, not values), prepares one step, and runs
 `torch._dynamo.explain` over the planned or unplanned decode forward, or over the prefill.
+`ExplainRow` is its result (and a `--target`'s, `target_bench.explain_target`).
 What it is not: a compile. explain's backend never runs Inductor, and it sees one call, so it
 cannot show a recompile; it shows the guards that will cause one (`value_guards`).
 Invariant: dynamo's own numbers are reported as dynamo gives them; where its
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import linecache
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 
@@ -20,6 +22,27 @@ from engine.attention import UnplannedDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from engine.plan import plan_decode
+
+
+@dataclass(frozen=True)
+class ExplainRow:
+    """One explained forward: dynamo's counts, the counted break reasons, value guards."""
+
+    layers: int | None  # None for a --target (its depth is its own)
+    path: str  # planned | unplanned | prefill | "target step K"
+    attention: str  # the kernel the engine resolved ("" for a target)
+    graphs: int
+    graph_breaks: int
+    counted_breaks: int
+    breaks_agree: bool
+    ops: int
+    guards: int
+    value_guards: int
+    value_guard_text: list[str]
+    break_reasons: list[dict]
+    target: str = ""
+    remedies: list[str] | None = None  # added by the command (engine) or explain_target
+
 
 STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")
 VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
@@ -69,7 +92,7 @@ def explain_forward(
     prefill: bool = False,
     attention: str = "reference",
     device: str = "cpu",
-) -> dict:
+) -> ExplainRow:
     config = EngineConfig(
         max_batch_size=rows,
         max_model_len=prompt_len + 8,
@@ -100,25 +123,25 @@ def explain_forward(
     breaks = break_table(out.break_reasons)
     counted = sum(b["count"] for b in breaks)
     vguards = value_guards(out.out_guards)
-    return {
-        "layers": layers,
-        "path": "prefill" if prefill else path,
-        "attention": engine.attention,
-        "graphs": out.graph_count,
-        "graph_breaks": out.graph_break_count,
-        "counted_breaks": counted,
-        "breaks_agree": counted == out.graph_break_count,
-        "ops": out.op_count,
-        "guards": len(out.out_guards or ()),
-        "value_guards": len(vguards),
-        "value_guard_text": vguards,
-        "break_reasons": breaks,
-    }
+    return ExplainRow(
+        layers=layers,
+        path="prefill" if prefill else path,
+        attention=engine.attention,
+        graphs=out.graph_count,
+        graph_breaks=out.graph_break_count,
+        counted_breaks=counted,
+        breaks_agree=counted == out.graph_break_count,
+        ops=out.op_count,
+        guards=len(out.out_guards or ()),
+        value_guards=len(vguards),
+        value_guard_text=vguards,
+        break_reasons=breaks,
+    )
 
 
-def scaling(rows: list[dict]) -> str:
+def scaling(rows: list[ExplainRow]) -> str:
     """Breaks that grow with depth are inside the block; a fixed count is in the entry."""
-    by_layers = sorted((r["layers"], r["graph_breaks"]) for r in rows)
+    by_layers = sorted((r.layers, r.graph_breaks) for r in rows)
     if len(by_layers) < 2 or by_layers[-1][1] == 0:
         return "none" if all(b == 0 for _, b in by_layers) else "unknown"
     (l0, b0), (l1, b1) = by_layers[0], by_layers[-1]

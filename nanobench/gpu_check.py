@@ -143,7 +143,8 @@ def capture_rows() -> Iterator[dict]:
 def compile_rows(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
     from engine.weights import materialize_preset
-    from nanobench.compile_bench import derive, spec_for, sweep
+    from nanobench.compile_bench import spec_for, sweep
+    from nanobench.compile_row import derive
 
     spec = spec_for(
         model=materialize_preset(model),
@@ -156,26 +157,25 @@ def compile_rows(model: str, seconds_left: Callable[[], float]) -> Iterator[dict
         width_multiple=64,
         max_model_len=64,
     )
-    done: list[dict] = []
+    done: list = []
     for mode in COMPILE_MODES:
         if seconds_left() < MODE_NEEDS_S:
             detail = f"skipped: {max(0.0, seconds_left()):.0f} s of the budget left"
             yield {"check": "compile", "name": f"{model} {mode}", "ok": None, "detail": detail}
             continue
-        (row,) = sweep(spec, [mode], timeout=seconds_left())
-        done.append(row)
-        derive(done, horizon=1000)
-        status = row.get("status")
+        done += sweep(spec, [mode], timeout=seconds_left())
+        row = derive(done, horizon=1000)[-1]
+        status = row.status
         yield {
             "check": "compile",
             "name": f"{model} {mode}",
             "ok": status == "ok",
             "model": model,
             "mode": mode,
-            "step_ms": row.get("step_ms"),
-            "compile_s": row.get("compile_s"),
-            "builds": row.get("builds"),
-            "speedup": row.get("speedup"),
+            "step_ms": row.step_ms,
+            "compile_s": row.compile_s,
+            "builds": row.builds,
+            "speedup": row.speedup,
             "detail": "" if status == "ok" else str(status),
         }
 

@@ -99,6 +99,9 @@ Rows = Annotated[int, typer.Option(min=1, help="Rows (sequences) decoded togethe
 MaxBatch = Annotated[int, typer.Option(min=1, help="Rows the cache holds: the row ladder's top.")]
 PromptLen = Annotated[int, typer.Option(min=1, help="Prompt tokens per row.")]
 Steps = Annotated[int, typer.Option(min=1, help="Decode steps (tokens per row) in a run.")]
+Step = Annotated[
+    int, typer.Option(min=0, help="With --target: the decode step to explain (0-based).")
+]
 RunLengths = Annotated[Ints, _ints("Run lengths in decode steps, comma-separated.")]
 MaxModelLen = Annotated[
     int,
@@ -119,6 +122,7 @@ Heads = Annotated[
 ]
 Layers = Annotated[Ints | None, _ints("Depths to rebuild the model at (default: its own).")]
 Bucketed = Annotated[bool, typer.Option(help="Close the shape set (pad rows and width).")]
+Prefill = Annotated[bool, typer.Option("--prefill", help="Explain the prefill, not a decode step.")]
 UpFront = Annotated[bool, typer.Option(help="Record the whole list before the run.")]
 CaptureRows = Annotated[int, typer.Option(min=1, help="Rows of the serving config priced.")]
 CaptureTokens = Annotated[

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
+from nanobench.explain import ExplainRow
 from nanobench.rounds import Window
 from nanobench.targets import Target, TargetError, growing_dims, inputs_at, shape_signature
 
@@ -74,7 +75,7 @@ def where_defined(fn: Callable) -> str:
         return getattr(fn, "__qualname__", repr(fn))
 
 
-def explain_target(target: Target, step: int) -> dict:
+def explain_target(target: Target, step: int) -> ExplainRow:
     from nanobench.explain import break_table
     from nanobench.remedies import remedies_for
 
@@ -83,22 +84,22 @@ def explain_target(target: Target, step: int) -> dict:
     counted = sum(b["count"] for b in breaks)
     varying = step_value_guards(out.out_guards, following.out_guards)
     remedies = remedies_for(fell_back=False, guard_kind="none", breaks=breaks, value_guards=varying)
-    return {
-        "layers": None,
-        "path": f"target step {step}",
-        "target": target.spec,
-        "attention": "",
-        "graphs": out.graph_count,
-        "graph_breaks": out.graph_break_count,
-        "counted_breaks": counted,
-        "breaks_agree": counted == out.graph_break_count,
-        "ops": out.op_count,
-        "guards": len(out.out_guards or ()),
-        "value_guards": len(varying),
-        "value_guard_text": varying,
-        "break_reasons": breaks,
-        "remedies": [r.text() for r in remedies],
-    }
+    return ExplainRow(
+        layers=None,
+        path=f"target step {step}",
+        target=target.spec,
+        attention="",
+        graphs=out.graph_count,
+        graph_breaks=out.graph_break_count,
+        counted_breaks=counted,
+        breaks_agree=counted == out.graph_break_count,
+        ops=out.op_count,
+        guards=len(out.out_guards or ()),
+        value_guards=len(varying),
+        value_guard_text=varying,
+        break_reasons=breaks,
+        remedies=[r.text() for r in remedies],
+    )
 
 
 class TargetSession:
@@ -130,7 +131,7 @@ class TargetSession:
         if mode != "off":
             # A probe target of its own: explaining runs the forward, which may move its state.
             probe = explain_target(make_target(spec["target"], model=spec["model"], **protocol), 0)
-            expected, probe_breaks = probe["value_guard_text"], probe["break_reasons"]
+            expected, probe_breaks = probe.value_guard_text, probe.break_reasons
             expected_kind = "value" if expected else "shape"
         torch._dynamo.reset()
         counters.clear()

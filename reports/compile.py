@@ -1,7 +1,7 @@
 """The compile sweep's outputs: CSV columns, the terminal table and `compiled-decode.png`.
 
-What it is: `COMPILE_COLUMNS` (a superset of PyTorch's dynamo harness columns where they mean
-the same thing, plus nanobench's), `render_compile` and `draw_compiled_decode`.
+What it is: `render_compile` and `draw_compiled_decode`, over the sweep's typed rows (the CSV's
+columns are the row type's fields, `nanobench.compile_row.CompileRow`, documented there).
 What it is not: measurement. Every number drawn here comes from the measured rows.
 Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value.
 """
@@ -13,77 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure
-
-COMPILE_COLUMNS = [
-    # PyTorch's benchmarks/dynamo harness columns, same meaning
-    "speedup",
-    "abs_latency",
-    "compilation_latency",
-    "calls_captured",
-    "unique_graphs",
-    "graph_breaks",
-    "fallbacks_to_eager",
-    # nanobench's
-    "mode",
-    "status",
-    "shapes",
-    "predicted_shapes",
-    "builds",
-    "reuse",
-    "fell_back",
-    "predicted_fall_back",
-    "guard_kind",
-    "predicted_guard_kind",
-    "recompile_reasons",
-    "recompile_limit",
-    "compile_s",
-    "inductor_s",
-    "build_steps_s",
-    "step_ms",  # median of the steady steps of every round's window
-    "step_ms_q1",
-    "step_ms_q3",
-    "step_ms_iqr",
-    "step_ms_cv",  # std / mean of the same samples
-    "steady_steps",
-    "rounds",  # timed windows this mode ran (interleaved with the other modes)
-    "step_kind",  # eager | compiled | eager-after-fall-back (the open static arm past the limit)
-    "guard_sets_checked",  # after a fall-back: cached guard sets dynamo still checks each call
-    "speedup_low",  # 95% bootstrap interval over rounds, paired by round
-    "speedup_high",
-    "saving_per_step_ms",  # mean over rounds of off's window median minus this mode's
-    "saving_per_step_ms_low",
-    "saving_per_step_ms_high",
-    "saving_needed_ms",  # compile_s / horizon: what a step must save to repay compiling
-    "breakeven_steps",
-    "breakeven_steps_low",
-    "breakeven_steps_high",
-    "worth_compiling",  # yes | no | can't tell at this noise
-    "worth_rounds_to_decide",  # more rounds likely to decide a can't tell
-    "builds_in_windows",  # frames built during the timed windows: 0, or a window built
-    "cache",
-    "fxgraph_cache_hit",
-    "fxgraph_cache_miss",
-    "backend",
-    "bucketed",
-    "torch_version",
-    "device",
-    "threads",
-    "builds_per_step",
-    "step_ms_all",
-    # --target, reduce-overhead, remedies and --trace
-    "target",
-    "cudagraph_skips",
-    "cudagraph_rerecords",
-    "remedies",
-    "trace_index",
-]
-
-
-def harness_aliases(row: dict) -> dict:
-    """Fill the harness's names from ours: abs_latency is ms, compilation_latency seconds."""
-    row["abs_latency"] = row.get("step_ms")
-    row["compilation_latency"] = row.get("compile_s")
-    return row
+from reports.style import colour
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -107,7 +37,7 @@ def gate_mark(g) -> str:
     return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
 
-def render_compile(console, rows: list[dict], gates, title: str) -> None:
+def render_compile(console, rows: list, gates, title: str) -> None:
     table = Table(title=title)
     for col in (
         "mode",
@@ -130,90 +60,88 @@ def render_compile(console, rows: list[dict], gates, title: str) -> None:
         def steps(value) -> str:
             return "never" if value is None else f"{value:,.0f}"
 
-        timed = r.get("mode") != "off" and r.get("step_ms")
+        timed = r.mode != "off" and r.step_ms
         breakeven = (
-            f"{steps(r.get('breakeven_steps'))} [{steps(r.get('breakeven_steps_low'))}, "
-            f"{steps(r.get('breakeven_steps_high'))}]"
-            if timed and r.get("saving_per_step_ms_low") is not None
-            else (steps(r.get("breakeven_steps")) if timed else "-")
+            f"{steps(r.breakeven_steps)} [{steps(r.breakeven_steps_low)}, "
+            f"{steps(r.breakeven_steps_high)}]"
+            if timed and r.saving_per_step_ms_low is not None
+            else (steps(r.breakeven_steps) if timed else "-")
         )
-        step = fmt(r.get("step_ms"), ".2f")
-        if r.get("step_ms_iqr") is not None:
-            step += f" ({r['step_ms_iqr']:.2f})"
-        if r.get("step_kind") == "eager-after-fall-back":
+        step = fmt(r.step_ms, ".2f")
+        if r.step_ms_iqr is not None:
+            step += f" ({r.step_ms_iqr:.2f})"
+        if r.step_kind == "eager-after-fall-back":
             step += " eager-after-fall-back"
         table.add_row(
-            fmt(r.get("mode")),
-            fmt(r.get("status")),
-            fmt(r.get("shapes")),
-            fmt(r.get("builds")),
-            fmt(r.get("reuse"), ".0%"),
-            fmt(r.get("fell_back")),
-            fmt(r.get("predicted_fall_back")),
-            fmt(r.get("guard_kind")),
-            fmt(r.get("compile_s"), ".2f"),
+            fmt(r.mode),
+            fmt(r.status),
+            fmt(r.shapes),
+            fmt(r.builds),
+            fmt(r.reuse, ".0%"),
+            fmt(r.fell_back),
+            fmt(r.predicted_fall_back),
+            fmt(r.guard_kind),
+            fmt(r.compile_s, ".2f"),
             step,
-            interval(r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"), ".2f", "x"),
+            interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"),
             breakeven,
-            fmt(r.get("worth_compiling")),
+            fmt(r.worth_compiling),
         )
     console.print(table)
     for r in rows:
-        reasons = r.get("recompile_reasons") or []
+        reasons = r.recompile_reasons or []
         if reasons:
             console.print(
-                f"{r['mode']}: {len(reasons)} recompiles ({r.get('guard_kind')} guards); "
+                f"{r.mode}: {len(reasons)} recompiles ({r.guard_kind} guards); "
                 f"first: {reasons[0]}; last: {reasons[-1]}",
                 markup=False,
             )
-        if r.get("fell_back"):
+        if r.fell_back:
             console.print(
-                f"{r['mode']}: dynamo hit recompile_limit ({r.get('recompile_limit')}) and runs "
+                f"{r.mode}: dynamo hit recompile_limit ({r.recompile_limit}) and runs "
                 "this frame eagerly from then on, silently; its step time is eager-after-fall-back "
-                f"(each call still checks {r.get('guard_sets_checked')} cached guard sets), "
+                f"(each call still checks {r.guard_sets_checked} cached guard sets), "
                 "never a compiled speed",
                 markup=False,
             )
-        if r.get("worth_compiling") == "can't tell at this noise":
-            more = r.get("worth_rounds_to_decide")
+        if r.worth_compiling == "can't tell at this noise":
+            more = r.worth_rounds_to_decide
             console.print(
-                f"{r['mode']}: can't tell whether compiling pays off at this noise"
+                f"{r.mode}: can't tell whether compiling pays off at this noise"
                 + (
                     f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
                 ),
                 markup=False,
             )
-        if r.get("cudagraph_skips") is not None:
+        if r.cudagraph_skips is not None:
             console.print(
-                f"{r['mode']}: CUDA graph skips {r['cudagraph_skips']}, "
-                f"re-records {r.get('cudagraph_rerecords')} (torch's own counts)",
+                f"{r.mode}: CUDA graph skips {r.cudagraph_skips}, "
+                f"re-records {r.cudagraph_rerecords} (torch's own counts)",
                 markup=False,
             )
-        for remedy in r.get("remedies") or ():
-            console.print(f"{r['mode']}: remedy {remedy}", markup=False)
-        if r.get("trace_index") or r.get("trace_dir"):
-            console.print(
-                f"{r['mode']}: trace {r.get('trace_index') or r.get('trace_dir')}", markup=False
-            )
+        for remedy in r.remedies or ():
+            console.print(f"{r.mode}: remedy {remedy}", markup=False)
+        if r.trace_index or r.trace_dir:
+            console.print(f"{r.mode}: trace {r.trace_index or r.trace_dir}", markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
-def draw_compiled_decode(rows: list[dict], path: Path, title: str) -> Path:
+def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    measured = [r for r in rows if r.get("status") == "ok"]
-    modes = [r["mode"] for r in measured]
+    measured = [r for r in rows if r.status == "ok"]
+    modes = [r.mode for r in measured]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     ax = axes[0][0]
-    builds = [r.get("builds") or 0 for r in measured]
-    bars = ax.bar(modes, builds, color="tab:orange")
+    builds = [r.builds or 0 for r in measured]
+    bars = ax.bar(modes, builds, color=[colour(m) for m in modes])
     for bar, r in zip(bars, measured):
         ax.annotate(
-            f"reuse {r.get('reuse', 0):.0%}",
+            f"reuse {(r.reuse or 0):.0%}",
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",
@@ -223,20 +151,18 @@ def draw_compiled_decode(rows: list[dict], path: Path, title: str) -> Path:
 
     ax = axes[0][1]
     for r in measured:
-        per_step = r.get("builds_per_step") or []
+        per_step = r.builds_per_step or []
         total, xs, ys = 0, [], []
         for i, b in enumerate(per_step):
             total += b
             xs.append(i + 1)
             ys.append(total)
         if xs:
-            ax.step(xs, ys, where="post", label=f"{r['mode']} ({r.get('guard_kind')})")
-    limits = {r.get("recompile_limit") for r in measured if r.get("recompile_limit")}
+            ax.step(xs, ys, where="post", color=colour(r.mode), label=f"{r.mode} ({r.guard_kind})")
+    limits = {r.recompile_limit for r in measured if r.recompile_limit}
     for limit in limits:
         ax.axhline(limit, color="red", linestyle="--", label=f"recompile_limit {limit}")
-    first_reason = next(
-        (r["recompile_reasons"][0] for r in measured if r.get("recompile_reasons")), ""
-    )
+    first_reason = next((r.recompile_reasons[0] for r in measured if r.recompile_reasons), "")
     ax.set_title(
         "cumulative builds per decode step"
         + (f"\nfirst recompile: {first_reason[:60]}" if first_reason else ""),
@@ -247,45 +173,47 @@ def draw_compiled_decode(rows: list[dict], path: Path, title: str) -> Path:
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
-    timed = [r for r in measured if r.get("step_ms")]
+    timed = [r for r in measured if r.step_ms]
     # The bar is the median; the whisker spans the quartiles of every round's steady steps.
     whiskers = [
-        [r["step_ms"] - (r.get("step_ms_q1") or r["step_ms"]) for r in timed],
-        [(r.get("step_ms_q3") or r["step_ms"]) - r["step_ms"] for r in timed],
+        [r.step_ms - (r.step_ms_q1 or r.step_ms) for r in timed],
+        [(r.step_ms_q3 or r.step_ms) - r.step_ms for r in timed],
     ]
-    labels = [
-        r["mode"] + ("\n(eager after fall-back)" if r.get("fell_back") else "") for r in timed
-    ]
-    ax.bar(labels, [r["step_ms"] for r in timed], yerr=whiskers, capsize=6, color="tab:blue")
+    labels = [r.mode + ("\n(eager after fall-back)" if r.fell_back else "") for r in timed]
+    ax.bar(
+        labels,
+        [r.step_ms for r in timed],
+        yerr=whiskers,
+        capsize=6,
+        color=[colour(r.mode) for r in timed],
+    )
     for label, r in zip(labels, timed):
-        if r.get("speedup"):
-            text = interval(r["speedup"], r.get("speedup_low"), r.get("speedup_high"), ".2f", "x")
-            ax.annotate(
-                text, (label, r.get("step_ms_q3") or r["step_ms"]), ha="center", va="bottom"
-            )
+        if r.speedup:
+            text = interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x")
+            ax.annotate(text, (label, r.step_ms_q3 or r.step_ms), ha="center", va="bottom")
     ax.set_title("median steady step (ms), whisker: IQR; speedup vs off [95% interval]")
     ax.set_ylabel("ms")
 
     ax = axes[1][1]
     horizon = max(
-        [r.get("breakeven_steps") or 0 for r in measured]
-        + [len(r.get("builds_per_step") or []) * 100 for r in measured]
+        [r.breakeven_steps or 0 for r in measured]
+        + [len(r.builds_per_step or []) * 100 for r in measured]
         + [100]
     )
     for r in measured:
-        if r.get("mode") == "off" or r.get("saving_per_step_ms") is None:
+        if r.mode == "off" or r.saving_per_step_ms is None:
             continue
         xs = [0, horizon]
-        saving_s = r["saving_per_step_ms"] / 1e3
-        ys = [-(r.get("compile_s") or 0.0), horizon * saving_s - (r.get("compile_s") or 0.0)]
-        ax.plot(xs, ys, label=f"{r['mode']} (compile {r.get('compile_s', 0):.1f}s)")
+        saving_s = r.saving_per_step_ms / 1e3
+        ys = [-(r.compile_s or 0.0), horizon * saving_s - (r.compile_s or 0.0)]
+        ax.plot(xs, ys, color=colour(r.mode), label=f"{r.mode} (compile {(r.compile_s or 0):.1f}s)")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_title("net saving (s) against decode steps served")
     ax.set_xlabel("steps served")
     ax.set_ylabel("net saving (s)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    fig.suptitle(f"compiled decode: {title}")
+    fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path)

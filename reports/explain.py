@@ -1,45 +1,33 @@
-"""Terminal tables for `nanobench explain`: one row per depth, then the break reasons."""
+"""Terminal tables for `nanobench explain`: one row per depth, then the break reasons.
+
+What it is: `render_explain`, over `nanobench.explain.ExplainRow`s (their fields are the JSON's).
+What it is not: explaining; nothing here runs dynamo.
+Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-EXPLAIN_COLUMNS = [
-    "layers",
-    "path",
-    "attention",
-    "graphs",
-    "graph_breaks",
-    "counted_breaks",
-    "breaks_agree",
-    "ops",
-    "guards",
-    "value_guards",
-    "value_guard_text",
-    "break_reasons",
-    "target",
-    "remedies",
-]
 
-
-def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
+def render_explain(console, rows: list, verdict: str, gates) -> None:
     table = Table(title="one decode forward, torch._dynamo.explain")
     for col in ("layers", "path", "graphs", "breaks", "counted", "ops", "guards", "value guards"):
         table.add_column(col, justify="right")
     for r in rows:
-        counted = str(r["counted_breaks"]) + ("" if r["breaks_agree"] else " (!)")
+        counted = str(r.counted_breaks) + ("" if r.breaks_agree else " (!)")
         table.add_row(
-            "-" if r["layers"] is None else str(r["layers"]),
-            r["path"],
-            str(r["graphs"]),
-            str(r["graph_breaks"]),
+            "-" if r.layers is None else str(r.layers),
+            r.path,
+            str(r.graphs),
+            str(r.graph_breaks),
             counted,
-            str(r["ops"]),
-            str(r["guards"]),
-            str(r["value_guards"]),
+            str(r.ops),
+            str(r.guards),
+            str(r.value_guards),
         )
     console.print(table)
-    if any(not r["breaks_agree"] for r in rows):
+    if any(not r.breaks_agree for r in rows):
         console.print(
             "(!) dynamo's graph_break_count is graphs - 1; the counted, deduplicated break "
             "reasons disagree with it"
@@ -47,23 +35,23 @@ def render_explain(console, rows: list[dict], verdict: str, gates) -> None:
     if len(rows) > 1:
         console.print(f"break scaling: {verdict}")
     last = rows[-1]
-    at = last["path"] if last["layers"] is None else f"{last['layers']} layers"
-    if last.get("target"):
+    at = last.path if last.layers is None else f"{last['layers']} layers"
+    if last.target:
         console.print(f"target: {last['target']}", markup=False)
-    if last["break_reasons"]:
+    if last.break_reasons:
         reasons = Table(title=f"break reasons at {at}")
         for col in ("count", "reason", "frame", "source"):
             reasons.add_column(col)
-        for b in last["break_reasons"]:
+        for b in last.break_reasons:
             reasons.add_row(str(b["count"]), b["reason"], b["frame"], b["source"])
         console.print(reasons)
-    if last["value_guard_text"]:
+    if last.value_guard_text:
         console.print(
             "guards on Python values (each one is a rebuild on every step that changes it):"
         )
-        for text in last["value_guard_text"][:8]:
+        for text in last.value_guard_text[:8]:
             console.print(f"  {text}", markup=False)
-    for remedy in last.get("remedies") or ():
+    for remedy in last.remedies or ():
         console.print(f"remedy {remedy}", markup=False)
     for g in gates:
         mark = "pass" if g.passed else "FAIL"

@@ -1,14 +1,15 @@
 """`compile_bench.derive` on made-up sweep rows whose answers are worked out by hand here.
 
 derive sets speedup, saving, breakeven and worth_compiling of every row against the `off` row of
-the same sweep; nothing here runs a worker.
+the same sweep; nothing here runs a worker. Without rounds (these tests) nothing has an interval,
+so worth_compiling can only say it cannot tell, or None where nothing was compared.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nanobench.compile_bench import derive
+from nanobench.compile_row import CANT_TELL, CompileRow, derive
 
 # off 10 ms; dynamic 4 ms after 3 s of compiling; static 12.5 ms after 1 s.
 OFF = {"mode": "off", "status": "ok", "step_ms": 10.0, "compile_s": 0.0}
@@ -16,56 +17,58 @@ DYNAMIC = {"mode": "dynamic", "status": "ok", "step_ms": 4.0, "compile_s": 3.0}
 STATIC = {"mode": "static", "status": "ok", "step_ms": 12.5, "compile_s": 1.0}
 
 
-def rows(*made_up: dict) -> list[dict]:
-    return [dict(r) for r in made_up]
+def rows(*made_up: dict) -> list[CompileRow]:
+    return [CompileRow(**r) for r in made_up]
 
 
 def test_a_faster_mode_gets_its_ratio_saving_and_breakeven():
     off, dynamic, _ = derive(rows(OFF, DYNAMIC, STATIC), horizon=10_000)
     # 10 / 4 = 2.5x; 10 - 4 = 6 ms a step; 3 s / 6 ms = 500 steps to pay back the compile.
-    assert dynamic["speedup"] == 2.5
-    assert dynamic["saving_per_step_ms"] == 6.0
-    assert dynamic["breakeven_steps"] == 500.0
-    # 10,000 steps save 60 s against 3 s of compiling.
-    assert dynamic["worth_compiling"] is True
-    assert (off["speedup"], off["saving_per_step_ms"], off["breakeven_steps"]) == (1.0, 0.0, None)
-    assert off["worth_compiling"] is False
+    assert dynamic.speedup == 2.5
+    assert dynamic.saving_per_step_ms == 6.0
+    assert dynamic.breakeven_steps == 500.0
+    # 10,000 steps save 60 s against 3 s, but one sample has no interval: no verdict either way.
+    assert dynamic.worth_compiling == CANT_TELL
+    assert (off.speedup, off.saving_per_step_ms, off.breakeven_steps) == (1.0, 0.0, None)
+    assert off.worth_compiling is None
 
 
 def test_a_slower_mode_never_breaks_even():
     *_, static = derive(rows(OFF, DYNAMIC, STATIC), horizon=10_000)
     # 10 / 12.5 = 0.8x; it loses 2.5 ms a step, so no number of steps pays back its 1 s.
-    assert static["speedup"] == 0.8
-    assert static["saving_per_step_ms"] == -2.5
-    assert static["breakeven_steps"] is None
-    assert static["worth_compiling"] is False
+    assert static.speedup == 0.8
+    assert static.saving_per_step_ms == -2.5
+    assert static.breakeven_steps is None
+    assert static.worth_compiling == CANT_TELL
 
 
 @pytest.mark.parametrize(("horizon", "worth"), [(499, False), (501, True), (10_000, True)])
 def test_worth_compiling_turns_at_the_breakeven(horizon, worth):
     # 3 s of compiling at 6 ms saved a step: net = horizon * 0.006 - 3, zero at 500 steps.
     (_, dynamic) = derive(rows(OFF, DYNAMIC), horizon=horizon)
-    assert dynamic["worth_compiling"] is worth
+    # what a step must save: 3,000 ms / horizon (6.012 at 499 steps, 5.988 at 501)
+    assert dynamic.saving_needed_ms == pytest.approx(3000 / horizon, abs=1e-6)
+    assert (dynamic.saving_per_step_ms > dynamic.saving_needed_ms) is worth
 
 
 def test_without_a_measured_off_row_nothing_is_derived():
     failed_off = {"mode": "off", "status": "timeout", "step_ms": None}
     for sweep in (rows(DYNAMIC, STATIC), rows(failed_off, DYNAMIC)):
         for r in derive(sweep, horizon=10_000):
-            assert (r["speedup"], r["saving_per_step_ms"], r["breakeven_steps"]) == (None,) * 3
-            assert r["worth_compiling"] is False
+            assert (r.speedup, r.saving_per_step_ms, r.breakeven_steps) == (None,) * 3
+            assert r.worth_compiling is None
 
 
 def test_a_mode_whose_every_step_built_has_no_ratio():
     all_built = {"mode": "static", "status": "ok", "step_ms": None, "compile_s": 9.0}
     (_, static) = derive(rows(OFF, all_built), horizon=10_000)
-    assert (static["speedup"], static["breakeven_steps"], static["worth_compiling"]) == (
+    assert (static.speedup, static.breakeven_steps, static.worth_compiling) == (
         None,
         None,
-        False,
+        None,
     )
 
 
 def test_the_off_row_is_found_wherever_it_sits():
     dynamic, _, off = derive(rows(DYNAMIC, STATIC, OFF), horizon=10_000)
-    assert dynamic["speedup"] == 2.5 and off["speedup"] == 1.0
+    assert dynamic.speedup == 2.5 and off.speedup == 1.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from nanobench.cmd_compile import amortised_gate
-from nanobench.compile_bench import CANT_TELL, derive
+from nanobench.compile_row import CANT_TELL, CompileRow, derive
 from nanobench.compile_session import steady_mask
 from nanobench.rounds import Window
 
@@ -22,16 +22,17 @@ def windows(ms_by_round: dict[str, list[float]]) -> list[Window]:
     ]
 
 
-def rows(compile_s: float = 2.0, fell_back: bool = False, builds: int = 1) -> list[dict]:
+def rows(compile_s: float = 2.0, fell_back: bool = False, builds: int = 1, step_ms=None):
+    off_ms, static_ms = step_ms or (None, None)
     return [
-        {"mode": "off", "status": "ok", "builds": 0, "compile_s": 0.0},
-        {
-            "mode": "static",
-            "status": "ok",
-            "builds": builds,
-            "compile_s": compile_s,
-            "fell_back": fell_back,
-        },
+        CompileRow(mode="off", builds=0, compile_s=0.0, fell_back=False, step_ms=off_ms),
+        CompileRow(
+            mode="static",
+            builds=builds,
+            compile_s=compile_s,
+            fell_back=fell_back,
+            step_ms=static_ms,
+        ),
     ]
 
 
@@ -39,17 +40,17 @@ def test_a_clear_saving_is_worth_compiling_with_a_breakeven_interval():
     # off 10 ms, static 8 ms every round: speedup 1.25, saving 2 ms, breakeven 2 s / 2 ms = 1000
     got = derive(rows(), 10_000, windows({"off": [10.0] * 5, "static": [8.0] * 5}))
     static = got[1]
-    assert (static["speedup"], static["speedup_low"], static["speedup_high"]) == (1.25,) * 3
-    assert static["saving_per_step_ms"] == pytest.approx(2.0)
-    assert static["breakeven_steps"] == pytest.approx(1000.0)
-    assert static["breakeven_steps_low"] == static["breakeven_steps_high"] == pytest.approx(1000.0)
+    assert (static.speedup, static.speedup_low, static.speedup_high) == (1.25,) * 3
+    assert static.saving_per_step_ms == pytest.approx(2.0)
+    assert static.breakeven_steps == pytest.approx(1000.0)
+    assert static.breakeven_steps_low == static.breakeven_steps_high == pytest.approx(1000.0)
     # needs 2 s / 10,000 steps = 0.2 ms a step; saves 2 ms
-    assert static["saving_needed_ms"] == pytest.approx(0.2)
-    assert static["worth_compiling"] == "yes" and static["step_kind"] == "compiled"
+    assert static.saving_needed_ms == pytest.approx(0.2)
+    assert static.worth_compiling == "yes" and static.step_kind == "compiled"
     assert amortised_gate(static, 10_000).verdict == "pass"
     # a horizon of 500 steps repays only 1 s of the 2: no
     assert (
-        derive(rows(), 500, windows({"off": [10.0] * 5, "static": [8.0] * 5}))[1]["worth_compiling"]
+        derive(rows(), 500, windows({"off": [10.0] * 5, "static": [8.0] * 5}))[1].worth_compiling
         == "no"
     )
 
@@ -61,28 +62,28 @@ def test_a_saving_around_what_the_horizon_needs_cannot_tell_and_says_how_long_to
         10_000,
         windows({"off": [10.0] * 5, "static": [9.9, 9.7, 9.85, 9.75, 9.8]}),
     )[1]
-    assert got["saving_per_step_ms"] == pytest.approx(0.2)
-    assert got["saving_per_step_ms_low"] < 0.2 < got["saving_per_step_ms_high"]
-    assert got["worth_compiling"] == CANT_TELL
+    assert got.saving_per_step_ms == pytest.approx(0.2)
+    assert got.saving_per_step_ms_low < 0.2 < got.saving_per_step_ms_high
+    assert got.worth_compiling == CANT_TELL
     # breakeven runs the other way from the saving: its low end is the saving's high end
-    assert got["breakeven_steps_low"] == pytest.approx(2000 / got["saving_per_step_ms_high"], 0.01)
+    assert got.breakeven_steps_low == pytest.approx(2000 / got.saving_per_step_ms_high, 0.01)
     gate = amortised_gate(got, 10_000)
     assert gate.verdict == "inconclusive" and gate.target == pytest.approx(0.2)
 
 
 def test_a_slower_compiled_step_never_breaks_even():
     got = derive(rows(), 10_000, windows({"off": [8.0] * 5, "static": [10.0] * 5}))[1]
-    assert got["worth_compiling"] == "no" and got["breakeven_steps"] is None
-    assert got["speedup"] == pytest.approx(0.8)
+    assert got.worth_compiling == "no" and got.breakeven_steps is None
+    assert got.speedup == pytest.approx(0.8)
 
 
 def test_the_static_arm_past_the_limit_is_labelled_eager_after_fall_back():
     got = derive(
         rows(fell_back=True, builds=8), 10_000, windows({"off": [10.0] * 5, "static": [10.0] * 5})
     )
-    assert got[1]["step_kind"] == "eager-after-fall-back"
-    assert got[1]["guard_sets_checked"] == 8
-    assert got[0]["step_kind"] == "eager" and got[0]["guard_sets_checked"] is None
+    assert got[1].step_kind == "eager-after-fall-back"
+    assert got[1].guard_sets_checked == 8
+    assert got[0].step_kind == "eager" and got[0].guard_sets_checked is None
 
 
 def test_steady_steps_built_nothing_and_past_a_fall_back_come_after_the_last_build():
@@ -92,8 +93,7 @@ def test_steady_steps_built_nothing_and_past_a_fall_back_come_after_the_last_bui
 
 
 def test_without_rounds_nothing_has_an_interval_and_nothing_is_decided():
-    one_shot = rows()
-    one_shot[0]["step_ms"], one_shot[1]["step_ms"] = 10.0, 5.0
+    one_shot = rows(step_ms=(10.0, 5.0))
     got = derive(one_shot, 10_000)[1]
-    assert got["speedup"] == 2.0 and got["speedup_low"] is None
-    assert got["worth_compiling"] == CANT_TELL
+    assert got.speedup == 2.0 and got.speedup_low is None
+    assert got.worth_compiling == CANT_TELL

@@ -178,7 +178,7 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
     assert builds["static"] == 8
     # Same code object, same engine: dynamic finds the budget spent and never compiles.
     assert builds["dynamic"] == 0
-    assert fresh["builds"] >= 1 and not fresh["fell_back"]
+    assert fresh.builds >= 1 and not fresh.fell_back
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path):

@@ -20,7 +20,7 @@ from engine.attention import UnplannedDecode
 from engine.config import EngineConfig
 from engine.engine import Engine
 from nanobench.cli import app
-from nanobench.explain import explain_forward, scaling
+from nanobench.explain import ExplainRow, explain_forward, scaling
 from tests.helpers import TINY_MHA, prompts, write_model
 
 ROWS, PROMPT_LEN = 4, 16
@@ -66,12 +66,12 @@ def source_line(fn, text: str) -> str:
 def test_the_row_carries_dynamos_numbers(one_layer):
     out = dynamo_explains_unplanned(1)
     assert out.graph_count > 1, "the unplanned path breaks: its kernel reads context_lens"
-    assert one_layer["graphs"] == out.graph_count
-    assert one_layer["graph_breaks"] == out.graph_break_count == out.graph_count - 1
-    assert one_layer["ops"] == out.op_count
-    assert one_layer["guards"] == len(out.out_guards)
-    assert one_layer["counted_breaks"] == len(out.break_reasons) > 0
-    assert one_layer["breaks_agree"] == (len(out.break_reasons) == out.graph_break_count)
+    assert one_layer.graphs == out.graph_count
+    assert one_layer.graph_breaks == out.graph_break_count == out.graph_count - 1
+    assert one_layer.ops == out.op_count
+    assert one_layer.guards == len(out.out_guards)
+    assert one_layer.counted_breaks == len(out.break_reasons) > 0
+    assert one_layer.breaks_agree == (len(out.break_reasons) == out.graph_break_count)
     # Every break is raised in the reference kernel; the first one dynamo meets is traced from
     # the engine's unplanned view (later ones are re-met inside resumed frames, whose stacks
     # start at the kernel).
@@ -86,26 +86,26 @@ def test_breaks_name_the_kernels_host_reads(one_layer):
     kernel = kernels.reference.paged_attention_batched_reference
     lower = source_line(kernel, "int(context_lens.min())")
     upper = source_line(kernel, "int(context_lens.max())")
-    frames = {b["frame"]: b for b in one_layer["break_reasons"]}
+    frames = {b["frame"]: b for b in one_layer.break_reasons}
     assert set(frames) == {lower, upper}
     assert "int(context_lens.min())" in frames[lower]["source"]
-    assert all("Tensor.item()" in b["reason"] for b in one_layer["break_reasons"])
+    assert all("Tensor.item()" in b["reason"] for b in one_layer.break_reasons)
 
 
 @pytest.mark.slow
 def test_value_guards_read_each_rows_num_tokens(one_layer):
     # 16 prompt tokens plus the step's token: every row's table holds 17 when the step runs.
     want = {f"L['view'].cache.tables[{r}].num_tokens == {PROMPT_LEN + 1}" for r in range(ROWS)}
-    assert want <= set(one_layer["value_guard_text"])
-    assert one_layer["value_guards"] == len(one_layer["value_guard_text"]) >= ROWS
+    assert want <= set(one_layer.value_guard_text)
+    assert one_layer.value_guards == len(one_layer.value_guard_text) >= ROWS
 
 
 @pytest.mark.slow
 def test_breaks_grow_with_depth_so_the_verdict_is_structural(one_layer):
     two = explain_forward(TINY_MHA, layers=2, rows=ROWS, prompt_len=PROMPT_LEN, path="unplanned")
     # Both host reads sit in the kernel that every layer calls: each layer adds breaks.
-    assert two["graph_breaks"] > one_layer["graph_breaks"]
-    per_layer = two["graph_breaks"] - one_layer["graph_breaks"]
+    assert two.graph_breaks > one_layer.graph_breaks
+    per_layer = two.graph_breaks - one_layer.graph_breaks
     assert scaling([one_layer, two]) == (
         f"structural: +{per_layer} breaks per layer (inside the block)"
     )
@@ -126,7 +126,10 @@ def test_the_planned_path_is_one_graph_through_the_command(tmp_path):
 
 def test_scaling_reads_the_break_counts():
     def rows(*breaks):
-        return [{"layers": 2 * (i + 1), "graph_breaks": b} for i, b in enumerate(breaks)]
+        return [
+            ExplainRow(2 * (i + 1), "unplanned", "reference", b + 1, b, b, True, 0, 0, 0, [], [])
+            for i, b in enumerate(breaks)
+        ]
 
     # Day 49's engine: 12 breaks at 2 layers, 14 at 4 -> one more per layer, inside the block.
     assert scaling(rows(12, 14)) == "structural: +1 breaks per layer (inside the block)"

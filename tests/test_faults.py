@@ -166,7 +166,7 @@ def test_an_exception_inside_a_worker_is_an_error_row_with_its_line(tmp_path):
     from nanobench.fresh import run_fresh
 
     spec = spec_for(model=tmp_path / "gone", steps=2, backend="eager", mode="off")
-    row = run_fresh("nanobench.compile_worker", spec, timeout=120)
+    row = run_fresh("nanobench.compile_session", spec, timeout=120)
     assert row["status"].startswith("error: CheckpointError:")
     assert "no such checkpoint directory" in row["status"]
 
@@ -216,3 +216,37 @@ def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned):
     assert "KeyboardInterrupt" in err, err[-2000:]
     assert state(spawned["worker"]) is None, "run_fresh reaps the worker before re-raising"
     assert_group_gone(spawned["group"])
+
+
+# -- a renamed field in a real worker's payload ------------------------------------------------
+
+RENAMING_WORKER = """
+import nanobench.compile_session as session
+from nanobench.fresh import serve_main
+
+real_ledger = session.CompileSession.ledger
+
+
+def renamed(self, *args):
+    row = real_ledger(self, *args)
+    row["frames_built"] = row.pop("builds")  # what a careless rename in the worker looks like
+    return row
+
+
+session.CompileSession.ledger = renamed
+serve_main(session.open_session)
+"""
+
+
+def test_a_field_renamed_in_the_worker_fails_the_parent_naming_it(tmp_path, monkeypatch):
+    """The real compile session, one field renamed before it is emitted: the parent refuses."""
+    from engine.weights import materialize_preset
+    from nanobench.compile_bench import spec_for, sweep
+    from nanobench.rows import RowSchemaError
+
+    (tmp_path / "renaming_worker.py").write_text(RENAMING_WORKER)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    monkeypatch.setattr("nanobench.compile_bench.WORKER", "renaming_worker")
+    spec = spec_for(model=materialize_preset("tiny"), steps=2, backend="eager", threads=1)
+    with pytest.raises(RowSchemaError, match="unknown field 'frames_built'"):
+        sweep(spec, ["off"], timeout=120)

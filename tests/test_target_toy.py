@@ -61,8 +61,9 @@ def test_explain_names_the_break_with_this_files_line():
     assert row["value_guards"] == 0
     assert any(r.startswith("plan-outside") and where in r for r in row["remedies"])
     gates = json.loads(result.stdout)["gates"]
-    assert [(g["name"], g["passed"], g["verdict"]) for g in gates] == [
-        ("check_single_graph[target step 3]", False, "fail")
+    # A pass/fail gate (no interval): its verdict is fail and it carries no estimate.
+    assert [(g["name"], g["passed"], g["verdict"], g["estimate"]) for g in gates] == [
+        ("check_single_graph[target step 3]", False, "fail", None)
     ]
 
 
