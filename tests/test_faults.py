@@ -131,14 +131,17 @@ def test_a_killed_worker_becomes_a_row_and_the_sweep_goes_on(tmp_path):
 def test_an_interrupted_sweep_keeps_finished_rows_and_says_what_did_not_run(tmp_path, spawned):
     proc = start(tmp_path, "--modes", "off,dynamic,static", "--steps", "40")
     wait_for(lambda: len(rows_on_disk(tmp_path)) == 1)
-    worker = the_worker(proc.pid)  # dynamic's: off's row is written after off's was reaped
-    spawned["group"] = worker
-    proc.send_signal(signal.SIGINT)  # the CLI only: the worker's session gets no SIGINT
+    # off's worker stays alive for the rounds; the second child is dynamic's, setting up.
+    wait_for(lambda: len(children(proc.pid)) == 2, timeout=60)
+    workers = children(proc.pid)
+    spawned["group"] = max(workers)
+    proc.send_signal(signal.SIGINT)  # the CLI only: the workers' sessions get no SIGINT
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    # The CLI reaps the worker it killed before it exits, so the pid is gone outright.
-    assert state(worker) is None, f"worker {worker} outlived the interrupted CLI: {state(worker)}"
-    assert_group_gone(worker)
+    # The CLI reaps the workers it killed before it exits, so their pids are gone outright.
+    for worker in workers:
+        assert state(worker) is None, f"worker {worker} outlived the CLI: {state(worker)}"
+        assert_group_gone(worker)
     assert "not run: dynamic, static" in err
     assert "Traceback" not in err
     rows = rows_on_disk(tmp_path)
