@@ -94,7 +94,36 @@ def open_session(spec: dict, progress: Callable[[dict], None] = lambda e: None):
     return CompileSession(spec, progress)
 
 
-class CompileSession:
+class WindowServer:
+    """What a compile worker session does after its first pass: timed windows, then its row.
+
+    A session sets `spec`, `ready`, `steady` (the first pass's steady-step mask) and
+    `frames_after_first_pass`, and defines `run()` -> (ms, builds) of one pass.
+    """
+
+    def serve(self, request: dict) -> dict:
+        """One timed window: the first pass's steps again."""
+        ms, built = self.run()
+        window = Window(
+            self.spec["mode"],
+            int(request["round"]),
+            "ok",
+            tuple(ms),
+            tuple(built),
+            tuple(self.steady),
+        )
+        return asdict(window)
+
+    def finish(self) -> dict:
+        from torch._dynamo.utils import counters
+
+        return {
+            **self.ready,
+            "builds_in_windows": counters["frames"]["ok"] - self.frames_after_first_pass,
+        }
+
+
+class CompileSession(WindowServer):
     def __init__(self, spec: dict, progress: Callable[[dict], None] = lambda e: None) -> None:
         import torch
         import torch._dynamo
@@ -201,27 +230,6 @@ class CompileSession:
             **cudagraph_counts(mode),
             "torch_version": torch.__version__,
             "threads": torch.get_num_threads(),
-        }
-
-    def serve(self, request: dict) -> dict:
-        """One timed window: the first pass's prompts and steps again."""
-        ms, built = self.run()
-        window = Window(
-            self.spec["mode"],
-            int(request["round"]),
-            "ok",
-            tuple(ms),
-            tuple(built),
-            tuple(self.steady),
-        )
-        return asdict(window)
-
-    def finish(self) -> dict:
-        from torch._dynamo.utils import counters
-
-        return {
-            **self.ready,
-            "builds_in_windows": counters["frames"]["ok"] - self.frames_after_first_pass,
         }
 
 

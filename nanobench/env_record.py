@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
@@ -63,16 +62,6 @@ def _git_commit() -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _cuda_driver() -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
@@ -93,6 +82,7 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
     import torch
 
     import nanobench
+    from nanobench.inductor_cache import cpu_model
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cuda = torch.cuda.is_available()
@@ -103,7 +93,7 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
         torch_version=torch.__version__,
         triton_version=_version("triton"),
         transformers_version=_version("transformers"),
-        cpu_model=_cpu_model(),
+        cpu_model=cpu_model(),
         cores=int(cores or 1),
         threads=int(threads or torch.get_num_threads()),
         aten_cpu_capability=torch.backends.cpu.get_cpu_capability(),

@@ -17,10 +17,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 
+from nanobench.compile_session import WindowServer
 from nanobench.explain import ExplainRow
-from nanobench.rounds import Window
 from nanobench.targets import Target, TargetError, growing_dims, inputs_at, shape_signature
 
 
@@ -102,7 +101,7 @@ def explain_target(target: Target, step: int) -> ExplainRow:
     )
 
 
-class TargetSession:
+class TargetSession(WindowServer):
     """A compile worker's session for a target: the first pass, then timed replay windows.
 
     A window replays `step_inputs(0..steps-1)` on the same target: a target whose state grows
@@ -225,24 +224,3 @@ class TargetSession:
                 built.append(counters["frames"]["ok"] - before)
                 progress({"step": i + 1, "steps": self.spec["steps"], "built": built[-1]})
         return times, built
-
-    def serve(self, request: dict) -> dict:
-        """One timed window: the same steps again on the same target."""
-        ms, built = self.run()
-        window = Window(
-            self.spec["mode"],
-            int(request["round"]),
-            "ok",
-            tuple(ms),
-            tuple(built),
-            tuple(self.steady),
-        )
-        return asdict(window)
-
-    def finish(self) -> dict:
-        from torch._dynamo.utils import counters
-
-        return {
-            **self.ready,
-            "builds_in_windows": counters["frames"]["ok"] - self.frames_after_first_pass,
-        }
