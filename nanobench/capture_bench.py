@@ -260,16 +260,37 @@ def _check_equal(what: str, got: int, expected: int) -> None:
 # -- the pool table and what a step holds ------------------------------------------------------
 
 
+def capture_buckets(
+    capture_rows: int,
+    capture_tokens: int,
+    multiple: int,
+    capture_sizes: tuple[int, ...] | None = None,
+    width_free: bool = False,
+) -> DecodeBuckets:
+    """The capture list's buckets: the power-of-two row ladder to capture_rows, or a server's
+    `capture_sizes` (vLLM's may go past max_num_seqs, to its own largest size)."""
+    top = capture_sizes[-1] if capture_sizes else capture_rows
+    return DecodeBuckets(
+        top, capture_tokens, multiple, width_free=width_free, row_sizes=capture_sizes or None
+    )
+
+
 def pool_rows(
-    heads: int, capture_rows: int, capture_tokens: int, multiples: list[int]
+    heads: int,
+    capture_rows: int,
+    capture_tokens: int,
+    multiples: list[int],
+    capture_sizes: tuple[int, ...] | None = None,
 ) -> list[dict]:
     """The score-rectangle table: per width multiple, the reference list's shared pool against private.
 
-    A last row prices the Triton kernel's list (rows only, no score rectangle).
+    A last row prices the Triton kernel's list (rows only, no score rectangle). Rows carry the
+    list's row sizes, ascending (`capture_sizes`).
     """
     out = []
     for multiple in multiples:
-        shapes = DecodeBuckets(capture_rows, capture_tokens, multiple).shapes
+        buckets = capture_buckets(capture_rows, capture_tokens, multiple, capture_sizes)
+        shapes = buckets.shapes
         shared = shared_pool_bytes(shapes, heads, SCORE_BYTES)
         private = private_pool_bytes(shapes, heads, SCORE_BYTES)
         out.append(
@@ -284,9 +305,12 @@ def pool_rows(
                 "heads": heads,
                 "capture_rows": capture_rows,
                 "capture_tokens": capture_tokens,
+                "capture_sizes": list(buckets.rows),
             }
         )
-    rows_only = DecodeBuckets(capture_rows, capture_tokens, capture_tokens, width_free=True)
+    rows_only = capture_buckets(
+        capture_rows, capture_tokens, capture_tokens, capture_sizes, width_free=True
+    )
     out.append(
         {
             "table": "pool",
@@ -299,6 +323,7 @@ def pool_rows(
             "heads": heads,
             "capture_rows": capture_rows,
             "capture_tokens": capture_tokens,
+            "capture_sizes": list(rows_only.rows),
         }
     )
     return out

@@ -26,14 +26,22 @@ def formula_bytes(kernel: str, rows: int, heads: int, width: int) -> int:
 
 
 def workspace_rows(
-    model: ModelConfig, heads: int, capture_rows: int, capture_tokens: int, dtype: str
+    model: ModelConfig,
+    heads: int,
+    capture_rows: int,
+    capture_tokens: int,
+    dtype: str,
+    capture_sizes: tuple[int, ...] | None = None,
 ) -> list[dict]:
-    """Per kernel, the row ladder at the widest width: traced workspace beside the formula."""
+    """Per kernel, the list's row sizes at the widest width: traced workspace beside the formula."""
+    from nanobench.capture_bench import capture_buckets
+
     traced_model = with_heads(model, heads)
+    ladder = capture_buckets(capture_rows, capture_tokens, capture_tokens, capture_sizes).rows
     out = []
     for kernel in ("reference", "triton"):
-        memory = decode_memory(traced_model, kernel, dtype, capture_rows, capture_tokens)
-        for rows in DecodeBuckets(capture_rows, capture_tokens, capture_tokens).rows:
+        memory = decode_memory(traced_model, kernel, dtype, ladder[-1], capture_tokens)
+        for rows in ladder:
             m = memory.at(rows, capture_tokens)
             formula = formula_bytes(kernel, rows, heads, capture_tokens)
             out.append(
@@ -59,12 +67,11 @@ def with_traced(pools: list[dict], model: ModelConfig, dtype: str) -> list[dict]
     out = []
     for row in pools:
         kernel, tokens = row["kernel"], row["capture_tokens"]
-        memory = decode_memory(
-            with_heads(model, row["heads"]), kernel, dtype, row["capture_rows"], tokens
-        )
+        sizes = tuple(row["capture_sizes"])
+        memory = decode_memory(with_heads(model, row["heads"]), kernel, dtype, sizes[-1], tokens)
         multiple = tokens if row["width_multiple"] is None else row["width_multiple"]
         buckets = DecodeBuckets(
-            row["capture_rows"], tokens, multiple, width_free=kernel == "triton"
+            sizes[-1], tokens, multiple, width_free=kernel == "triton", row_sizes=sizes
         )
         traced = list_memory(memory, buckets.shapes)
         out.append(

@@ -8,6 +8,7 @@ import typer
 
 from engine.config import KERNELS
 from nanobench.common import (
+    capture_sizes_option,
     choice,
     device_option,
     dtype_option,
@@ -20,6 +21,7 @@ from nanobench.common import (
 )
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
+from nanobench.options import CaptureSizes
 
 
 def capture(
@@ -40,6 +42,7 @@ def capture(
     capture_rows: int = typer.Option(256, help="Rows at the top of the priced capture list."),
     capture_tokens: int = typer.Option(8192, help="Tokens (max_model_len) of the priced list."),
     multiples: str = typer.Option("128,512,2048,8192", help="Width multiples for the pool table."),
+    capture_sizes: CaptureSizes = None,
     heads: int = typer.Option(0, help="Query heads for the pool table (default: the model's)."),
     out: str = typer.Option("nanobench-out", help="Directory for capture.csv and the diagram."),
     json_mode: bool = typer.Option(False, "--json", help="Print one JSON document instead."),
@@ -63,6 +66,7 @@ def capture(
         positive("--capture-rows", capture_rows)
         positive("--capture-tokens", capture_tokens)
         widths = int_list("--multiples", multiples)
+        sizes = capture_sizes_option(capture_sizes, capture_rows)
         pool_heads = config.num_heads if heads == 0 else positive("--heads", heads)
         target = out_dir(out)
         if kernel == "triton" and device == "cpu":
@@ -106,10 +110,10 @@ def capture(
         except KernelInputError as e:
             # The model's shapes are outside what the chosen kernel takes (e.g. Triton's head_dim).
             raise BadInput(f"--kernel {kernel} with --model {model}: {e}") from None
-        pools = pool_rows(pool_heads, capture_rows, capture_tokens, widths)
+        pools = pool_rows(pool_heads, capture_rows, capture_tokens, widths, sizes)
         status("tracing the decode forward's memory under fake tensors")
         pools = with_traced(pools, config, dtype)
-        workspace = workspace_rows(config, pool_heads, capture_rows, capture_tokens, dtype)
+        workspace = workspace_rows(config, pool_heads, capture_rows, capture_tokens, dtype, sizes)
         if device == "cuda":
             measured = measure_pools(config, capture_rows, capture_tokens, widths, dtype, status)
             pools = with_measured(pools, measured)

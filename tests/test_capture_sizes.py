@@ -107,3 +107,23 @@ def test_pool_budget_prices_the_listed_rows(tmp_path):
     # Each graph keeps its fp32 logits: (1 + 2 + 4 + 8 x (1 + ... + 16)) rows x vocab x 4 bytes.
     rows = 1 + 2 + 4 + 8 * 136
     assert row["graph_outputs_bytes"] == rows * PRESETS["tiny"].config.vocab_size * 4
+
+
+def test_capture_prices_a_servers_list(tmp_path):
+    """capture --capture-sizes vllm: the pool table's list is vLLM's, priced per graph."""
+    from engine.config import PRESETS
+
+    args = ["capture", "--steps", "2", "--capture-sizes", "vllm", "--capture-rows", "64"]
+    args += ["--capture-tokens", "512", "--multiples", "128", "--json", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    pools = [r for r in json.loads(result.stdout)["rows"] if r["table"] == "pool"]
+    assert [r["kernel"] for r in pools] == ["reference", "triton"]
+    for r in pools:
+        assert r["capture_sizes"] == list(VLLM_64)
+    # Reference: 19 sizes x widths 128, 256, 384, 512; Triton: the 19 sizes alone.
+    assert [r["shapes"] for r in pools] == [19 * 4, 19]
+    # Every graph keeps its fp32 logits: sum of the sizes x vocab x 4 bytes, per width.
+    vocab = PRESETS["tiny"].config.vocab_size
+    per_width = (1 + 2 + 4 + 8 * 136) * vocab * 4
+    assert [r["graph_outputs_bytes"] for r in pools] == [4 * per_width, per_width]
