@@ -32,7 +32,7 @@ def test_auto_is_float32_on_cpu_and_the_stored_dtype_on_cuda(tmp_path):
 
 
 def test_pool_budget_defaults_to_auto(tmp_path):
-    base = ["pool-budget", "--model", "llama-3.2-1b", "--kernel", "triton", "--json"]
+    base = ["pool-budget", "--model", "llama-3.2-1b", "--kernels", "triton", "--json"]
     base += ["--device-memory", "80GiB", "--out", str(tmp_path)]
     result = CliRunner().invoke(app, base)
     assert result.exit_code == 0, result.output

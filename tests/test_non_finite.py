@@ -90,7 +90,7 @@ def test_finite_watch_names_the_first_bad_step():
 def test_decode_fails_a_system_whose_logits_go_non_finite(overflowing, tmp_path):
     result = invoke(
         ["decode", "--model", str(overflowing), "--systems", "engine-eager,hf-eager",
-         "--rows", "2", "--prompt-len", "4", "--steps", "3", "--repeat", "1", "--threads", "1",
+         "--rows", "2", "--prompt-len", "4", "--steps", "3", "--rounds", "1", "--threads", "1",
          "--json", "--out", str(tmp_path)]
     )  # fmt: skip
     assert result.exit_code == 1, result.output
