@@ -123,7 +123,9 @@ Heads = Annotated[
 Layers = Annotated[Ints | None, _ints("Depths to rebuild the model at (default: its own).")]
 Bucketed = Annotated[bool, typer.Option(help="Close the shape set (pad rows and width).")]
 Prefill = Annotated[bool, typer.Option("--prefill", help="Explain the prefill, not a decode step.")]
-UpFront = Annotated[bool, typer.Option(help="Record the whole list before the run.")]
+UpFront = Annotated[
+    bool, typer.Option("--up-front/--lazy", help="Record the whole list before the run, or lazily.")
+]
 CaptureRows = Annotated[int, typer.Option(min=1, help="Rows of the serving config priced.")]
 CaptureTokens = Annotated[
     int, typer.Option(min=1, help="Tokens per row (max_model_len) of the serving config priced.")
