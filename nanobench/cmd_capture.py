@@ -1,73 +1,138 @@
-"""`nanobench capture` (alias `capturebench`): record once per shape, replay after; pool table."""
+"""`nanobench capture` (alias `capturebench`): record once per shape, replay after; pool table.
+
+What it is: the command and its spec (`CaptureSpec`: every option's default and the
+cross-option rules).
+What it is not: the measurement (`nanobench.capture_bench`, `nanobench.capture_workspace`) or
+the tables and diagram (`reports.capture`).
+Invariant: bad input is one line and exit 2 before anything is measured or written.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 
 import typer
 
-from engine.config import KERNELS
 from nanobench.common import (
     capture_sizes_option,
-    choice,
     device_option,
     dtype_option,
     finish,
     fits_option,
-    int_list,
     model_option,
     out_dir,
-    positive,
 )
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
-from nanobench.options import CaptureSizes
+from nanobench.options import (
+    CaptureRows,
+    CaptureSizes,
+    CaptureTokens,
+    CheckOpt,
+    Device,
+    Dtype,
+    Heads,
+    Ints,
+    JsonOpt,
+    Kernel,
+    Model,
+    Out,
+    PromptLen,
+    QuietOpt,
+    Rows,
+    RunLengths,
+    UpFront,
+    WidthMultiple,
+    WidthMultiples,
+)
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    """One capture invocation: the command's option defaults live here."""
+
+    model: str = "tiny"
+    rows: int = 2
+    prompt_len: int = 16
+    run_lengths: tuple[int, ...] = Ints((8, 32, 64, 128))
+    width_multiple: int = 128
+    up_front: bool = False
+    kernel: str = "reference"
+    device: str = "cpu"
+    dtype: str = "auto"
+    capture_rows: int = 256
+    capture_tokens: int = 8192
+    width_multiples: tuple[int, ...] = Ints((128, 512, 2048, 8192))
+    capture_sizes: str | None = None
+    heads: int = 0
+    out: str = "nanobench-out"
+    # Resolved by validate(): the concrete dtype and the capture list's rows.
+    sizes: tuple[int, ...] | None = None
+
+    def validate(self) -> CaptureSpec:
+        """Cross-option rules; returns the spec with dtype and the list's rows resolved."""
+        device_option(self.device)
+        return replace(
+            self,
+            dtype=dtype_option(self.dtype, self.model, self.device),
+            sizes=capture_sizes_option(self.capture_sizes, self.capture_rows),
+        )
 
 
 def capture(
-    model: str = typer.Option("tiny", help="Preset name (tiny, llama-3.2-1b) or checkpoint dir."),
-    rows: int = typer.Option(2, help="Rows in the decode batch (the engine's max batch)."),
-    prompt_len: int = typer.Option(16, help="Prompt tokens per row."),
-    steps: str = typer.Option("8,32,64,128", help="Comma-separated run lengths (decode steps)."),
-    width_multiple: int = typer.Option(128, help="Width bucket multiple of the run's engine."),
-    up_front: bool = typer.Option(
-        False, "--up-front/--lazy", help="Record the whole list before the run, or on first sight."
-    ),
-    kernel: str = typer.Option("reference", help="reference | triton (attention read)."),
-    device: str = typer.Option("cpu", help="cpu | cuda."),
-    dtype: str = typer.Option(
-        "auto",
-        help="auto (the checkpoint's dtype on CUDA, float32 on CPU) | float32 | bfloat16 | float16.",
-    ),
-    capture_rows: int = typer.Option(256, help="Rows at the top of the priced capture list."),
-    capture_tokens: int = typer.Option(8192, help="Tokens (max_model_len) of the priced list."),
-    multiples: str = typer.Option("128,512,2048,8192", help="Width multiples for the pool table."),
-    capture_sizes: CaptureSizes = None,
-    heads: int = typer.Option(0, help="Query heads for the pool table (default: the model's)."),
-    out: str = typer.Option("nanobench-out", help="Directory for capture.csv and the diagram."),
-    json_mode: bool = typer.Option(False, "--json", help="Print one JSON document instead."),
-    check: bool = typer.Option(False, "--check", help="Exit 1 when a gate fails."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
+    model: Model = CaptureSpec.model,
+    rows: Rows = CaptureSpec.rows,
+    prompt_len: PromptLen = CaptureSpec.prompt_len,
+    run_lengths: RunLengths = CaptureSpec.run_lengths,
+    width_multiple: WidthMultiple = CaptureSpec.width_multiple,
+    up_front: UpFront = CaptureSpec.up_front,
+    kernel: Kernel = CaptureSpec.kernel,
+    device: Device = CaptureSpec.device,
+    dtype: Dtype = CaptureSpec.dtype,
+    capture_rows: CaptureRows = CaptureSpec.capture_rows,
+    capture_tokens: CaptureTokens = CaptureSpec.capture_tokens,
+    width_multiples: WidthMultiples = CaptureSpec.width_multiples,
+    capture_sizes: CaptureSizes = CaptureSpec.capture_sizes,
+    heads: Heads = CaptureSpec.heads,
+    out: Out = CaptureSpec.out,
+    json_mode: JsonOpt = False,
+    check: CheckOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Record the decode step once per shape and replay it: counts, run time, logits, pools.
 
-    Example: nanobench capture --steps 8,32,64,128 --width-multiple 128 --up-front
+    Example: nanobench capture --run-lengths 8,32,64,128 --width-multiple 128 --up-front
+
+    Example: nanobench capture --capture-sizes vllm --capture-rows 64 --width-multiples 128,512
+
+    Example: nanobench capture --kernel triton --heads 32 --check
     """
     with run_command(quiet) as status:
-        dtype = dtype_option(dtype, model, device)
+        spec = CaptureSpec(
+            model=model,
+            rows=rows,
+            prompt_len=prompt_len,
+            run_lengths=tuple(run_lengths),
+            width_multiple=width_multiple,
+            up_front=up_front,
+            kernel=kernel,
+            device=device,
+            dtype=dtype,
+            capture_rows=capture_rows,
+            capture_tokens=capture_tokens,
+            width_multiples=tuple(width_multiples),
+            capture_sizes=capture_sizes,
+            heads=heads,
+            out=out,
+        ).validate()
+        dtype = spec.dtype
         directory, config = model_option(model)
         fits_option(config, dtype, device)
-        positive("--rows", rows)
-        positive("--prompt-len", prompt_len)
-        run_lengths = int_list("--steps", steps)
-        positive("--width-multiple", width_multiple)
-        choice("--kernel", kernel, KERNELS)
-        device_option(device)
-        positive("--capture-rows", capture_rows)
-        positive("--capture-tokens", capture_tokens)
-        widths = int_list("--multiples", multiples)
-        sizes = capture_sizes_option(capture_sizes, capture_rows)
-        pool_heads = config.num_heads if heads == 0 else positive("--heads", heads)
+        sizes = spec.sizes
+        widths = list(spec.width_multiples)
+        run_lengths = list(spec.run_lengths)
+        pool_heads = config.num_heads if heads == 0 else heads
         target = out_dir(out)
         if kernel == "triton" and device == "cpu":
             # Without a device the Triton kernel runs under its interpreter; set before any build.

@@ -119,7 +119,7 @@ def test_gates_and_outputs(day54):
 
 def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
     # The tiny preset has 8 heads; --heads 32 prices Day 54's pool table without a 32-head model.
-    args = ["capturebench", "--steps", "8", "--heads", "32", "--out", str(tmp_path)]
+    args = ["capturebench", "--run-lengths", "8", "--heads", "32", "--out", str(tmp_path)]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     for text in ("captures open", "268.4 MB", "17,414.2 MB", "64.9x", "535.8 MB", "2.0x"):
@@ -129,7 +129,7 @@ def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
 
 
 def test_up_front_capture_then_every_step_replays(app, model_dir, tmp_path):
-    args = ["capture", "--model", str(model_dir), "--up-front", "--steps", "8,40"]
+    args = ["capture", "--model", str(model_dir), "--up-front", "--run-lengths", "8,40"]
     args += ["--width-multiple", "16", "--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -150,7 +150,7 @@ def test_triton_kernel_replays_under_the_interpreter(app, tmp_path_factory, tmp_
     # The Triton kernel takes head_dim 32..256: TINY_MHA, not the 32-head model (head_dim 8).
     mha = write_model(tmp_path_factory.mktemp("mha"), TINY_MHA)
     args = ["capture", "--model", str(mha), "--kernel", "triton", "--rows", "1"]
-    args += ["--prompt-len", "4", "--steps", "3", "--out", str(tmp_path), "--json", "--check"]
+    args += ["--prompt-len", "4", "--run-lengths", "3", "--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     (run,) = rows_of(json.loads(result.stdout), "run")
@@ -159,7 +159,7 @@ def test_triton_kernel_replays_under_the_interpreter(app, tmp_path_factory, tmp_
 
 
 def test_a_model_the_kernel_cannot_take_is_bad_input(app, model_dir, tmp_path):
-    args = ["capture", "--model", str(model_dir), "--kernel", "triton", "--steps", "2"]
+    args = ["capture", "--model", str(model_dir), "--kernel", "triton", "--run-lengths", "2"]
     result = invoke(app, [*args, "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert "head_dim 8" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -168,12 +168,12 @@ def test_a_model_the_kernel_cannot_take_is_bad_input(app, model_dir, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--kernel", "flash"], "--kernel 'flash': expected one of reference, triton"),
-        (["--steps", "8,x"], "--steps '8,x': expected comma-separated positive integers"),
-        (["--rows", "0"], "--rows 0: expected a positive integer"),
-        (["--multiples", ""], "--multiples '': expected comma-separated positive integers"),
+        (["--kernel", "flash"], "'--kernel': Value error, 'flash' is not one of 'reference'"),
+        (["--run-lengths", "8,x"], "'--run-lengths': '8,x': expected comma-separated positive"),
+        (["--rows", "0"], "'--rows': Input should be greater than or equal to 1"),
+        (["--width-multiples", ""], "'--width-multiples': '': expected comma-separated positive"),
         (["--model", "/no/such/dir"], "--model '/no/such/dir'"),
-        (["--dtype", "int8"], "--dtype 'int8': expected one of"),
+        (["--dtype", "int8"], "'--dtype': Value error, 'int8' is not one of"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(app, tmp_path, args, message):
@@ -197,8 +197,8 @@ def test_cuda_without_a_device_is_bad_input(app, tmp_path):
 @pytest.mark.gpu
 def test_cuda_capture_measures_the_pool(app, model_dir, tmp_path):
     args = ["capture", "--model", str(model_dir), "--device", "cuda", "--up-front"]
-    args += ["--steps", "8,24", "--capture-rows", "8", "--capture-tokens", "512"]
-    args += ["--multiples", "128,512", "--out", str(tmp_path), "--json", "--check"]
+    args += ["--run-lengths", "8,24", "--capture-rows", "8", "--capture-tokens", "512"]
+    args += ["--width-multiples", "128,512", "--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)

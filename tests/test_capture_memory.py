@@ -97,8 +97,16 @@ def invoke(args):
 
 def test_capture_json_has_workspace_rows(tmp_path):
     model = write_model(tmp_path / "m", HEADS32)
-    args = ["capture", "--model", str(model), "--steps", "4", "--capture-rows", "16"]
-    args += ["--capture-tokens", "512", "--multiples", "128,512", "--out", str(tmp_path), "--json"]
+    args = ["capture", "--model", str(model), "--run-lengths", "4", "--capture-rows", "16"]
+    args += [
+        "--capture-tokens",
+        "512",
+        "--width-multiples",
+        "128,512",
+        "--out",
+        str(tmp_path),
+        "--json",
+    ]
     result = invoke(args)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]

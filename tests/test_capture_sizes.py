@@ -113,8 +113,16 @@ def test_capture_prices_a_servers_list(tmp_path):
     """capture --capture-sizes vllm: the pool table's list is vLLM's, priced per graph."""
     from engine.config import PRESETS
 
-    args = ["capture", "--steps", "2", "--capture-sizes", "vllm", "--capture-rows", "64"]
-    args += ["--capture-tokens", "512", "--multiples", "128", "--json", "--out", str(tmp_path)]
+    args = ["capture", "--run-lengths", "2", "--capture-sizes", "vllm", "--capture-rows", "64"]
+    args += [
+        "--capture-tokens",
+        "512",
+        "--width-multiples",
+        "128",
+        "--json",
+        "--out",
+        str(tmp_path),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     pools = [r for r in json.loads(result.stdout)["rows"] if r["table"] == "pool"]
