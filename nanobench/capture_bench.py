@@ -18,19 +18,16 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
 from engine.buckets import DecodeBuckets
-from engine.captured import (
-    CaptureUnsound,
-    check_all_shapes_captured,
-    check_output_not_held,
-    check_replays_dominate,
-)
+from engine.captured import check_all_shapes_captured, check_output_not_held
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
-from nanobench.common import Gate, gate
+from nanobench.capture_rows import HeldRow, PoolRow, RunRow
+from nanobench.common import gate
 from nanobench.cost.buckets import bucket_run
 from nanobench.cost.capture import (
     capture_reuse_share,
@@ -129,15 +126,15 @@ def run_rows(
     dtype: str = "float32",
     recorder: Callable | None = None,
     status: Callable[[str], None] = lambda _m: None,
-) -> tuple[list[dict], list[Gate], list[dict]]:
-    """Table 1 rows, their gates, and per-shape up-front capture records."""
+) -> tuple[list[RunRow], list[dict]]:
+    """Table 1 rows and per-shape up-front capture records."""
     eager_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, False)
     capture_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, True)
     eager = Engine.build(model, tensors, eager_cfg)
     batch = seeded_prompts(rows, prompt_len, model.vocab_size)
     # Untimed warm-up: the first steps of a process pay lazy initialisation on every backend.
     drive(eager, batch, min(4, max(steps)))
-    out, gates, shapes = [], [], []
+    out, shapes = [], []
     for n in steps:
         status(f"capture bench: {n} steps eager")
         fed, eager_logits, eager_ms = drive(eager, batch, n)
@@ -169,73 +166,45 @@ def run_rows(
         run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
         predicted = bucket_run(rows, prompt_len, n, engine.buckets)
         mid_run = graphs.recorded_mid_run
-        row = {
-            "table": "run",
-            "status": run_status or "ok",
-            "steps": n,
-            "captures_open": predicted.open_count,
-            "captures_closed": graphs.distinct,
-            "predicted_closed": predicted.bucketed_count,
-            "recorded_mid_run": mid_run,
-            "replays": graphs.replays,
-            "reuse": capture_reuse_share(mid_run, n),
-            "run_ms_eager": eager_ms,
-            "run_ms_replayed": replay_ms,
-            "max_abs_diff": diff,
-            "replay_tolerance": replay_tolerance(device, dtype, scale),
-            "mode": "up-front" if up_front else "lazy",
-            "captured_up_front": stats.count if stats else 0,
-            "capture_s": capture_s,
-            "capture_pool_bytes": stats.pool_growth_bytes if stats else None,
-            "kernel": engine.attention,
-            "device": device,
-            "rows": rows,
-            "prompt_len": prompt_len,
-            "width_multiple": width_multiple,
-            "max_model_len": capture_cfg.max_model_len,
-        }
+        row = RunRow(
+            status=run_status or "ok",
+            steps=n,
+            captures_open=predicted.open_count,
+            captures_closed=graphs.distinct,
+            predicted_closed=predicted.bucketed_count,
+            recorded_mid_run=mid_run,
+            replays=graphs.replays,
+            reuse=capture_reuse_share(mid_run, n),
+            run_ms_eager=eager_ms,
+            run_ms_replayed=replay_ms,
+            max_abs_diff=diff,
+            replay_tolerance=replay_tolerance(device, dtype, scale),
+            mode="up-front" if up_front else "lazy",
+            captured_up_front=stats.count if stats else 0,
+            capture_s=capture_s,
+            capture_pool_bytes=stats.pool_growth_bytes if stats else None,
+            kernel=engine.attention,
+            device=device,
+            rows=rows,
+            prompt_len=prompt_len,
+            width_multiple=width_multiple,
+            max_model_len=capture_cfg.max_model_len,
+            pool_shared=check_detail(check_pool_shared, graphs.pools),
+            output_not_held=check_detail(check_output_not_held, replay_logits, graphs.outputs),
+            all_shapes_captured=(
+                check_detail(check_all_shapes_captured, engine.buckets.shapes, graphs.graphs)
+                if up_front
+                else None
+            ),
+        )
         out.append(row)
-        gates += run_gates(row, graphs, replay_logits, engine.buckets if up_front else None)
         del engine, graphs
-    return out, gates, shapes
+    return out, shapes
 
 
-def run_gates(row: dict, graphs, held, buckets: DecodeBuckets | None) -> list[Gate]:
-    n = row["steps"]
-    tol = row["replay_tolerance"]
-    found = [
-        Gate(f"measured[{n}]", row["status"] == "ok", row["status"]),
-        gate(f"replay_equals_eager[{n}]", _check_close, row["max_abs_diff"], tol),
-        gate(
-            f"closed_as_predicted[{n}]",
-            _check_equal,
-            "graphs the run used",
-            row["captures_closed"],
-            row["predicted_closed"],
-        ),
-        gate(f"check_replays_dominate[{n}]", check_replays_dominate, row["recorded_mid_run"], n),
-        gate(f"check_pool_shared[{n}]", check_pool_shared, graphs.pools),
-        gate(f"check_output_not_held[{n}]", check_output_not_held, held, graphs.outputs),
-    ]
-    if buckets is not None:
-        found.append(
-            gate(
-                f"check_all_shapes_captured[{n}]",
-                check_all_shapes_captured,
-                buckets.shapes,
-                graphs.graphs,
-            )
-        )
-        found.append(
-            gate(
-                f"first_decode_replayed[{n}]",
-                _check_equal,
-                "graphs recorded mid-run",
-                row["recorded_mid_run"],
-                0,
-            )
-        )
-    return found
+def check_detail(check, *args) -> str:
+    """ "ok" when `check(*args)` holds, else the first line of the promise it found broken."""
+    return gate(check.__name__, check, *args).detail
 
 
 def finite_status(logits: list[torch.Tensor], system: str) -> str | None:
@@ -245,16 +214,6 @@ def finite_status(logits: list[torch.Tensor], system: str) -> str | None:
         if not bool(torch.isfinite(held).all()):
             return f"error: non-finite logits at step {step} ({system})"
     return None
-
-
-def _check_close(diff: float, tol: float) -> None:
-    if not diff <= tol:
-        raise CaptureUnsound(f"replayed logits differ from eager by {diff:.3g} (tolerance {tol})")
-
-
-def _check_equal(what: str, got: int, expected: int) -> None:
-    if got != expected:
-        raise CaptureUnsound(f"{what}: {got}, predicted {expected}")
 
 
 # -- the pool table and what a step holds ------------------------------------------------------
@@ -281,7 +240,7 @@ def pool_rows(
     capture_tokens: int,
     multiples: list[int],
     capture_sizes: tuple[int, ...] | None = None,
-) -> list[dict]:
+) -> list[PoolRow]:
     """The score-rectangle table: per width multiple, the reference list's shared pool against private.
 
     A last row prices the Triton kernel's list (rows only, no score rectangle). Rows carry the
@@ -294,42 +253,40 @@ def pool_rows(
         shared = shared_pool_bytes(shapes, heads, SCORE_BYTES)
         private = private_pool_bytes(shapes, heads, SCORE_BYTES)
         out.append(
-            {
-                "table": "pool",
-                "kernel": "reference",
-                "width_multiple": multiple,
-                "shapes": len(shapes),
-                "shared_pool_bytes": shared,
-                "private_pools_bytes": private,
-                "sharing_ratio": pool_sharing_ratio(private, shared),
-                "heads": heads,
-                "capture_rows": capture_rows,
-                "capture_tokens": capture_tokens,
-                "capture_sizes": list(buckets.rows),
-            }
+            PoolRow(
+                kernel="reference",
+                width_multiple=multiple,
+                shapes=len(shapes),
+                shared_pool_bytes=shared,
+                private_pools_bytes=private,
+                sharing_ratio=pool_sharing_ratio(private, shared),
+                heads=heads,
+                capture_rows=capture_rows,
+                capture_tokens=capture_tokens,
+                capture_sizes=list(buckets.rows),
+            )
         )
     rows_only = capture_buckets(
         capture_rows, capture_tokens, capture_tokens, capture_sizes, width_free=True
     )
     out.append(
-        {
-            "table": "pool",
-            "kernel": "triton",
-            "width_multiple": None,
-            "shapes": rows_only.count,
-            "shared_pool_bytes": 0,
-            "private_pools_bytes": 0,
-            "sharing_ratio": None,
-            "heads": heads,
-            "capture_rows": capture_rows,
-            "capture_tokens": capture_tokens,
-            "capture_sizes": list(rows_only.rows),
-        }
+        PoolRow(
+            kernel="triton",
+            width_multiple=None,
+            shapes=rows_only.count,
+            shared_pool_bytes=0,
+            private_pools_bytes=0,
+            sharing_ratio=None,
+            heads=heads,
+            capture_rows=capture_rows,
+            capture_tokens=capture_tokens,
+            capture_sizes=list(rows_only.rows),
+        )
     )
     return out
 
 
-def held_rows(heads: int, capture_rows: int, capture_tokens: int) -> list[dict]:
+def held_rows(heads: int, capture_rows: int, capture_tokens: int) -> list[HeldRow]:
     """What a decode step holds at the top of the list, reference read against Triton."""
     rect = workspace_bytes(capture_rows, heads, capture_tokens, SCORE_BYTES)
     table = slot_table_bytes(capture_rows, capture_tokens)
@@ -339,10 +296,7 @@ def held_rows(heads: int, capture_rows: int, capture_tokens: int) -> list[dict]:
         (f"slot table [{capture_rows}, {capture_tokens}] int64", table, table),
         (f"input buffers 4 x [{capture_rows}] int64", inputs, inputs),
     ]
-    return [
-        {"table": "held", "item": name, "reference_bytes": ref, "triton_bytes": tri}
-        for name, ref, tri in items
-    ]
+    return [HeldRow(name, ref, tri) for name, ref, tri in items]
 
 
 def measure_pools(
@@ -392,22 +346,27 @@ def measure_pools(
     return found
 
 
-def with_measured(pool: list[dict], measured: dict[int, dict]) -> list[dict]:
+def with_measured(pool: list[PoolRow], measured: dict[int, dict]) -> list[PoolRow]:
     """Pool rows with measured values and the difference in percent next to the arithmetic."""
     out = []
     for row in pool:
-        m = measured.get(row["width_multiple"]) if row["kernel"] == "reference" else None
-        row = dict(row)
+        m = measured.get(row.width_multiple) if row.kernel == "reference" else None
         if m:
-            for key in ("shared_pool", "private_pools"):
-                got = m.get(f"{key}_measured_bytes")
-                row[f"{key}_measured_bytes"] = got
-                want = row[f"{key}_bytes"]
-                row[f"{key}_diff_pct"] = (
-                    100.0 * (got - want) / want if got is not None and want else None
-                )
-            row["measured_capture_s"] = m.get("capture_s")
-            if "note" in m:
-                row["note"] = m["note"]
+            shared = m.get("shared_pool_measured_bytes")
+            private = m.get("private_pools_measured_bytes")
+            row = replace(
+                row,
+                shared_pool_measured_bytes=shared,
+                shared_pool_diff_pct=diff_pct(shared, row.shared_pool_bytes),
+                private_pools_measured_bytes=private,
+                private_pools_diff_pct=diff_pct(private, row.private_pools_bytes),
+                measured_capture_s=m.get("capture_s"),
+                note=m.get("note"),
+            )
         out.append(row)
     return out
+
+
+def diff_pct(got: int | None, want: int) -> float | None:
+    """100 x (got - want) / want; None when nothing was measured or the formula is 0."""
+    return 100.0 * (got - want) / want if got is not None and want else None

@@ -11,9 +11,12 @@ column comes from the forward's own allocations under fake tensors.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.buckets import DecodeBuckets
 from engine.config import ModelConfig
 from nanobench.capture_memory import decode_memory, list_memory, with_heads
+from nanobench.capture_rows import PoolRow, WorkspaceRow
 from nanobench.cost.capture import workspace_bytes
 
 # The reference read's softmax runs in fp32 whatever the model dtype.
@@ -32,7 +35,7 @@ def workspace_rows(
     capture_tokens: int,
     dtype: str,
     capture_sizes: tuple[int, ...] | None = None,
-) -> list[dict]:
+) -> list[WorkspaceRow]:
     """Per kernel, the list's row sizes at the widest width: traced workspace beside the formula."""
     from nanobench.capture_bench import capture_buckets
 
@@ -45,41 +48,40 @@ def workspace_rows(
             m = memory.at(rows, capture_tokens)
             formula = formula_bytes(kernel, rows, heads, capture_tokens)
             out.append(
-                {
-                    "table": "workspace",
-                    "kernel": kernel,
-                    "rows": rows,
-                    "width": capture_tokens,
-                    "traced_bytes": m.workspace_bytes,
-                    "formula_bytes": formula,
-                    "difference_bytes": m.workspace_bytes - formula,
-                    "outputs_bytes": m.outputs_bytes,
-                    "peak_bytes": m.peak_bytes,
-                    "heads": heads,
-                    "dtype": dtype,
-                }
+                WorkspaceRow(
+                    kernel=kernel,
+                    rows=rows,
+                    width=capture_tokens,
+                    traced_bytes=m.workspace_bytes,
+                    formula_bytes=formula,
+                    difference_bytes=m.workspace_bytes - formula,
+                    outputs_bytes=m.outputs_bytes,
+                    peak_bytes=m.peak_bytes,
+                    heads=heads,
+                    dtype=dtype,
+                )
             )
     return out
 
 
-def with_traced(pools: list[dict], model: ModelConfig, dtype: str) -> list[dict]:
+def with_traced(pools: list[PoolRow], model: ModelConfig, dtype: str) -> list[PoolRow]:
     """Pool rows with the traced shared pool, private pools and graph outputs beside the formula."""
     out = []
     for row in pools:
-        kernel, tokens = row["kernel"], row["capture_tokens"]
-        sizes = tuple(row["capture_sizes"])
-        memory = decode_memory(with_heads(model, row["heads"]), kernel, dtype, sizes[-1], tokens)
-        multiple = tokens if row["width_multiple"] is None else row["width_multiple"]
+        kernel, tokens = row.kernel, row.capture_tokens
+        sizes = tuple(row.capture_sizes)
+        memory = decode_memory(with_heads(model, row.heads), kernel, dtype, sizes[-1], tokens)
+        multiple = tokens if row.width_multiple is None else row.width_multiple
         buckets = DecodeBuckets(
             sizes[-1], tokens, multiple, width_free=kernel == "triton", row_sizes=sizes
         )
         traced = list_memory(memory, buckets.shapes)
         out.append(
-            {
-                **row,
-                "traced_shared_pool_bytes": traced.shared_workspace_bytes,
-                "traced_private_pools_bytes": traced.private_workspace_bytes,
-                "graph_outputs_bytes": traced.outputs_bytes,
-            }
+            replace(
+                row,
+                traced_shared_pool_bytes=traced.shared_workspace_bytes,
+                traced_private_pools_bytes=traced.private_workspace_bytes,
+                graph_outputs_bytes=traced.outputs_bytes,
+            )
         )
     return out

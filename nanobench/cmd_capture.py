@@ -14,12 +14,15 @@ from dataclasses import dataclass, replace
 
 import typer
 
+from nanobench.capture_rows import RunRow
 from nanobench.common import (
+    Gate,
     capture_sizes_option,
     device_option,
     dtype_option,
     finish,
     fits_option,
+    gate,
     model_option,
     out_dir,
 )
@@ -46,6 +49,8 @@ from nanobench.options import (
     WidthMultiple,
     WidthMultiples,
 )
+from nanobench.rows import as_dicts
+from reports.style import binary_bytes, title
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ def capture(
         status(f"loading {directory}")
         _, tensors = load_model(directory)  # a GGUF too
         try:
-            runs, gates, shapes = run_rows(
+            runs, shapes = run_rows(
                 config,
                 tensors,
                 rows=rows,
@@ -183,36 +188,97 @@ def capture(
             measured = measure_pools(config, capture_rows, capture_tokens, widths, dtype, status)
             pools = with_measured(pools, measured)
         held = held_rows(pool_heads, capture_rows, capture_tokens)
-        rows_out = runs + pools + workspace + held
+        rows_out = [*runs, *pools, *workspace, *held]
+        found = gates(spec, runs)
         notes = up_front_notes(runs)
         csv_path = write_capture_csv(target / "capture.csv", rows_out)
-        png_path = plot_capture(target / "captured-decode-replay.png", rows_out)
+        heading = title(
+            "captured decode",
+            model=model,
+            device=device,
+            dtype=dtype,
+            rows=rows,
+            prompt_len=prompt_len,
+            width_multiple=width_multiple,
+        )
+        png_path = plot_capture(target / "captured-decode-replay.png", rows_out, heading)
         outputs = {"csv": str(csv_path), "png": str(png_path)}
         if shapes:
             outputs["shapes"] = shapes
         code = finish(
             "capture",
-            rows_out,
-            gates,
+            as_dicts(rows_out),
+            found,
             outputs,
             json_mode=json_mode,
             check=check,
-            render=lambda: render_capture(stdout_console(), rows_out, gates, notes),
-            failed=any(r["status"] != "ok" for r in runs),
+            render=lambda: render_capture(stdout_console(), rows_out, found, notes),
+            failed=any(r.status != "ok" for r in runs),
         )
     raise typer.Exit(code)
 
 
-def up_front_notes(runs: list[dict]) -> list[str]:
+def gates(spec: CaptureSpec, rows: list[RunRow]) -> list[Gate]:
+    """Per run length: measured, replay equals eager, closed as predicted, replays dominate,
+    one shared pool, no held output; up front also every shape captured and none mid-run."""
+    from engine.captured import check_replays_dominate  # torch: not at the CLI's import
+
+    found = []
+    for r in rows:
+        n = r.steps
+        found += [
+            Gate(f"measured[{n}]", r.status == "ok", r.status),
+            gate(f"replay_equals_eager[{n}]", check_close, r.max_abs_diff, r.replay_tolerance),
+            gate(
+                f"closed_as_predicted[{n}]",
+                check_equal,
+                "graphs the run used",
+                r.captures_closed,
+                r.predicted_closed,
+            ),
+            gate(f"check_replays_dominate[{n}]", check_replays_dominate, r.recorded_mid_run, n),
+            Gate(f"check_pool_shared[{n}]", r.pool_shared == "ok", r.pool_shared),
+            Gate(f"check_output_not_held[{n}]", r.output_not_held == "ok", r.output_not_held),
+        ]
+        if spec.up_front:
+            shapes = r.all_shapes_captured
+            found += [
+                Gate(f"check_all_shapes_captured[{n}]", shapes == "ok", str(shapes)),
+                gate(
+                    f"first_decode_replayed[{n}]",
+                    check_equal,
+                    "graphs recorded mid-run",
+                    r.recorded_mid_run,
+                    0,
+                ),
+            ]
+    return found
+
+
+def check_close(diff: float, tol: float) -> None:
+    from engine.captured import CaptureUnsound
+
+    if not diff <= tol:
+        raise CaptureUnsound(f"replayed logits differ from eager by {diff:.3g} (tolerance {tol})")
+
+
+def check_equal(what: str, got: int, expected: int) -> None:
+    from engine.captured import CaptureUnsound
+
+    if got != expected:
+        raise CaptureUnsound(f"{what}: {got}, predicted {expected}")
+
+
+def up_front_notes(runs: list[RunRow]) -> list[str]:
     """vLLM's line for each up-front walk: "Graph capturing finished in X secs, took Y GiB"."""
     notes = []
     for r in runs:
-        if r["mode"] != "up-front":
+        if r.mode != "up-front":
             continue
-        took = r["capture_pool_bytes"]
-        size = "n/a on cpu" if took is None else f"{took / 2**30:.2f} GiB"
+        took = r.capture_pool_bytes
+        size = "n/a on cpu" if took is None else binary_bytes(took)
         notes.append(
-            f"{r['steps']} steps: graph capturing finished in {r['capture_s']:.3f} secs "
-            f"({r['captured_up_front']} shapes, largest first, one pool), took {size}"
+            f"{r.steps} steps: graph capturing finished in {r.capture_s:.3f} secs "
+            f"({r.captured_up_front} shapes, largest first, one pool), took {size}"
         )
     return notes

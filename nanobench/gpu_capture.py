@@ -56,7 +56,7 @@ def predicted_pool_bytes(engine: Engine) -> int:
     """nanobench's shared-pool figure for this engine's capture list, as `capture` prints it."""
     cfg = engine.config
     rows = pool_rows(engine.model_config.num_heads, MAX_BATCH, cfg.max_model_len, [WIDTH_MULTIPLE])
-    return next(r["shared_pool_bytes"] for r in rows if r["kernel"] == engine.attention)
+    return next(r.shared_pool_bytes for r in rows if r.kernel == engine.attention)
 
 
 def measured_capture(engine: Engine) -> tuple[object, dict]:

@@ -4,8 +4,8 @@ What it is: the CSV columns of `capture.csv` (one file, a `table` column naming 
 four tables a row belongs to: `run`, `pool`, `workspace`, `held`), the terminal tables, and
 `captured-decode-replay.png`.
 What it is not: a measurement; it formats the rows it is handed and never imports the engine.
-Invariant: the diagram is drawn from the rows, never from constants; byte counts print as
-decimal megabytes (1 MB = 10**6 bytes) next to exact bytes where the seed log does.
+Invariant: the diagram is drawn from the rows, never from constants; byte counts print in binary
+units (reports.style.binary_bytes) next to exact bytes where the seed log does.
 
 Columns (run): steps, captures_open (shapes an unbucketed run presents: one per step),
 captures_closed (graphs the bucketed run went through), predicted_closed (from the bucket
@@ -32,75 +32,34 @@ from pathlib import Path
 
 from rich.table import Table
 
+from nanobench.capture_rows import (
+    CaptureRow,
+    HeldRow,
+    PoolRow,
+    RunRow,
+    WorkspaceRow,
+    capture_columns,
+)
+from nanobench.rows import as_dicts
 from reports.csvio import save_figure, write_rows
+from reports.style import binary_bytes, colour
 
-CAPTURE_COLUMNS = [
-    "table",
-    "status",
-    "steps",
-    "captures_open",
-    "captures_closed",
-    "predicted_closed",
-    "recorded_mid_run",
-    "replays",
-    "reuse",
-    "run_ms_eager",
-    "run_ms_replayed",
-    "max_abs_diff",
-    "mode",
-    "captured_up_front",
-    "capture_s",
-    "capture_pool_bytes",
-    "kernel",
-    "device",
-    "rows",
-    "prompt_len",
-    "width_multiple",
-    "max_model_len",
-    "shapes",
-    "shared_pool_bytes",
-    "private_pools_bytes",
-    "sharing_ratio",
-    "shared_pool_measured_bytes",
-    "shared_pool_diff_pct",
-    "private_pools_measured_bytes",
-    "private_pools_diff_pct",
-    "traced_shared_pool_bytes",
-    "traced_private_pools_bytes",
-    "graph_outputs_bytes",
-    "width",
-    "traced_bytes",
-    "formula_bytes",
-    "difference_bytes",
-    "outputs_bytes",
-    "peak_bytes",
-    "dtype",
-    "heads",
-    "capture_rows",
-    "capture_tokens",
-    "item",
-    "reference_bytes",
-    "triton_bytes",
-]
-
-
-def mb(n_bytes) -> str:
-    return "-" if n_bytes is None else f"{n_bytes / 1e6:,.1f} MB"
+MIB = 2**20
 
 
 def pct(value) -> str:
     return "-" if value is None else f"{value:+.1f}%"
 
 
-def write_capture_csv(path: Path, rows: list[dict]) -> Path:
-    return write_rows(path, rows, CAPTURE_COLUMNS)
+def write_capture_csv(path: Path, rows: list[CaptureRow]) -> Path:
+    return write_rows(path, as_dicts(rows), capture_columns())
 
 
-def render_capture(console, rows: list[dict], gates, notes: list[str] = ()) -> None:
-    runs = [r for r in rows if r["table"] == "run"]
-    pools = [r for r in rows if r["table"] == "pool"]
-    held = [r for r in rows if r["table"] == "held"]
-    workspace = [r for r in rows if r["table"] == "workspace"]
+def render_capture(console, rows: list[CaptureRow], gates, notes: list[str] = ()) -> None:
+    runs = [r for r in rows if r.table == "run"]
+    pools = [r for r in rows if r.table == "pool"]
+    held = [r for r in rows if r.table == "held"]
+    workspace = [r for r in rows if r.table == "workspace"]
     if runs:
         console.print(run_table(runs))
     for note in notes:
@@ -116,14 +75,14 @@ def render_capture(console, rows: list[dict], gates, notes: list[str] = ()) -> N
         console.print(f"{mark} {g.name}: {g.detail}", markup=False)
 
 
-def run_table(runs: list[dict]) -> Table:
+def run_table(runs: list[RunRow]) -> Table:
     first = runs[0]
-    up_front = first["mode"] == "up-front"
+    up_front = first.mode == "up-front"
     table = Table(
         title=(
-            f"captured decode, {first['mode']}: {first['rows']} rows, {first['prompt_len']}-token "
-            f"prompt, width multiple {first['width_multiple']}, {first['kernel']} on "
-            f"{first['device']}"
+            f"captured decode, {first.mode}: {first.rows} rows, {first.prompt_len}-token "
+            f"prompt, width multiple {first.width_multiple}, {first.kernel} on "
+            f"{first.device}"
         )
     )
     cols = ["steps", "captures open", "captures closed", "recorded mid-run", "replays", "reuse"]
@@ -134,32 +93,32 @@ def run_table(runs: list[dict]) -> Table:
         table.add_column(col, justify="right")
     for r in runs:
         cells = [
-            str(r["steps"]),
-            str(r["captures_open"]),
-            str(r["captures_closed"]),
-            str(r["recorded_mid_run"]),
-            str(r["replays"]),
-            f"{r['reuse']:.0%}",
-            f"{r['run_ms_eager']:.3f}",
-            f"{r['run_ms_replayed']:.3f}",
-            f"{r['max_abs_diff']:.3g}",
+            str(r.steps),
+            str(r.captures_open),
+            str(r.captures_closed),
+            str(r.recorded_mid_run),
+            str(r.replays),
+            f"{r.reuse:.0%}",
+            f"{r.run_ms_eager:.3f}",
+            f"{r.run_ms_replayed:.3f}",
+            f"{r.max_abs_diff:.3g}",
         ]
         if up_front:
-            cells += [str(r["captured_up_front"]), f"{r['capture_s']:.3f}"]
+            cells += [str(r.captured_up_front), f"{r.capture_s:.3f}"]
         table.add_row(*cells)
     return table
 
 
-def pool_table(pools: list[dict]) -> Table:
+def pool_table(pools: list[PoolRow]) -> Table:
     first = pools[0]
-    measured = any("shared_pool_measured_bytes" in r for r in pools)
+    measured = any(r.shared_pool_measured_bytes is not None for r in pools)
     table = Table(
         title=(
-            f"the capture pool at {first['capture_rows']} rows x {first['capture_tokens']} tokens, "
-            f"{first['heads']} heads, fp32 scores"
+            f"the capture pool at {first.capture_rows} rows x {first.capture_tokens} tokens, "
+            f"{first.heads} heads, fp32 scores"
         )
     )
-    traced = any("traced_shared_pool_bytes" in r for r in pools)
+    traced = any(r.traced_shared_pool_bytes is not None for r in pools)
     cols = ["kernel", "width multiple", "shapes", "shared pool", "private pools", "ratio"]
     if traced:
         cols += ["traced shared", "traced private", "graph outputs"]
@@ -168,38 +127,38 @@ def pool_table(pools: list[dict]) -> Table:
     for col in cols:
         table.add_column(col, justify="right")
     for r in pools:
-        ratio = "-" if r["sharing_ratio"] is None else f"{r['sharing_ratio']:.1f}x"
+        ratio = "-" if r.sharing_ratio is None else f"{r.sharing_ratio:.1f}x"
         cells = [
-            r["kernel"],
-            "-" if r["width_multiple"] is None else str(r["width_multiple"]),
-            f"{r['shapes']:,}",
-            mb(r["shared_pool_bytes"]),
-            mb(r["private_pools_bytes"]),
+            r.kernel,
+            "-" if r.width_multiple is None else str(r.width_multiple),
+            f"{r.shapes:,}",
+            binary_bytes(r.shared_pool_bytes),
+            binary_bytes(r.private_pools_bytes),
             ratio,
         ]
         if traced:
             cells += [
-                mb(r.get("traced_shared_pool_bytes")),
-                mb(r.get("traced_private_pools_bytes")),
-                mb(r.get("graph_outputs_bytes")),
+                binary_bytes(r.traced_shared_pool_bytes),
+                binary_bytes(r.traced_private_pools_bytes),
+                binary_bytes(r.graph_outputs_bytes),
             ]
         if measured:
             cells += [
-                mb(r.get("shared_pool_measured_bytes")),
-                pct(r.get("shared_pool_diff_pct")),
-                mb(r.get("private_pools_measured_bytes")),
-                pct(r.get("private_pools_diff_pct")),
+                binary_bytes(r.shared_pool_measured_bytes),
+                pct(r.shared_pool_diff_pct),
+                binary_bytes(r.private_pools_measured_bytes),
+                pct(r.private_pools_diff_pct),
             ]
         table.add_row(*cells)
     return table
 
 
-def workspace_table(rows: list[dict]) -> Table:
+def workspace_table(rows: list[WorkspaceRow]) -> Table:
     first = rows[0]
     table = Table(
         title=(
-            f"what one recorded graph holds, traced from the forward at width {first['width']}, "
-            f"{first['heads']} heads, {first['dtype']} (formula: the fp32 score rectangle)"
+            f"what one recorded graph holds, traced from the forward at width {first.width}, "
+            f"{first.heads} heads, {first.dtype} (formula: the fp32 score rectangle)"
         )
     )
     cols = ["kernel", "rows", "traced workspace", "formula", "traced - formula", "outputs kept"]
@@ -207,50 +166,63 @@ def workspace_table(rows: list[dict]) -> Table:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            r["kernel"],
-            str(r["rows"]),
-            mb(r["traced_bytes"]),
-            mb(r["formula_bytes"]),
-            mb(r["difference_bytes"]),
-            mb(r["outputs_bytes"]),
+            r.kernel,
+            str(r.rows),
+            binary_bytes(r.traced_bytes),
+            binary_bytes(r.formula_bytes),
+            binary_bytes(r.difference_bytes),
+            binary_bytes(r.outputs_bytes),
         )
     return table
 
 
-def held_table(held: list[dict]) -> Table:
+def held_table(held: list[HeldRow]) -> Table:
     table = Table(title="what a decode step holds at the top of the list")
     for col in ("item", "reference bytes", "triton bytes"):
         table.add_column(col, justify="right" if col != "item" else "left")
     for r in held:
-        table.add_row(r["item"], f"{r['reference_bytes']:,}", f"{r['triton_bytes']:,}")
+        table.add_row(r.item, f"{r.reference_bytes:,}", f"{r.triton_bytes:,}")
     return table
 
 
-def plot_capture(path: Path, rows: list[dict]) -> Path:
+def plot_capture(path: Path, rows: list[CaptureRow], heading: str) -> Path:
+    """The four panels under `heading` (reports.style.title: model, device, dtype, shape)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in rows if r["table"] == "run"]
-    pools = [r for r in rows if r["table"] == "pool" and r["kernel"] == "reference"]
-    held = [r for r in rows if r["table"] == "held"]
+    runs = [r for r in rows if r.table == "run"]
+    pools = [r for r in rows if r.table == "pool" and r.kernel == "reference"]
+    held = [r for r in rows if r.table == "held"]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     (ax_ms, ax_count), (ax_pool, ax_held) = axes
-    labels = [str(r["steps"]) for r in runs]
+    labels = [str(r.steps) for r in runs]
     xs = range(len(runs))
-    ax_ms.bar([x - 0.2 for x in xs], [r["run_ms_eager"] for r in runs], 0.4, label="eager")
-    ax_ms.bar([x + 0.2 for x in xs], [r["run_ms_replayed"] for r in runs], 0.4, label="replayed")
+    ax_ms.bar(
+        [x - 0.2 for x in xs],
+        [r.run_ms_eager for r in runs],
+        0.4,
+        label="eager",
+        color=colour("engine-eager"),
+    )
+    ax_ms.bar(
+        [x + 0.2 for x in xs],
+        [r.run_ms_replayed for r in runs],
+        0.4,
+        label="replayed",
+        color=colour("engine-captured"),
+    )
     ax_ms.set_xticks(list(xs), labels)
     ax_ms.set_xlabel("decode steps")
     ax_ms.set_ylabel("run ms (decode steps)")
     ax_ms.set_title("a run, eager against replayed")
     ax_ms.legend()
     ax_count.bar(
-        [x - 0.2 for x in xs], [r["captures_open"] for r in runs], 0.4, label="open (per step)"
+        [x - 0.2 for x in xs], [r.captures_open for r in runs], 0.4, label="open (per step)"
     )
     ax_count.bar(
-        [x + 0.2 for x in xs], [r["captures_closed"] for r in runs], 0.4, label="closed (bucketed)"
+        [x + 0.2 for x in xs], [r.captures_closed for r in runs], 0.4, label="closed (bucketed)"
     )
     ax_count.set_yscale("log")
     ax_count.set_xticks(list(xs), labels)
@@ -262,13 +234,13 @@ def plot_capture(path: Path, rows: list[dict]) -> Path:
         px = range(len(pools))
         ax_pool.bar(
             [x - 0.2 for x in px],
-            [r["shared_pool_bytes"] / 1e6 for r in pools],
+            [r.shared_pool_bytes / MIB for r in pools],
             0.4,
             label="shared",
         )
         ax_pool.bar(
             [x + 0.2 for x in px],
-            [r["private_pools_bytes"] / 1e6 for r in pools],
+            [r.private_pools_bytes / MIB for r in pools],
             0.4,
             label="private",
         )
@@ -276,46 +248,53 @@ def plot_capture(path: Path, rows: list[dict]) -> Path:
             ("traced_shared_pool_bytes", -0.2, "ko", "shared, traced"),
             ("traced_private_pools_bytes", 0.2, "ks", "private, traced"),
         ):
-            if all(key in r for r in pools):
+            if all(getattr(r, key) is not None for r in pools):
                 ax_pool.plot(
-                    [x + x_off for x in px], [r[key] / 1e6 for r in pools], marker, label=name
+                    [x + x_off for x in px],
+                    [getattr(r, key) / MIB for r in pools],
+                    marker,
+                    label=name,
                 )
-        measured = [r.get("shared_pool_measured_bytes") for r in pools]
+        measured = [r.shared_pool_measured_bytes for r in pools]
         if any(m is not None for m in measured):
             ax_pool.plot(
                 [x - 0.2 for x, m in zip(px, measured, strict=True) if m is not None],
-                [m / 1e6 for m in measured if m is not None],
+                [m / MIB for m in measured if m is not None],
                 "k^",
                 label="shared, measured",
             )
-        ax_pool.set_xticks(
-            list(px), [f"{r['width_multiple']}\n({r['shapes']} shapes)" for r in pools]
-        )
+        ax_pool.set_xticks(list(px), [f"{r.width_multiple}\n({r.shapes} shapes)" for r in pools])
         ax_pool.set_yscale("log")
         ax_pool.set_xlabel("width multiple")
-        ax_pool.set_ylabel("MB")
+        ax_pool.set_ylabel("MiB")
         ax_pool.set_title("shared pool (a max) against one per shape (a sum): formula bars")
         ax_pool.legend()
     if held:
         hy = range(len(held))
         ax_held.barh(
             [y + 0.2 for y in hy],
-            [max(r["reference_bytes"], 1) for r in held],
+            [max(r.reference_bytes, 1) for r in held],
             0.4,
             label="reference",
+            color=colour("reference"),
         )
         ax_held.barh(
-            [y - 0.2 for y in hy], [max(r["triton_bytes"], 1) for r in held], 0.4, label="triton"
+            [y - 0.2 for y in hy],
+            [max(r.triton_bytes, 1) for r in held],
+            0.4,
+            label="triton",
+            color=colour("triton"),
         )
         for y, r in zip(hy, held, strict=True):
-            if r["triton_bytes"] == 0:
+            if r.triton_bytes == 0:
                 # A log axis has no zero: say so instead of letting a 1-byte bar stand for it.
                 ax_held.text(1.5, y - 0.2, "0 (no rectangle)", va="center", fontsize=8)
-        ax_held.set_yticks(list(hy), [r["item"] for r in held])
+        ax_held.set_yticks(list(hy), [r.item for r in held])
         ax_held.set_xscale("log")
         ax_held.set_xlabel("bytes")
         ax_held.set_title("what a step holds at the top of the list")
         ax_held.legend()
+    fig.suptitle(heading)
     fig.tight_layout()
     try:
         return save_figure(fig, path)

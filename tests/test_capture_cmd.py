@@ -122,7 +122,11 @@ def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
     args = ["capturebench", "--run-lengths", "8", "--heads", "32", "--out", str(tmp_path)]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
-    for text in ("captures open", "268.4 MB", "17,414.2 MB", "64.9x", "535.8 MB", "2.0x"):
+    # By hand, in binary units: the shared pool is 256 rows x 32 heads x 8192 x 4 B = 256 MiB;
+    # private at multiple 128: rows 1+2+...+256 = 511, widths 128+256+...+8192 = 266,240, so
+    # 511 x 32 x 266,240 x 4 B = 17,414,225,920 B = 16.2 GiB; at 8192: 511 x 32 x 8192 x 4 B
+    # = 511 MiB.
+    for text in ("captures open", "256.0 MiB", "16.2 GiB", "64.9x", "511.0 MiB", "2.0x"):
         assert text in result.stdout, text
     assert "268,435,456" in result.stdout and "16,777,216" in result.stdout
     assert "pass replay_equals_eager[8]" in result.stdout
@@ -224,13 +228,15 @@ def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
     """The gate checks the logits the bench keeps across steps: copies pass, views fail."""
     import nanobench.capture_bench as bench
     from engine.weights import synthesize_weights
+    from nanobench.cmd_capture import CaptureSpec, gates
 
     tensors = synthesize_weights(TINY_MHA, 1, torch.float32)
     options = dict(rows=2, prompt_len=8, steps=[4], width_multiple=16, up_front=False)
 
     def held_gate() -> tuple[bool, str]:
-        _, gates, _ = bench.run_rows(TINY_MHA, tensors, **options)
-        (found,) = [g for g in gates if g.name == "check_output_not_held[4]"]
+        runs, _ = bench.run_rows(TINY_MHA, tensors, **options)
+        found_gates = gates(CaptureSpec(up_front=False), runs)
+        (found,) = [g for g in found_gates if g.name == "check_output_not_held[4]"]
         return found.passed, found.detail
 
     assert held_gate()[0] is True
