@@ -37,7 +37,7 @@ def workspace_rows(
     capture_sizes: tuple[int, ...] | None = None,
 ) -> list[WorkspaceRow]:
     """Per kernel, the list's row sizes at the widest width: traced workspace beside the formula."""
-    from nanobench.capture_bench import capture_buckets
+    from nanobench.capture_pools import capture_buckets
 
     traced_model = with_heads(model, heads)
     ladder = capture_buckets(capture_rows, capture_tokens, capture_tokens, capture_sizes).rows

@@ -146,14 +146,9 @@ def capture(
         from engine.config import ConfigError
         from engine.sources import load_model
         from kernels.reference import KernelInputError
-        from nanobench.capture_bench import (
-            held_rows,
-            measure_pools,
-            pool_rows,
-            run_rows,
-            with_measured,
-        )
+        from nanobench.capture_bench import run_rows
         from nanobench.capture_memory import with_heads
+        from nanobench.capture_pools import held_rows, measure_pools, pool_rows, with_measured
         from nanobench.capture_workspace import with_traced, workspace_rows
         from reports.capture import plot_capture, render_capture, write_capture_csv
 

@@ -5,7 +5,7 @@ an eager one and `Engine(capture_decode=True)` (the default recorder, which on C
 `cuda_graph_recorder`), records the whole bucketed capture list up front into one shared pool
 (`Engine.capture()` -> `capture_all`), and measures that pool around the recording
 (`memory_reserved` / `memory_allocated` growth, and each recording's `max_memory_allocated`
-peak) beside nanobench's own prediction for the same list (`capture_bench.pool_rows`, what
+peak) beside nanobench's own prediction for the same list (`capture_pools.pool_rows`, what
 `nanobench capture` prints). It then decodes `PHASES` batches of changing sizes, teacher-forcing
 both engines with the eager engine's greedy tokens, and compares every step's logits.
 What it is not: a timing (the milliseconds belong to `nanobench capture`), nor a CPU test: the
@@ -23,7 +23,7 @@ import torch
 
 from engine.engine import Engine
 from engine.weights import DTYPES
-from nanobench.capture_bench import pool_rows
+from nanobench.capture_pools import pool_rows
 from nanobench.cost.pool import check_pool_shared
 from nanobench.explain import seeded_prompts
 
