@@ -128,6 +128,9 @@ def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
     # = 511 MiB.
     for text in ("captures open", "256.0 MiB", "16.2 GiB", "64.9x", "511.0 MiB", "2.0x"):
         assert text in result.stdout, text
+    # The pool table's row for multiple 128 names both pools in binary units on one line.
+    (line,) = [ln for ln in result.stdout.splitlines() if "64.9x" in ln]
+    assert "256.0 MiB" in line and "16.2 GiB" in line, line
     assert "268,435,456" in result.stdout and "16,777,216" in result.stdout
     assert "pass replay_equals_eager[8]" in result.stdout
 
