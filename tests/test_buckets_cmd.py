@@ -7,6 +7,7 @@ second command so Typer stays in subcommand mode, the way the real CLI runs it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -158,18 +159,18 @@ def test_plans_agree_with_the_arithmetic():
                 spec.max_batch, spec.run_len(steps), spec.multiple, spec.width_free
             )
             arith = bucket_run(spec.rows, spec.prompt_len, steps, buckets)
-            assert row["cells_open"] == arith.open_cells
-            assert row["cells_bucketed"] == arith.padded_cells
-            assert row["shapes_bucketed"] == arith.bucketed_count
-            assert [tuple(s) for s in row["bucket_shapes"]] == list(arith.bucketed)
-            assert row["waste"] == pytest.approx(arith.waste)
+            assert row.cells_open == arith.open_cells
+            assert row.cells_bucketed == arith.padded_cells
+            assert row.shapes_bucketed == arith.bucketed_count
+            assert [tuple(s) for s in row.bucket_shapes] == list(arith.bucketed)
+            assert row.waste == pytest.approx(arith.waste)
             assert len(trace.bucketed_shapes) == steps
 
 
 def test_a_price_mismatch_is_a_gate_failure():
     row, _ = measure_run(BucketsSpec(), 8)
     with pytest.raises(PriceMismatch, match="cells_bucketed"):
-        check_plans_match_arithmetic({**row, "cells_bucketed": row["cells_bucketed"] + 1})
+        check_plans_match_arithmetic(replace(row, cells_bucketed=row.cells_bucketed + 1))
 
 
 # --- the short answer and the kernels ---------------------------------------------------------
