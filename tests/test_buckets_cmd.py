@@ -300,3 +300,28 @@ def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
     spec = BucketsSpec(run_lengths=(8,), max_waste=max_waste).validate()
     found = {g.name: g.passed for g in gates(spec, measure(spec))}
     assert found["check_waste_bounded[steps=8]"] is passed
+
+
+def test_reports_name_bytes_in_binary_units_and_the_figure_names_its_run():
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from nanobench.buckets_bench import measure
+    from nanobench.rows import as_dicts
+    from reports.buckets import draw_buckets, render_short_answer
+
+    spec = BucketsSpec(run_lengths=(8,), width_multiple=128).validate()
+    result = measure(spec)
+    console = Console(record=True, width=200)
+    chosen = asdict(result.chosen)
+    render_short_answer(console, chosen, [], {}, kernel="reference", max_shapes=spec.max_shapes)
+    # 256 rows x 32 heads x 8192 width x 4 bytes (fp32) = 2**28 bytes: 256 MiB, not "268.4 MB".
+    assert "256.0 MiB of fp32 scores" in console.export_text()
+    traces = [asdict(t) for t in result.traces]
+    runs, capture = as_dicts(result.runs), as_dicts(result.capture)
+    fig = draw_buckets(runs, capture, traces, spec.max_shapes, spec.max_waste)
+    assert fig._suptitle.get_text() == (
+        "bucketed decode shapes: no weights (host plans), cpu float32, kernel reference, "
+        "rows 3, max batch 8, prompt len 16"
+    )
