@@ -172,3 +172,23 @@ def test_sweep_check_exit_code_follows_the_points_gates(
     assert result.exit_code == code, result.output
     (point,) = json.loads(result.stdout)["gates"]
     assert point["verdict"] == ("pass" if code == 0 else "fail" if code == 1 else "inconclusive")
+
+
+def test_a_point_record_with_a_renamed_field_is_run_again_not_trusted(tmp_path, monkeypatch):
+    grid = write_grid(tmp_path, 'command = "buckets"\n[axes]\nrows = [3, 5]\n')
+    out = tmp_path / "o"
+    calls: list[str] = []
+
+    def counted(task, started=None) -> PointRun:
+        calls.append(task.key)
+        return canned(task)
+
+    monkeypatch.setattr(launchers, "run_point", counted)
+    assert invoke(["sweep", grid, "--out", str(out)]).exit_code == 0
+    first = sorted(out.glob("points/*/point.json"))[0]
+    record = json.loads(first.read_text())
+    record["wall_seconds"] = record.pop("wall_s")  # as a later version might name it
+    first.write_text(json.dumps(record))
+    calls.clear()
+    assert invoke(["sweep", grid, "--out", str(out)]).exit_code == 0
+    assert calls == [first.parent.name]
