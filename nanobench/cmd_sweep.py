@@ -185,12 +185,13 @@ def sweep(
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
-        from reports.sweep import draw_sweep, render_sweep, save_sweep_figure, tidy_rows
+        from reports.sweep import draw_sweep, render_sweep, run_of, save_sweep_figure, tidy_rows
 
         records = [ledger.records[p.key] for p in found]
         figure = FIGURES[grid_spec.command]
         png = save_sweep_figure(
-            draw_sweep(records, axes, figure, grid_spec.command), ledger.out / "sweep.png"
+            draw_sweep(records, axes, figure, grid_spec.command, run_of(found)),
+            ledger.out / "sweep.png",
         )
         outputs = {"csv": str(ledger.out / "sweep.csv"), "png": str(png)}
         code = finish(
