@@ -253,7 +253,7 @@ def buckets(
             if spec.sizes is not None:
                 from reports.capture_sizes import capture_sizes_table
 
-                console.print(capture_sizes_table(chosen))
+                console.print(capture_sizes_table(result.chosen))
 
         code = finish(
             "buckets",
