@@ -18,8 +18,9 @@ import gc
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from nanobench.buckets_rows import BucketsResult, CaptureRow, RunRow, RunTrace
 
 if TYPE_CHECKING:
     from nanobench.cmd_buckets import BucketsSpec
@@ -30,35 +31,6 @@ SCORE_DTYPE_BYTES = 4
 
 class PriceMismatch(RuntimeError):
     """The plans and the arithmetic disagree about what a run costs."""
-
-
-@dataclass
-class RunTrace:
-    """Per-step shapes of one run, read off the plans (the diagram draws these)."""
-
-    steps: int
-    real_rows: int
-    open_shapes: list[tuple[int, int]] = field(default_factory=list)
-    bucketed_shapes: list[tuple[int, int]] = field(default_factory=list)
-    lens: list[int] = field(default_factory=list)
-    owned_blocks: list[int] = field(default_factory=list)
-
-
-@dataclass
-class BucketsResult:
-    runs: list[dict]
-    capture: list[dict]
-    traces: list[RunTrace]
-    spec: BucketsSpec
-
-    @property
-    def rows(self) -> list[dict]:
-        return self.runs + self.capture
-
-    @property
-    def chosen(self) -> dict:
-        """The capture row at the chosen width multiple."""
-        return next(r for r in self.capture if r["width_multiple"] == self.spec.multiple)
 
 
 def run_buckets(spec: BucketsSpec, max_model_len: int):
@@ -160,7 +132,7 @@ def _plan_runs(spec: BucketsSpec, steps: int, buckets) -> tuple[list, list, list
     return open_facts, bucket_facts, open_s, bucket_s, bucket_cache
 
 
-def measure_run(spec: BucketsSpec, steps: int) -> tuple[dict, RunTrace]:
+def measure_run(spec: BucketsSpec, steps: int) -> tuple[RunRow, RunTrace]:
     """One run length priced open and bucketed through real plans."""
     from nanobench.cost.buckets import bucket_run
 
@@ -175,38 +147,38 @@ def measure_run(spec: BucketsSpec, steps: int) -> tuple[dict, RunTrace]:
     # The cells the bucketed plans would have computed unpadded: must equal the open run's.
     bucketed_open_cells = sum(f[3] for f in bucket_facts)
     arithmetic = bucket_run(spec.rows, spec.prompt_len, steps, buckets)
-    row = {
-        "table": "run",
-        "kernel": spec.kernel,
-        "steps": steps,
-        "rows": spec.rows,
-        "max_batch": spec.max_batch,
-        "prompt_len": spec.prompt_len,
-        "max_model_len": mml,
-        "width_multiple": spec.multiple,
-        "pad_rows": bucket_facts[0][5] if bucket_facts else 0,
-        "shapes_open": len(set(open_shapes)),
-        "shapes_bucketed": len(distinct),
-        "waste": 1.0 - cells_open / cells_bucketed if cells_bucketed else 0.0,
-        "cells_open": cells_open,
-        "cells_bucketed": cells_bucketed,
-        "plan_ms_open": 1e3 * sum(open_s),
-        "plan_ms_bucketed": 1e3 * sum(bucket_s),
+    row = RunRow(
+        table="run",
+        kernel=spec.kernel,
+        steps=steps,
+        rows=spec.rows,
+        max_batch=spec.max_batch,
+        prompt_len=spec.prompt_len,
+        max_model_len=mml,
+        width_multiple=spec.multiple,
+        pad_rows=bucket_facts[0][5] if bucket_facts else 0,
+        shapes_open=len(set(open_shapes)),
+        shapes_bucketed=len(distinct),
+        waste=1.0 - cells_open / cells_bucketed if cells_bucketed else 0.0,
+        cells_open=cells_open,
+        cells_bucketed=cells_bucketed,
+        plan_ms_open=1e3 * sum(open_s),
+        plan_ms_bucketed=1e3 * sum(bucket_s),
         # A shared host stalls single calls; the median step says what a plan costs without them.
-        "plan_us_open_median": 1e6 * statistics.median(open_s),
-        "plan_us_bucketed_median": 1e6 * statistics.median(bucket_s),
-        "bucket_shapes": [list(s) for s in distinct],
-        "bucketed_open_cells": bucketed_open_cells,
-        "arith_shapes_open": arithmetic.open_count,
-        "arith_shapes_bucketed": arithmetic.bucketed_count,
-        "arith_cells_open": arithmetic.open_cells,
-        "arith_cells_bucketed": arithmetic.padded_cells,
-        "pool_slots": cache.sink_slot + 1,
-        "sink_slot": cache.sink_slot,
-        "blocks_used": cache.allocator.num_blocks - cache.allocator.num_free,
-        "num_blocks": cache.allocator.num_blocks,
-        "block_size": spec.block_size,
-    }
+        plan_us_open_median=1e6 * statistics.median(open_s),
+        plan_us_bucketed_median=1e6 * statistics.median(bucket_s),
+        bucket_shapes=[list(s) for s in distinct],
+        bucketed_open_cells=bucketed_open_cells,
+        arith_shapes_open=arithmetic.open_count,
+        arith_shapes_bucketed=arithmetic.bucketed_count,
+        arith_cells_open=arithmetic.open_cells,
+        arith_cells_bucketed=arithmetic.padded_cells,
+        pool_slots=cache.sink_slot + 1,
+        sink_slot=cache.sink_slot,
+        blocks_used=cache.allocator.num_blocks - cache.allocator.num_free,
+        num_blocks=cache.allocator.num_blocks,
+        block_size=spec.block_size,
+    )
     trace = RunTrace(
         steps=steps,
         real_rows=spec.rows,
@@ -218,7 +190,7 @@ def measure_run(spec: BucketsSpec, steps: int) -> tuple[dict, RunTrace]:
     return row, trace
 
 
-def capture_row(spec: BucketsSpec, multiple: int) -> dict:
+def capture_row(spec: BucketsSpec, multiple: int) -> CaptureRow:
     """The capture list at (capture_rows, capture_tokens) for one width multiple, both kernels."""
     from nanobench.cost.buckets import bucket_run
     from nanobench.cost.capture import workspace_bytes
@@ -229,31 +201,29 @@ def capture_row(spec: BucketsSpec, multiple: int) -> dict:
     # The largest member is the top of both ladders; `shapes` would materialise every pair.
     largest_rows, largest_width = ref.rows[-1], ref.widths[-1]
     shapes_for_kernel = free.count if spec.width_free else ref.count
-    return {
-        "table": "capture",
-        "kernel": spec.kernel,
-        "width_multiple": multiple,
-        "capture_rows": ref.max_batch_size,
-        "capture_tokens": spec.capture_tokens,
-        "row_buckets": len(ref.rows),
-        "width_buckets": len(ref.widths),
-        "shapes": ref.count,
-        "shapes_triton": free.count,
-        "waste": typical.waste,
-        "typical_rows": spec.rows,
-        "typical_prompt_len": spec.prompt_len,
-        "typical_steps": spec.typical_steps,
-        "heads": spec.heads,
-        "largest_shape": [largest_rows, largest_width],
-        "workspace_bytes": workspace_bytes(
-            largest_rows, spec.heads, largest_width, SCORE_DTYPE_BYTES
-        ),
+    return CaptureRow(
+        table="capture",
+        kernel=spec.kernel,
+        width_multiple=multiple,
+        capture_rows=ref.max_batch_size,
+        capture_tokens=spec.capture_tokens,
+        row_buckets=len(ref.rows),
+        width_buckets=len(ref.widths),
+        shapes=ref.count,
+        shapes_triton=free.count,
+        waste=typical.waste,
+        typical_rows=spec.rows,
+        typical_prompt_len=spec.prompt_len,
+        typical_steps=spec.typical_steps,
+        heads=spec.heads,
+        largest_shape=[largest_rows, largest_width],
+        workspace_bytes=workspace_bytes(largest_rows, spec.heads, largest_width, SCORE_DTYPE_BYTES),
         # The Triton kernel keeps an online softmax in registers: no score rectangle at all.
-        "workspace_bytes_triton": 0,
-        "chosen": multiple == spec.multiple,
-        "fits_budget": shapes_for_kernel <= spec.max_shapes,
+        workspace_bytes_triton=0,
+        chosen=multiple == spec.multiple,
+        fits_budget=shapes_for_kernel <= spec.max_shapes,
         **capture_size_columns(ref.rows, spec.max_batch),
-    }
+    )
 
 
 def capture_size_columns(sizes: tuple[int, ...], max_batch: int) -> dict:
@@ -285,7 +255,7 @@ def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -
     return BucketsResult(runs=runs, capture=capture, traces=traces, spec=spec)
 
 
-def check_plans_match_arithmetic(row: dict) -> None:
+def check_plans_match_arithmetic(row: RunRow) -> None:
     """The plans' shapes and cells equal `bucket_run`'s for the same buckets."""
     pairs = (
         ("shapes_open", "arith_shapes_open"),
@@ -294,8 +264,12 @@ def check_plans_match_arithmetic(row: dict) -> None:
         ("cells_bucketed", "arith_cells_bucketed"),
         ("bucketed_open_cells", "arith_cells_open"),
     )
-    wrong = [f"{a} {row[a]} != {row[b]}" for a, b in pairs if row[a] != row[b]]
+    wrong = [
+        f"{a} {getattr(row, a)} != {getattr(row, b)}"
+        for a, b in pairs
+        if getattr(row, a) != getattr(row, b)
+    ]
     if wrong:
         raise PriceMismatch(
-            f"run of {row['steps']} steps: plans and arithmetic disagree: {'; '.join(wrong)}"
+            f"run of {row.steps} steps: plans and arithmetic disagree: {'; '.join(wrong)}"
         )

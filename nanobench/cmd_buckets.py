@@ -193,8 +193,9 @@ def buckets(
             max_waste=max_waste,
         ).validate()
 
-        from nanobench.buckets_bench import measure
+        from nanobench.buckets_bench import CaptureRow, RunRow, measure
         from nanobench.common import out_dir
+        from nanobench.rows import as_dicts, columns
 
         directory = out_dir(out)
         result = measure(spec, status)
@@ -214,12 +215,17 @@ def buckets(
         status("writing the CSV and the diagram")
         # Missing cells as "" rather than None: a None makes pandas turn a column of counts
         # into floats ("8.0" steps), and each table leaves the other's columns empty.
-        keys = list(dict.fromkeys(k for r in result.rows for k in r))
+        keys = list(dict.fromkeys([*columns(RunRow), *columns(CaptureRow)]))
         csv_rows = [{k: r.get(k, "") for k in keys} for r in result.rows]
         csv_path = write_rows(directory / CSV_NAME, csv_rows, BUCKETS_COLUMNS)
+        runs, capture, chosen = (
+            as_dicts(result.runs),
+            as_dicts(result.capture),
+            asdict(result.chosen),
+        )
         fig = draw_buckets(
-            result.runs,
-            result.capture,
+            runs,
+            capture,
             [asdict(t) for t in result.traces],
             spec.max_shapes,
             spec.max_waste,
@@ -231,13 +237,13 @@ def buckets(
             console = stdout_console()
             if spec.short:
                 render_short_answer(
-                    console, result.chosen, found, outputs, kernel=kernel, max_shapes=max_shapes
+                    console, chosen, found, outputs, kernel=kernel, max_shapes=max_shapes
                 )
                 return
             render_buckets(
                 console,
-                result.runs,
-                result.capture,
+                runs,
+                capture,
                 found,
                 outputs,
                 kernel=kernel,
@@ -273,10 +279,10 @@ def gates(spec: BucketsSpec, result) -> list[Gate]:
 
     found: list[Gate] = []
     for row, trace in zip(result.runs, result.traces, strict=True):
-        buckets = run_buckets(spec, row["max_model_len"])
+        buckets = run_buckets(spec, row.max_model_len)
         found.append(
             gate(
-                f"check_run_closed[steps={row['steps']}]",
+                f"check_run_closed[steps={row.steps}]",
                 check_run_closed,
                 buckets,
                 trace.bucketed_shapes,
@@ -284,7 +290,7 @@ def gates(spec: BucketsSpec, result) -> list[Gate]:
         )
         found.append(
             gate(
-                f"check_plans_match_arithmetic[steps={row['steps']}]",
+                f"check_plans_match_arithmetic[steps={row.steps}]",
                 check_plans_match_arithmetic,
                 row,
             )
@@ -297,8 +303,8 @@ def gates(spec: BucketsSpec, result) -> list[Gate]:
             spec.max_shapes,
         )
     )
-    waste_checks = [(f"steps={r['steps']}", r["waste"]) for r in result.runs]
-    waste_checks.append((f"typical,multiple={spec.multiple}", result.chosen["waste"]))
+    waste_checks = [(f"steps={r.steps}", r.waste) for r in result.runs]
+    waste_checks.append((f"typical,multiple={spec.multiple}", result.chosen.waste))
     for label, share in waste_checks:
         name = f"check_waste_bounded[{label}]"
         if spec.width_free:

@@ -13,68 +13,115 @@ finished before a Ctrl-C is in sweep.csv, and rerunning the same grid runs only 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Annotated
 
 import typer
 
-from nanobench.common import Gate, choice, finish, positive
+from nanobench.common import INCONCLUSIVE, PASS, Gate, finish
 from nanobench.console import run_command, say_error, stdout_console
 from nanobench.errors import BadInput
+from nanobench.options import (
+    Address,
+    CheckOpt,
+    DryRun,
+    Jobs,
+    JsonOpt,
+    Launcher,
+    NumCpus,
+    QuietOpt,
+    Redo,
+    Resources,
+    Timeout,
+)
 
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by SIGINT
 
+GridArg = Annotated[
+    str | None,
+    typer.Argument(help="GRID.toml: a command, the options of every point, the axes to cross."),
+]
+SweepOut = Annotated[
+    str, typer.Option(help="Directory for sweep.csv, sweep.png and points/<key>/.")
+]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A sweep's options; the signature's defaults read these."""
+
+    grid: str | None = None
+    out: str = "nanobench-out"
+    launcher: str = "local"
+    jobs: int = 1
+    address: str | None = None
+    num_cpus: int = 0
+    resources: str = ""
+    timeout: int = 3600
+    redo: bool = False
+    dry_run: bool = False
+
+    def validate(self) -> None:
+        """Cross-option rules Typer cannot state: Ray-only options, a grid to read."""
+        if self.launcher != "ray" and (self.address or self.resources):
+            raise BadInput("--address/--resources: only with --launcher ray")
+        if self.grid is None:
+            raise BadInput("GRID: missing; expected a grid file, e.g. nanobench sweep grid.toml")
+
+
+def gates(spec: SweepSpec, records) -> list[Gate]:
+    """One gate per point: it ended ok and its own gates passed; inconclusive ones stay so."""
+    from reports.sweep import point_verdict
+
+    found = []
+    for r in records:
+        verdict = point_verdict(r.gates)
+        if r.status != "ok" or verdict not in (PASS, INCONCLUSIVE, ""):
+            found.append(Gate(f"point[{r.key}]", False, r.detail or f"{r.status}, gates {verdict}"))
+        elif verdict == INCONCLUSIVE:
+            found.append(Gate(f"point[{r.key}]", False, "a gate can't tell", INCONCLUSIVE))
+        else:
+            found.append(Gate(f"point[{r.key}]", True, "ok"))
+    return found
+
 
 def sweep(
-    grid: str | None = typer.Argument(
-        None, help="GRID.toml: command, [options] for every point, [axes] to cross."
-    ),
-    out: str = typer.Option(
-        "nanobench-out", help="Directory for sweep.csv, sweep.png and points/<key>/."
-    ),
-    launcher: str = typer.Option("local", help="local (this machine) | ray (a Ray cluster)."),
-    jobs: int = typer.Option(
-        1, help="Arithmetic points (buckets, pool-budget) run at once by local; timed ones: 1."
-    ),
-    address: str | None = typer.Option(
-        None, help="Ray cluster address (auto, HEAD:6379); none: start a local one."
-    ),
-    num_cpus: int = typer.Option(0, help="CPUs of a local Ray cluster (0: this machine's)."),
-    resources: str = typer.Option(
-        "", help='Ray resources each point asks for, as JSON: {"GPU": 1}.'
-    ),
-    timeout: int = typer.Option(3600, help="Seconds before a point's process is killed."),
-    redo: bool = typer.Option(False, "--redo", help="Run finished points again."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the points; run nothing."),
-    json_mode: bool = typer.Option(
-        False, "--json", help="Print one JSON document instead of tables."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Exit 1 when a point did not end ok or a gate of it failed."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
+    grid: GridArg = SweepSpec.grid,
+    out: SweepOut = SweepSpec.out,
+    launcher: Launcher = SweepSpec.launcher,
+    jobs: Jobs = SweepSpec.jobs,
+    address: Address = SweepSpec.address,
+    num_cpus: NumCpus = SweepSpec.num_cpus,
+    resources: Resources = SweepSpec.resources,
+    timeout: Timeout = SweepSpec.timeout,
+    redo: Redo = SweepSpec.redo,
+    dry_run: DryRun = SweepSpec.dry_run,
+    json_mode: JsonOpt = False,
+    check: CheckOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run one command over a grid of options, each point in a fresh process; resumable.
 
-    Example: nanobench sweep grid.toml --jobs 2   (grid.toml: command = "buckets",
-    [axes] width_multiple = [256, 1024], rows = [1, 4])
+    Example: nanobench sweep grid.toml --jobs 2   (grid.toml: command = "buckets", then
+    under axes: width_multiple = [256, 1024], rows = [1, 4])
+
+    Example: nanobench sweep grid.toml --dry-run   (list the points' command lines)
+
+    Example: nanobench sweep grid.toml --launcher ray --address auto --check
     """
     from nanobench.launchers import Task, launch_local, launch_ray, parse_resources
     from nanobench.sweep import TIMED, Ledger, PointRecord, load_grid, points
-    from reports.sweep import FIGURES, dry_run_rows, point_verdict, render_dry_run
+    from reports.sweep import FIGURES, dry_run_rows, render_dry_run
 
     with run_command(quiet) as status:
-        positive("--jobs", jobs)
-        positive("--timeout", timeout)
-        if num_cpus < 0:
-            raise BadInput(f"--num-cpus {num_cpus}: expected 0 (this machine's) or more")
-        choice("--launcher", launcher, ("local", "ray"))
-        if launcher != "ray" and (address or resources):
-            raise BadInput("--address/--resources: only with --launcher ray")
+        spec = SweepSpec(
+            grid, out, launcher, jobs, address, num_cpus, resources, timeout, redo, dry_run
+        )
+        spec.validate()
         ray_options = parse_resources(resources)
-        if grid is None:
-            raise BadInput("GRID: missing; expected a grid file, e.g. nanobench sweep grid.toml")
-        spec = load_grid(grid)
-        found = points(spec)
-        axes = list(spec.axes)
+        grid_spec = load_grid(grid)
+        found = points(grid_spec)
+        axes = list(grid_spec.axes)
 
         if dry_run:
             code = finish(
@@ -93,7 +140,7 @@ def sweep(
         ledger = Ledger(out_dir(out))
         todo = [p for p in found if redo or not ledger.finished(p.key)]
         by_key = {p.key: p for p in todo}
-        timed = spec.command in TIMED
+        timed = grid_spec.command in TIMED
         tasks = [
             Task(p.key, tuple(p.argv()), str(ledger.point_dir(p.key).resolve()), timeout, timed)
             for p in todo
@@ -138,24 +185,19 @@ def sweep(
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
-        from reports.sweep import draw_sweep, render_sweep, save_sweep_figure, tidy_rows
+        from reports.sweep import draw_sweep, render_sweep, run_of, save_sweep_figure, tidy_rows
 
         records = [ledger.records[p.key] for p in found]
-        figure = FIGURES[spec.command]
+        figure = FIGURES[grid_spec.command]
         png = save_sweep_figure(
-            draw_sweep(records, axes, figure, spec.command), ledger.out / "sweep.png"
+            draw_sweep(records, axes, figure, grid_spec.command, run_of(found)),
+            ledger.out / "sweep.png",
         )
         outputs = {"csv": str(ledger.out / "sweep.csv"), "png": str(png)}
-        gates = []
-        for r in records:
-            verdict = point_verdict(r.gates)
-            passed = r.status == "ok" and verdict in ("pass", "")
-            detail = "ok" if passed else (r.detail or f"{r.status}, gates {verdict}")
-            gates.append(Gate(f"point[{r.key}]", passed, detail))
         code = finish(
             "sweep",
             tidy_rows(records),
-            gates,
+            gates(spec, records),
             outputs,
             json_mode=json_mode,
             check=check,

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nanobench.errors import BadInput
+from nanobench.rows import RowSchemaError, rebuild
 
 # The commands whose points are timed must never share a machine; the others only count.
 TIMED = ("compile", "decode", "capture")
@@ -257,8 +258,8 @@ class Ledger:
         self.records: dict[str, PointRecord] = {}
         for path in sorted(out.glob("points/*/point.json")):
             try:
-                record = PointRecord(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
+                record = rebuild(PointRecord, json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError, RowSchemaError):
                 continue  # a record from another version is run again, not trusted
             self.records[record.key] = record
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from reports.style import binary_bytes, colour, title
+
 RUN_COLUMNS = [
     "steps", "shapes_open", "shapes_bucketed", "waste", "cells_open", "cells_bucketed",
     "plan_ms_open", "plan_ms_bucketed",
@@ -28,17 +30,6 @@ CAPTURE_COLUMNS = [
 # One CSV for both tables: a run row leaves the capture columns empty and the other way round.
 BUCKETS_COLUMNS = ["table", "kernel", *RUN_COLUMNS]
 BUCKETS_COLUMNS += [c for c in CAPTURE_COLUMNS if c not in BUCKETS_COLUMNS]
-
-
-def human_bytes(n: int) -> str:
-    if n == 0:
-        return "0"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def _width_text(run: dict) -> str:
@@ -120,8 +111,8 @@ def capture_table(capture: list[dict], kernel: str, max_shapes: int) -> Table:
             str(r["shapes"]),
             str(r["shapes_triton"]),
             f"{r['waste']:.1%}",
-            human_bytes(r["workspace_bytes"]),
-            human_bytes(r["workspace_bytes_triton"]),
+            binary_bytes(r["workspace_bytes"]),
+            binary_bytes(r["workspace_bytes_triton"]),
             "fits" if r["fits_budget"] else "over",
         )
     return table
@@ -171,7 +162,7 @@ def render_short_answer(
         f"({c['typical_rows']} rows, {c['typical_prompt_len']}-token prompt, "
         f"{c['typical_steps']} steps; reference kernel)",
         f"  workspace     largest shape {tuple(c['largest_shape'])}: "
-        f"{human_bytes(c['workspace_bytes'])} of fp32 scores at {c['heads']} heads "
+        f"{binary_bytes(c['workspace_bytes'])} of fp32 scores at {c['heads']} heads "
         "(triton: none)",
         f"  budget        {shapes} shapes vs --max-shapes {max_shapes}: "
         + ("fits" if c["fits_budget"] else "over budget"),
@@ -314,7 +305,9 @@ def draw_buckets(
     # Bottom right: shapes against padding across width multiples, and the budget line.
     shapes = [c["shapes"] for c in capture]
     wastes = [100 * c["waste"] for c in capture]
-    ax_trade.plot(shapes, wastes, "o-", color="tab:blue", label="reference kernel (rows x widths)")
+    ax_trade.plot(
+        shapes, wastes, "o-", color=colour("reference"), label="reference kernel (rows x widths)"
+    )
     for c, s, w in zip(capture, shapes, wastes, strict=True):
         label = f"x{c['width_multiple']}: {s}" + (" (chosen)" if c["chosen"] else "")
         ax_trade.annotate(label, (s, w), textcoords="offset points", xytext=(6, 4), fontsize=8)
@@ -323,7 +316,7 @@ def draw_buckets(
         [tri],
         [0],
         "s",
-        color="tab:green",
+        color=colour("triton"),
         label=f"triton kernel: {tri} shapes, reads each row to its length",
     )
     ax_trade.axvline(max_shapes, color="tab:red", ls="--", lw=1)
@@ -345,6 +338,20 @@ def draw_buckets(
     ax_trade.set_title("closed is not small: coarser widths trade shapes for padding")
     ax_trade.legend(fontsize=8, loc="lower right")
 
+    # The plans run on the host over a float32 toy cache (no weights): the title says so.
+    first = runs[0]
+    fig.suptitle(
+        title(
+            "bucketed decode shapes",
+            model="no weights (host plans)",
+            device="cpu",
+            dtype="float32",
+            kernel=first["kernel"],
+            rows=first["rows"],
+            max_batch=first["max_batch"],
+            prompt_len=first["prompt_len"],
+        )
+    )
     fig.tight_layout()
     return fig
 

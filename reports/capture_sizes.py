@@ -1,6 +1,6 @@
 """The padding table of a capture list: what each listed size pads, and a typical mix.
 
-What it is: `capture_sizes_table(row)`, a rich table over one capture row's `size_padding`
+What it is: `capture_sizes_table(row)`, a rich table over one capture row's (`CaptureRow`) `size_padding`
 (per listed size: the batches it serves, their worst padding rows and mean padded share) with
 the mix padding (`mix_pad_share`, a uniform mix of batch sizes) as its caption.
 What it is not: arithmetic; `engine.capture_sizes` computes every number shown here.
@@ -9,19 +9,24 @@ Invariant: everything printed comes from the row it is given.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from nanobench.buckets_rows import CaptureRow
 
 # One line per size for short lists; a long ladder (vLLM at 512 rows has 51) keeps its ends.
 MAX_LINES = 24
 
 
-def capture_sizes_table(row: dict) -> Table:
-    sizes = row["size_padding"]
+def capture_sizes_table(row: CaptureRow) -> Table:
+    sizes = row.size_padding
     table = Table(
         title=f"Capture list: {len(sizes)} sizes, padding per size",
         caption=(
-            f"a uniform mix of batches 1..{row['mix_batches']}: "
-            f"{row['mix_pad_share']:.1%} of computed rows are padding"
+            f"a uniform mix of batches 1..{row.mix_batches}: "
+            f"{row.mix_pad_share:.1%} of computed rows are padding"
         ),
     )
     for name in ("size", "serves batches", "max pad rows", "mean pad share"):

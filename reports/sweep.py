@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure, write_rows
+from reports.style import title
 
 SWEEP_COLUMNS = [
     "point_key",  # sha256 of the command and its full options (12 hex digits)
@@ -155,8 +156,22 @@ def best_point(group: list, figure: Figure):
     return pick(scored, key=lambda r: point_figure(r, figure).value)
 
 
-def draw_sweep(records, axes: list[tuple[str, tuple]], figure: Figure, command: str):
-    """Heatmap of the figure over the two leading axes; later axes keep each cell's best point."""
+def run_of(points) -> dict[str, str]:
+    """The model, device and dtype the points ran: the one value, "varies", or "-" (no such option)."""
+    found = {}
+    for name in ("model", "device", "dtype"):
+        values = {str(dict(p.options)[name]) for p in points if name in dict(p.options)}
+        found[name] = values.pop() if len(values) == 1 else ("varies" if values else "-")
+    return found
+
+
+def draw_sweep(
+    records, axes: list[tuple[str, tuple]], figure: Figure, command: str, run: dict[str, str]
+):
+    """Heatmap of the figure over the two leading axes; later axes keep each cell's best point.
+
+    `run` is `run_of(points)`: the title names the model, device and dtype the points ran.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -203,7 +218,7 @@ def draw_sweep(records, axes: list[tuple[str, tuple]], figure: Figure, command: 
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
     more = f"; best point over {', '.join(n for n, _ in axes[2:])}" if len(axes) > 2 else ""
-    ax.set_title(f"nanobench sweep {command}: {figure.label}{more}", fontsize=9)
+    ax.set_title(title(f"nanobench sweep {command}, {figure.label}{more}", **run), fontsize=9)
     fig.colorbar(image, ax=ax, label=f"{figure.column}{figure.unit}")
     return fig
 

@@ -7,6 +7,7 @@ second command so Typer stays in subcommand mode, the way the real CLI runs it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -158,18 +159,18 @@ def test_plans_agree_with_the_arithmetic():
                 spec.max_batch, spec.run_len(steps), spec.multiple, spec.width_free
             )
             arith = bucket_run(spec.rows, spec.prompt_len, steps, buckets)
-            assert row["cells_open"] == arith.open_cells
-            assert row["cells_bucketed"] == arith.padded_cells
-            assert row["shapes_bucketed"] == arith.bucketed_count
-            assert [tuple(s) for s in row["bucket_shapes"]] == list(arith.bucketed)
-            assert row["waste"] == pytest.approx(arith.waste)
+            assert row.cells_open == arith.open_cells
+            assert row.cells_bucketed == arith.padded_cells
+            assert row.shapes_bucketed == arith.bucketed_count
+            assert [tuple(s) for s in row.bucket_shapes] == list(arith.bucketed)
+            assert row.waste == pytest.approx(arith.waste)
             assert len(trace.bucketed_shapes) == steps
 
 
 def test_a_price_mismatch_is_a_gate_failure():
     row, _ = measure_run(BucketsSpec(), 8)
     with pytest.raises(PriceMismatch, match="cells_bucketed"):
-        check_plans_match_arithmetic({**row, "cells_bucketed": row["cells_bucketed"] + 1})
+        check_plans_match_arithmetic(replace(row, cells_bucketed=row.cells_bucketed + 1))
 
 
 # --- the short answer and the kernels ---------------------------------------------------------
@@ -299,3 +300,28 @@ def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
     spec = BucketsSpec(run_lengths=(8,), max_waste=max_waste).validate()
     found = {g.name: g.passed for g in gates(spec, measure(spec))}
     assert found["check_waste_bounded[steps=8]"] is passed
+
+
+def test_reports_name_bytes_in_binary_units_and_the_figure_names_its_run():
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from nanobench.buckets_bench import measure
+    from nanobench.rows import as_dicts
+    from reports.buckets import draw_buckets, render_short_answer
+
+    spec = BucketsSpec(run_lengths=(8,), width_multiple=128).validate()
+    result = measure(spec)
+    console = Console(record=True, width=200)
+    chosen = asdict(result.chosen)
+    render_short_answer(console, chosen, [], {}, kernel="reference", max_shapes=spec.max_shapes)
+    # 256 rows x 32 heads x 8192 width x 4 bytes (fp32) = 2**28 bytes: 256 MiB, not "268.4 MB".
+    assert "256.0 MiB of fp32 scores" in console.export_text()
+    traces = [asdict(t) for t in result.traces]
+    runs, capture = as_dicts(result.runs), as_dicts(result.capture)
+    fig = draw_buckets(runs, capture, traces, spec.max_shapes, spec.max_waste)
+    assert fig._suptitle.get_text() == (
+        "bucketed decode shapes: no weights (host plans), cpu float32, kernel reference, "
+        "rows 3, max batch 8, prompt len 16"
+    )

@@ -135,3 +135,13 @@ def test_capture_prices_a_servers_list(tmp_path):
     vocab = PRESETS["tiny"].config.vocab_size
     per_width = (1 + 2 + 4 + 8 * 136) * vocab * 4
     assert [r["graph_outputs_bytes"] for r in pools] == [4 * per_width, per_width]
+
+
+def test_buckets_prints_the_padding_table_of_its_capture_list(tmp_path):
+    args = ["buckets", "--capture-sizes", "1,2,4,8", "--run-lengths", "8", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code in (0, 1), result.output
+    # Batches 1..8 on sizes 1,2,4,8 pad 0,0,1,0,3,2,1,0 rows of 1,2,4,4,8,8,8,8 computed: 7/43.
+    text = " ".join(result.output.split())  # the caption wraps at the table's width
+    assert f"{7 / 43:.1%} of computed rows are padding" in text
+    assert "│ 8 │ 5-8 │ 3 │" in text

@@ -108,13 +108,17 @@ def test_the_csv_is_tidy_with_axes_status_and_environment(local_sweep):
 
 def test_the_heatmap_holds_each_points_waste(local_sweep):
     from nanobench.sweep import Ledger
-    from reports.sweep import FIGURES, draw_sweep
+    from reports.sweep import FIGURES, draw_sweep, run_of
 
     grid, out, _ = local_sweep
     spec = load_grid(grid)
     ledger = Ledger(out)
     records = [ledger.records[p.key] for p in points(spec)]
-    fig = draw_sweep(records, list(spec.axes), FIGURES["buckets"], "buckets")
+    fig = draw_sweep(records, list(spec.axes), FIGURES["buckets"], "buckets", run_of(points(spec)))
+    # buckets plans on the host with no model: the title says none rather than inventing one.
+    assert fig.axes[0].get_title() == (
+        "nanobench sweep buckets, worst padding waste of a run: -, - -"
+    )
     shown = fig.axes[0].images[0].get_array()
     for y, multiple in enumerate((64, 512)):
         for x, rows in enumerate((3, 5)):
@@ -277,3 +281,11 @@ def test_the_same_grid_on_a_local_ray_cluster_gives_the_same_rows(local_sweep, t
     ray_rows = json.loads(result.stdout)["rows"]
     assert len(ray_rows) == len(local_doc["rows"])
     assert arithmetic(ray_rows) == arithmetic(local_doc["rows"])
+
+
+def test_a_sweep_figure_names_the_model_device_and_dtype_its_points_ran(tmp_path):
+    from reports.sweep import run_of
+
+    text = 'command = "compile"\n[options]\nmodel = "tiny"\ndevice = "cpu"\n'
+    grid = write_grid(tmp_path, text + '[axes]\ndtype = ["float32", "bfloat16"]\n')
+    assert run_of(points(load_grid(grid))) == {"model": "tiny", "device": "cpu", "dtype": "varies"}

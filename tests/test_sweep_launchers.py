@@ -148,3 +148,47 @@ def test_arithmetic_points_share_the_machine_and_timed_points_never(tmp_path, mo
     assert most_at_once(tmp_path, monkeypatch, BUCKETS_GRID, jobs=2) == 2
     timed = 'command = "capture"\n[axes]\nrows = [1, 2, 3]\n'
     assert most_at_once(tmp_path, monkeypatch, timed, jobs=3) == 1
+
+
+@pytest.mark.parametrize(
+    "verdict,status,code",
+    [
+        ("pass", "ok", 0),
+        ("inconclusive", "ok", 3),  # nothing failed, one gate can't tell: exit 3, as every command
+        ("fail", "ok", 1),
+        ("pass", "crashed", 1),
+    ],
+)
+def test_sweep_check_exit_code_follows_the_points_gates(
+    tmp_path, monkeypatch, verdict, status, code
+):
+    def run(task, started=None) -> PointRun:
+        gate = {"name": "g", "passed": verdict == "pass", "detail": "", "verdict": verdict}
+        return PointRun(status, "", 0.0, {"rows": [], "gates": [gate]}, {"hostname": "h"})
+
+    monkeypatch.setattr(launchers, "run_point", run)
+    grid = write_grid(tmp_path, 'command = "buckets"\n[axes]\nrows = [3]\n')
+    result = invoke(["sweep", grid, "--out", str(tmp_path / "o"), "--check", "--json"])
+    assert result.exit_code == code, result.output
+    (point,) = json.loads(result.stdout)["gates"]
+    assert point["verdict"] == ("pass" if code == 0 else "fail" if code == 1 else "inconclusive")
+
+
+def test_a_point_record_with_a_renamed_field_is_run_again_not_trusted(tmp_path, monkeypatch):
+    grid = write_grid(tmp_path, 'command = "buckets"\n[axes]\nrows = [3, 5]\n')
+    out = tmp_path / "o"
+    calls: list[str] = []
+
+    def counted(task, started=None) -> PointRun:
+        calls.append(task.key)
+        return canned(task)
+
+    monkeypatch.setattr(launchers, "run_point", counted)
+    assert invoke(["sweep", grid, "--out", str(out)]).exit_code == 0
+    first = sorted(out.glob("points/*/point.json"))[0]
+    record = json.loads(first.read_text())
+    record["wall_seconds"] = record.pop("wall_s")  # as a later version might name it
+    first.write_text(json.dumps(record))
+    calls.clear()
+    assert invoke(["sweep", grid, "--out", str(out)]).exit_code == 0
+    assert calls == [first.parent.name]
