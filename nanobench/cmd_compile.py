@@ -31,7 +31,7 @@ from nanobench.common import (
     out_dir,
 )
 from nanobench.compile_row import CompileRow
-from nanobench.console import run_command, say_error, stdout_console
+from nanobench.console import interrupted, run_command, stdout_console
 from nanobench.errors import BadInput
 from nanobench.targets import BUILTINS
 from nanobench.traces import render_trace, trace_root
@@ -315,11 +315,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     except KeyboardInterrupt:
         save()
         missing = [m for m in spec.modes if m not in done]
-        say_error(
-            f"interrupted: {len(done)} rows and {len(windows)} windows are in {csv_path} and "
-            f"{samples_path}; not run: {', '.join(missing) or 'none'}"
-        )
-        raise typer.Exit(130) from None
+        raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
     rows_out = save()
     found = gates(spec, rows_out)
     rounds_run = max((r.rounds or 0 for r in rows_out), default=0)

@@ -26,7 +26,7 @@ from nanobench.common import (
     model_option,
     out_dir,
 )
-from nanobench.console import run_command, say_error, stdout_console
+from nanobench.console import interrupted, run_command, stdout_console
 from nanobench.decode_bench import SYSTEMS
 from nanobench.decode_rows import DecodeRow
 from nanobench.errors import BadInput
@@ -309,11 +309,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     except KeyboardInterrupt:
         save()
         missing = [s for s in spec.systems if s not in done]
-        say_error(
-            f"interrupted: {len(done)} rows and {len(windows)} windows are in {csv_path} and "
-            f"{samples_path}; not run: {', '.join(missing) or 'none'}"
-        )
-        raise typer.Exit(130) from None
+        raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
     for row in system_rows:
         done[row.system] = row
     rows_out = add_samples(save(), directory)

@@ -106,3 +106,12 @@ def report_parse_error(e: typer.TyperException) -> None:
     where = f"{ctx.command_path}: " if ctx is not None else ""
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
     say_error(f"{where}{e.format_message().rstrip('.')}{hint}")
+
+
+def interrupted(finished: int, windows: int, missing: list[str], *paths) -> typer.Exit:
+    """Ctrl-C in a rounds sweep: say what is on disk and what did not run; exit 130."""
+    say_error(
+        f"interrupted: {finished} rows and {windows} windows are in "
+        f"{' and '.join(str(p) for p in paths)}; not run: {', '.join(missing) or 'none'}"
+    )
+    return typer.Exit(130)
