@@ -2,7 +2,7 @@
 
 What it is: `CompileSpec` (every option's default, and `validate()` for the rules across
 options), `gates(spec, rows)` (the sweep's promises, checked on typed rows) and the command.
-What it is not: the measurement (`compile_bench`, `compile_session`), the row (`compile_row`)
+What it is not: the measurement (`compile_bench`, `compile_session`), the row (`compile_rows`)
 or the report (`reports.compile`).
 Invariant: every input is checked before a worker starts; a gate reads typed fields, so a
 field a worker stopped sending fails loudly instead of passing.
@@ -30,7 +30,7 @@ from nanobench.common import (
     model_option,
     out_dir,
 )
-from nanobench.compile_row import CompileRow
+from nanobench.compile_rows import CompileRow
 from nanobench.console import interrupted, run_command, stdout_console
 from nanobench.errors import BadInput
 from nanobench.targets import BUILTINS
@@ -252,7 +252,7 @@ def compile_command(
 def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> None:
     """Resolve the model, run the sweep in rounds, write the outputs and exit with the gates."""
     from nanobench.compile_bench import interleaved_sweep
-    from nanobench.compile_row import derive
+    from nanobench.compile_rows import derive
     from nanobench.env_record import collect_env, write_env
     from nanobench.rounds import SAMPLE_COLUMNS, describe, round_plan, sample_rows
     from nanobench.rows import as_dicts, columns

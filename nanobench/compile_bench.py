@@ -5,7 +5,7 @@ running), the pieces the worker (`nanobench.compile_session`) uses, `interleaved
 (one live worker per mode, set up one at a time, then timed windows in rotating rounds until
 every speedup's interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh
 process, what the GPU check runs) and `spec_for` (the spec a worker reads).
-What it is not: the CLI, the row type and its derived columns (`compile_row`) or the report.
+What it is not: the CLI, the row type and its derived columns (`compile_rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
 `get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by
 round, never across rounds.
@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
-from nanobench.compile_row import CompileRow, from_worker
+from nanobench.compile_rows import CompileRow, from_worker
 from nanobench.cost.compile import predicts_fall_back
 from nanobench.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.rounds import Comparison, RoundPlan, Window

@@ -144,7 +144,7 @@ def compile_rows(model: str, seconds_left: Callable[[], float]) -> Iterator[dict
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
     from engine.weights import materialize_preset
     from nanobench.compile_bench import spec_for, sweep
-    from nanobench.compile_row import derive
+    from nanobench.compile_rows import derive
 
     spec = spec_for(
         model=materialize_preset(model),

@@ -78,8 +78,8 @@ class Point:
 def command_options(command: str) -> dict[str, OptionSpec]:
     """The sweepable options of one registered command, from its signature and annotations.
 
-    An option is declared either as `Annotated[type, typer.Option(...)]` with a plain default
-    (nanobench.options) or, in a command not yet converted, as a `typer.Option(...)` default.
+    An option is declared as `Annotated[type, typer.Option(...)]` with a plain default
+    (nanobench.options); a `typer.Option(...)` default is read too, for a command added that way.
     """
     from nanobench.cli import app
 

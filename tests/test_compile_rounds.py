@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from nanobench.cmd_compile import amortised_gate
-from nanobench.compile_row import CANT_TELL, CompileRow, derive
+from nanobench.compile_rows import CANT_TELL, CompileRow, derive
 from nanobench.compile_session import steady_mask
 from nanobench.rounds import Window
 
