@@ -115,7 +115,7 @@ def test_compile_fails_a_mode_whose_logits_go_non_finite(overflowing, tmp_path):
 def test_capture_fails_a_run_whose_logits_go_non_finite(overflowing, tmp_path):
     result = invoke(
         ["capture", "--model", str(overflowing), "--rows", "2", "--prompt-len", "4",
-         "--steps", "2", "--json", "--out", str(tmp_path)]
+         "--run-lengths", "2", "--json", "--out", str(tmp_path)]
     )  # fmt: skip
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)

@@ -232,8 +232,8 @@ def test_a_point_key_hashes_the_full_options(tmp_path):
 TIMED_GRID = """
 command = "capture"
 [options]
-steps = "1"
-multiples = "16"
+run_lengths = "1"
+width_multiples = "16"
 capture_rows = 2
 capture_tokens = 32
 [axes]
