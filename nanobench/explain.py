@@ -121,12 +121,19 @@ def explain_forward(
     with torch.no_grad():
         out = torch._dynamo.explain(fn)(*args)
     breaks = break_table(out.break_reasons)
-    counted = sum(b["count"] for b in breaks)
     vguards = value_guards(out.out_guards)
     return ExplainRow(
         layers=layers,
         path="prefill" if prefill else path,
         attention=engine.attention,
+        **explained_counts(out, breaks, vguards),
+    )
+
+
+def explained_counts(out, breaks: list[dict], vguards: list[str]) -> dict:
+    """The row fields `torch._dynamo.explain`'s output decides, for the engine and a target."""
+    counted = sum(b["count"] for b in breaks)
+    return dict(
         graphs=out.graph_count,
         graph_breaks=out.graph_break_count,
         counted_breaks=counted,

@@ -75,12 +75,11 @@ def where_defined(fn: Callable) -> str:
 
 
 def explain_target(target: Target, step: int) -> ExplainRow:
-    from nanobench.explain import break_table
+    from nanobench.explain import break_table, explained_counts
     from nanobench.remedies import remedies_for
 
     out, following = _explain_steps(target, step)
     breaks = break_table(out.break_reasons)
-    counted = sum(b["count"] for b in breaks)
     varying = step_value_guards(out.out_guards, following.out_guards)
     remedies = remedies_for(fell_back=False, guard_kind="none", breaks=breaks, value_guards=varying)
     return ExplainRow(
@@ -88,15 +87,7 @@ def explain_target(target: Target, step: int) -> ExplainRow:
         path=f"target step {step}",
         target=target.spec,
         attention="",
-        graphs=out.graph_count,
-        graph_breaks=out.graph_break_count,
-        counted_breaks=counted,
-        breaks_agree=counted == out.graph_break_count,
-        ops=out.op_count,
-        guards=len(out.out_guards or ()),
-        value_guards=len(varying),
-        value_guard_text=varying,
-        break_reasons=breaks,
+        **explained_counts(out, breaks, varying),
         remedies=[r.text() for r in remedies],
     )
 
