@@ -63,7 +63,7 @@ class CompileRow:
     guard_sets_checked: int | None = None  # after a fall-back: guard sets checked per call
     speedup_low: float | None = None  # 95% bootstrap interval over rounds, paired by round
     speedup_high: float | None = None
-    saving_per_step_ms: float | None = None  # mean over rounds of off's median minus this one's
+    saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
     saving_per_step_ms_low: float | None = None
     saving_per_step_ms_high: float | None = None
     saving_needed_ms: float | None = None  # compile_s / horizon: what a step must save

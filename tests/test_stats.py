@@ -77,8 +77,28 @@ def test_ratio_is_the_geometric_mean_of_per_round_ratios_paired_by_round():
     assert drifting.low == pytest.approx(0.5) and drifting.high == pytest.approx(0.5)
     # fewer than MIN_ROUNDS rounds: an estimate, no interval
     assert MIN_ROUNDS == 5 and math.isnan(ratio_interval(num[:4], den[:4]).low)
+    # gm(5, 7, 6, 5, 7) = (5^2 7^2 6)^(1/5); minus gm(4, ...) = 4
     d = difference_interval([5.0, 7.0, 6.0, 5.0, 7.0], [4.0] * 5)
-    assert d.estimate == pytest.approx(2.0) and 1.0 <= d.low <= 2.0 <= d.high <= 3.0
+    assert d.estimate == pytest.approx((5**2 * 7**2 * 6) ** 0.2 - 4.0)
+    assert 1.0 - 1e-9 <= d.low <= d.estimate <= d.high <= 3.0 + 1e-9
+
+
+def test_a_saving_never_contradicts_its_speedup_under_a_heavy_tail():
+    # One round 12x slower: the mean of per-round differences is (4 * 5 - 50) / 5 = -6 ms, yet
+    # the geometric-mean ratio is (2^4 / 6)^(1/5) = 1.22x. Seen in a loaded run as 2.36x
+    # [1.08, 5.86] beside a saving of -5.2 ms [-76, 67].
+    off, mode = [10.0] * 5, [5.0, 5.0, 5.0, 5.0, 60.0]
+    ratio, saving = ratio_interval(off, mode), difference_interval(off, mode)
+    assert ratio.estimate == pytest.approx((2**4 / 6) ** 0.2)
+    assert saving.estimate == pytest.approx(10.0 - (5**4 * 60) ** 0.2) and saving.estimate > 0
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        a = 10.0 * rng.lognormal(0.0, 0.05, 8)
+        # a 10% gap either way under heavy-tailed (Student t, 1.5 dof) multiplicative noise
+        b = a / rng.choice([1.1, 0.9]) * np.exp(0.1 * rng.standard_t(1.5, 8))
+        r, d = ratio_interval(a, b), difference_interval(a, b)
+        assert (r.estimate > 1) == (d.estimate > 0)
+        assert (r.low > 1) == (d.low > 0) and (r.high < 1) == (d.high < 0)
 
 
 def test_verdicts_need_the_whole_interval_on_one_side():
