@@ -6,7 +6,10 @@ was recorded on), and `CapturedDecode`, the wrapper in front of `CompiledDecode`
 sighting of a shape records, every sighting replays, a view without a plan falls through to
 eager and is counted. `capture_all` walks a whole capture list up front, largest shape first,
 off synthetic all-padding batches (`padding_plan`) that write only to the sink slot.
-The recorder is the seam (`recorders.py`).
+With an `output_buffer` ([max rows, V], allocated once by the engine outside any pool) every
+graph writes its logits into a window of that one buffer, so a list of N graphs holds one
+logits buffer, not N (each graph's own logits would live as long as the graph and no later
+recording could reuse them). The recorder is the seam (`recorders.py`).
 What it is not: a sampler or a scheduler. Sampling runs outside the recorded region, on
 logits the caller consumes before the next replay (`check_output_not_held`).
 Invariant: gates that read tensor values run once, before a graph exists
@@ -64,7 +67,7 @@ class CapturedGraph:
 
     shape: Shape
     replay: Callable[[], object]
-    output: torch.Tensor  # (B, V) the buffer every replay writes
+    output: torch.Tensor  # (B, V) the buffer every replay writes (a window when shared)
     addresses: tuple[int, ...]
     rows: tuple[int, ...] | None
     pool: Hashable
@@ -320,6 +323,8 @@ class CapturedDecode:
     recorder: Callable | None = None
     # What runs a view that has no plan (the engine's unplanned forward); default fn.
     fallback: Callable | None = None
+    # (Bmax, V): the one logits buffer every graph writes a window of; None: one per graph.
+    output_buffer: torch.Tensor | None = None
     single_graph: str = "trap"
     graphs: dict[Shape, CapturedGraph] = field(default_factory=dict)
     history: list[Shape] = field(default_factory=list)
@@ -369,8 +374,11 @@ class CapturedDecode:
         if before is not None:
             torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
+        window = None
+        if self.output_buffer is not None:
+            window = self.output_buffer[: plan.graph_rows]  # (B, V) rows 0..B-1, never a copy
         with torch.no_grad():
-            recording = self.recorder(self.fn, (input_ids, plan), self.pool)
+            recording = self.recorder(self.fn, (input_ids, plan), self.pool, window)
         after = _memory_now(device)
         record_s = time.perf_counter() - start
         if self.pool is None:
@@ -447,6 +455,14 @@ class CapturedDecode:
     @property
     def outputs(self) -> list[torch.Tensor]:
         return [g.output for g in self.graphs.values()]
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes of the distinct storages the graphs' outputs live in: what the list keeps."""
+        storages = {
+            o.untyped_storage().data_ptr(): o.untyped_storage().nbytes() for o in self.outputs
+        }
+        return sum(storages.values())
 
     @property
     def pools(self) -> list[Hashable]:

@@ -30,6 +30,7 @@ ATTENTION_KINDS = (*KERNELS, "auto")
 COMPILE_MODES = ("off", "dynamic", "static")
 LINEAR_LAYOUTS = ("auto", "dense", "packed")
 DECODE_PATHS = ("planned", "unplanned")
+CAPTURE_OUTPUTS = ("shared", "per-graph")
 
 
 class ConfigError(ValueError):
@@ -290,6 +291,9 @@ class EngineConfig:
     width_multiple: int = 128
     persist_inputs: bool = True
     capture_decode: bool = False
+    # shared: every recorded graph writes its logits into one [max_batch_size, V] buffer;
+    # per-graph: each keeps its own (a plain torch.cuda.graph per shape), for comparison.
+    capture_output: str = "shared"
     decode_path: str = "planned"
     # auto: oneDNN-packed large GEMM weights for a float32 CPU engine, dense otherwise.
     linear_layout: str = "auto"
@@ -318,6 +322,11 @@ class EngineConfig:
         if self.linear_layout not in LINEAR_LAYOUTS:
             raise ConfigError(
                 f"linear layout {self.linear_layout!r}: expected one of {', '.join(LINEAR_LAYOUTS)}"
+            )
+        if self.capture_output not in CAPTURE_OUTPUTS:
+            raise ConfigError(
+                f"capture output {self.capture_output!r}: expected one of "
+                f"{', '.join(CAPTURE_OUTPUTS)}"
             )
         if self.decode_path == "unplanned" and (self.bucket_decode or self.capture_decode):
             raise ConfigError("the unplanned decode path cannot bucket or capture: it has no plan")

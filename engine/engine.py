@@ -92,10 +92,22 @@ class Engine:
                 self.buckets,
                 recorder=recorder,
                 fallback=self.unplanned_forward,
+                output_buffer=self._capture_output_buffer(),
             )
             if config.capture_decode
             else None
         )
+
+    def _capture_output_buffer(self) -> torch.Tensor | None:
+        """The one fp32 logits buffer every recorded graph writes; None when each keeps its own.
+
+        Allocated here, before any recording, so it lives outside every graph pool.
+        """
+        if self.config.capture_output != "shared":
+            return None
+        rows = max(self.buckets.rows)
+        vocab = self.model_config.vocab_size
+        return torch.empty(rows, vocab, dtype=torch.float32, device=self.config.device)  # (B, V)
 
     @classmethod
     def build(

@@ -2,10 +2,13 @@
 
 What it is: `cuda_graph_recorder` (side-stream warm-up, `torch.cuda.CUDAGraph`, recorded into
 one shared pool), `eager_recorder` (a capture's semantics with no device: it keeps the exact
-argument objects, replays with no arguments, and copies into one buffer allocated at record
-time) and `default_recorder`, which picks between them off the tensors' device.
+argument objects, replays with no arguments, and copies into one buffer) and `default_recorder`,
+which picks between them off the tensors' device. Every recorder takes `output`: the buffer a
+replay writes, allocated by the caller outside any pool (a window of one buffer every graph
+shares), or None for a buffer of the recording's own (in the pool, kept for the graph's life).
 What it is not: the policy of when to record or replay; that is `captured.py`.
-Invariant: a recording's output is a fixed buffer that every replay rewrites, on both paths.
+Invariant: a recording's output is a fixed buffer that every replay rewrites, on both paths;
+a caller's `output` is that buffer itself, never a copy of it.
 """
 
 from __future__ import annotations
@@ -34,15 +37,29 @@ class EagerPool:
         return f"EagerPool({id(self):#x})"
 
 
-def eager_recorder(fn: Callable, args: tuple, pool: Hashable | None = None) -> Recording:
+def check_output_fits(output: torch.Tensor, result: torch.Tensor) -> None:
+    """The caller's buffer has the recorded result's shape, dtype and device."""
+    if (output.shape, output.dtype, output.device) != (result.shape, result.dtype, result.device):
+        raise ValueError(
+            f"output buffer {tuple(output.shape)} {output.dtype} on {output.device}: the "
+            f"forward returns {tuple(result.shape)} {result.dtype} on {result.device}"
+        )
+
+
+def eager_recorder(
+    fn: Callable, args: tuple, pool: Hashable | None = None, output: torch.Tensor | None = None
+) -> Recording:
     """Capture semantics without a device: hold the arguments, replay with none, one buffer.
 
-    The buffer is filled with NaN at record time (the recording call's values are not a
-    result, as on a device where nothing ran yet), so a caller that returns the recording
-    call's output instead of a replay's shows it at once.
+    The buffer (the caller's `output`, or one allocated here) is filled with NaN at record
+    time (the recording call's values are not a result, as on a device where nothing ran yet),
+    so a caller that returns the recording call's output instead of a replay's shows it at once.
     """
     first = fn(*args)  # (B, V): only its shape and dtype are kept
-    output = torch.full_like(first, float("nan"))  # (B, V)
+    if output is None:
+        output = torch.empty_like(first)  # (B, V)
+    check_output_fits(output, first)
+    output.fill_(float("nan"))
     held = tuple(args)
 
     def replay() -> torch.Tensor:
@@ -52,12 +69,18 @@ def eager_recorder(fn: Callable, args: tuple, pool: Hashable | None = None) -> R
 
 
 def cuda_graph_recorder(
-    fn: Callable, args: tuple, pool: Hashable | None = None, warmups: int = 1
+    fn: Callable,
+    args: tuple,
+    pool: Hashable | None = None,
+    output: torch.Tensor | None = None,
+    warmups: int = 1,
 ) -> Recording:
     """Warm up on a side stream, then record `fn(*args)` into `pool` (a fresh one when None).
 
     The side stream keeps warm-up allocations and lazy library initialisation (cuBLAS
     workspaces, Triton launches) out of the capture stream, as torch.cuda.graphs documents.
+    With `output`, the graph ends by copying its logits there and the logits' own block goes
+    back to the pool, where the next recording reuses it: the pool keeps no output.
     """
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -68,12 +91,20 @@ def cuda_graph_recorder(
     graph = torch.cuda.CUDAGraph()
     handle = pool if pool is not None else torch.cuda.graph_pool_handle()
     with torch.cuda.graph(graph, pool=handle):
-        output = fn(*args)  # (B, V): storage in the pool, rewritten by every replay
+        result = fn(*args)  # (B, V): storage in the pool
+        if output is None:
+            output = result  # kept: rewritten by every replay, held for the graph's life
+        else:
+            check_output_fits(output, result)
+            output.copy_(result)
+        del result
     return Recording(graph.replay, output, graph.pool(), graph)
 
 
-def default_recorder(fn: Callable, args: tuple, pool: Hashable | None = None) -> Recording:
+def default_recorder(
+    fn: Callable, args: tuple, pool: Hashable | None = None, output: torch.Tensor | None = None
+) -> Recording:
     """cuda_graph_recorder when the step's tensors live on a CUDA device, else eager_recorder."""
     on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     recorder = cuda_graph_recorder if on_cuda else eager_recorder
-    return recorder(fn, args, pool)
+    return recorder(fn, args, pool, output)

@@ -5,7 +5,9 @@ step inputs) from a `ModelConfig` alone under `FakeTensorMode`, so nothing is al
 weight exists, drives its real decode forward on the synthetic all-padding batch a capture
 records (`padding_plan`), and counts live tensor bytes with `nanobench.memory_trace`. Per shape
 it reports the workspace (the peak of the forward's intermediates: what a graph's pool must
-hold) and the outputs (the logits a graph returns and keeps).
+hold), the outputs (the logits a graph returns, kept for its life unless the capture copies them
+into the engine's one shared buffer) and the peak with both (a graph whose logits are copied
+out holds them in its pool until the copy).
 Two exact shortcuts make a 70B list price in seconds, each checked in tests/test_capture_memory:
 the forward is traced at `TRACE_LAYERS` layers (every layer frees its intermediates before the
 next starts, so depth past two repeats the same peak), and per row count at two widths only:
@@ -44,8 +46,9 @@ class ShapeMemory:
     rows: int
     width: int
     workspace_bytes: int  # peak of the forward's intermediates, the output left out
-    outputs_bytes: int  # the logits buffer the graph returns and keeps
-    peak_bytes: int  # peak with the output counted (a private pool's size)
+    outputs_bytes: int  # the logits buffer the graph returns (kept, unless copied out)
+    peak_bytes: int  # peak with the output counted: a private pool, or the pool of a graph
+    # whose logits are copied into a shared buffer and freed (capture_output="shared")
 
 
 @dataclass(frozen=True)
@@ -175,22 +178,39 @@ class DecodeMemory:
 
 @dataclass(frozen=True)
 class ListMemory:
-    """A capture list's traced bytes: one shared pool against one pool per graph."""
+    """A capture list's traced bytes: one shared pool against one pool per graph, and the
+    outputs kept per graph against the one buffer every graph writes (the engine's default)."""
 
     shapes: int
     shared_workspace_bytes: int  # max workspace over the list: one pool every recording reuses
     private_workspace_bytes: int  # sum of workspaces: a pool per graph
-    outputs_bytes: int  # sum of outputs: every graph keeps its own, shared pool or not
+    outputs_bytes: int  # sum of outputs: each graph keeps its own, shared pool or not
+    # capture_output="shared": the logits are a transient of the pool (copied out, then freed),
+    # so the pool is the largest peak with them counted, and one buffer holds every output.
+    shared_output_pool_bytes: int  # max over the list of peak_bytes
+    shared_output_bytes: int  # the largest shape's outputs: the one buffer's size
+
+    @property
+    def per_graph_bytes(self) -> int:
+        """What a capture keeping each graph's logits holds: shared workspace + every output."""
+        return self.shared_workspace_bytes + self.outputs_bytes
+
+    @property
+    def shared_bytes(self) -> int:
+        """What the engine's capture holds (capture_output="shared"): its pool + one buffer."""
+        return self.shared_output_pool_bytes + self.shared_output_bytes
 
 
 def list_memory(memory: DecodeMemory, shapes) -> ListMemory:
-    """The traced figures of every shape of a list, combined (max, sum, sum)."""
+    """The traced figures of every shape of a list, combined (max, sum, sum, max, max)."""
     found = [memory.at(rows, width) for rows, width in shapes]
     return ListMemory(
         shapes=len(found),
         shared_workspace_bytes=max((m.workspace_bytes for m in found), default=0),
         private_workspace_bytes=sum(m.workspace_bytes for m in found),
         outputs_bytes=sum(m.outputs_bytes for m in found),
+        shared_output_pool_bytes=max((m.peak_bytes for m in found), default=0),
+        shared_output_bytes=max((m.outputs_bytes for m in found), default=0),
     )
 
 

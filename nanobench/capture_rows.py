@@ -66,6 +66,13 @@ class PoolRow:
     traced_shared_pool_bytes: int | None = None
     traced_private_pools_bytes: int | None = None
     graph_outputs_bytes: int | None = None
+    # The engine's capture (capture_output="shared"): the pool's largest traced peak, logits
+    # counted as a transient, and the one logits buffer every graph writes; their sum beside
+    # a capture keeping each graph's logits (traced shared pool + graph outputs).
+    shared_output_pool_bytes: int | None = None
+    shared_output_bytes: int | None = None
+    capture_bytes: int | None = None
+    per_graph_capture_bytes: int | None = None
     shared_pool_measured_bytes: int | None = None
     shared_pool_diff_pct: float | None = None
     private_pools_measured_bytes: int | None = None

@@ -3,7 +3,8 @@
 What it is: `workspace_rows`, one row per shape at the top width of the priced list for each
 kernel, the traced workspace (`nanobench.capture_memory`) beside the score-rectangle
 formula and their difference; and `with_traced`, which adds to each pool row the list's traced
-shared pool (largest workspace), private pools (their sum) and graph outputs (kept per graph).
+shared pool (largest workspace), private pools (their sum), graph outputs (kept per graph), and
+what the engine's capture holds with one shared logits buffer against each graph keeping its own.
 What it is not: the formula itself (`nanobench.cost.capture`) or the tracer.
 Invariant: the formula columns keep their values (the rectangle-only pool table still reproduces); every traced
 column comes from the forward's own allocations under fake tensors.
@@ -82,6 +83,10 @@ def with_traced(pools: list[PoolRow], model: ModelConfig, dtype: str) -> list[Po
                 traced_shared_pool_bytes=traced.shared_workspace_bytes,
                 traced_private_pools_bytes=traced.private_workspace_bytes,
                 graph_outputs_bytes=traced.outputs_bytes,
+                shared_output_pool_bytes=traced.shared_output_pool_bytes,
+                shared_output_bytes=traced.shared_output_bytes,
+                capture_bytes=traced.shared_bytes,
+                per_graph_capture_bytes=traced.per_graph_bytes,
             )
         )
     return out

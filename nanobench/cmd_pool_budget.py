@@ -27,6 +27,7 @@ from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 from nanobench.options import (
     BlockSize,
+    CaptureOutput,
     CaptureSizes,
     CheckOpt,
     Device,
@@ -61,6 +62,7 @@ class PoolBudgetSpec:
     block_size: int = 16
     width_multiples: tuple[int, ...] = Ints((2048,))
     kernels: tuple[str, ...] = Names(("reference", "triton"))
+    capture_output: str = "shared"
     dtype: str = "auto"
     device: str = "cpu"
     # Resolved by validate(): the list's rows, the device's bytes, the concrete dtype.
@@ -94,6 +96,7 @@ class PoolBudgetSpec:
             "block_size": self.block_size,
             "dtype": self.dtype,
             "capture_sizes": self.sizes,
+            "capture_output": self.capture_output,
         }
 
 
@@ -107,6 +110,7 @@ def pool_budget(
     block_size: BlockSize = PoolBudgetSpec.block_size,
     width_multiples: WidthMultiples = PoolBudgetSpec.width_multiples,
     kernels: Kernels = PoolBudgetSpec.kernels,
+    capture_output: CaptureOutput = PoolBudgetSpec.capture_output,
     dtype: Dtype = PoolBudgetSpec.dtype,
     device: Device = PoolBudgetSpec.device,
     out: Out = OUT,
@@ -121,6 +125,8 @@ def pool_budget(
     Example: nanobench pool-budget --kernels reference --width-multiples 128,2048 --check
 
     Example: nanobench pool-budget --capture-sizes vllm --max-batch 64 --kernels triton
+
+    Example: nanobench pool-budget --capture-output per-graph --width-multiples 128,2048
     """
     with run_command(quiet) as status:
         spec = PoolBudgetSpec(
@@ -133,6 +139,7 @@ def pool_budget(
             block_size=block_size,
             width_multiples=tuple(width_multiples),
             kernels=tuple(kernels),
+            capture_output=capture_output,
             dtype=dtype,
             device=device,
         ).validate()
@@ -143,6 +150,7 @@ def pool_budget(
         from nanobench.rows import as_dicts, columns
         from reports.csvio import write_rows
         from reports.pool_budget import plot_pool_budget, render_pool_budget
+        from reports.style import binary_bytes
 
         status("pricing the capture lists")
         rows, notes = [], []
@@ -165,7 +173,15 @@ def pool_budget(
                         largest_fitting_shapes=best.shapes,
                     )
                 )
-            if k == "reference":
+            if k == "reference" and spec.capture_output == "shared":
+                notes.append(
+                    "reference: with one shared logits buffer the pool is sized by the largest "
+                    "shape, not by the list: every width multiple needs the same "
+                    f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
+                    f"would need {binary_bytes(row.capture_pool_per_graph_bytes)} at width "
+                    f"multiple {row.width_multiple}: --capture-output per-graph)"
+                )
+            elif k == "reference":
                 notes.append(
                     f"reference: the largest list that fits is width multiple "
                     f"{best.width_multiple} ({best.shapes:,} shapes, "

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from engine.config import DECODE_PATHS, DTYPES, KERNELS
+from engine.config import CAPTURE_OUTPUTS, DECODE_PATHS, DTYPES, KERNELS
 from nanobench.compile_bench import BACKENDS, MODES
 from nanobench.decode_bench import SYSTEMS
 from nanobench.reduce_overhead import REDUCE_OVERHEAD
@@ -89,6 +89,13 @@ Kernel = Annotated[
     typer.Option(help="Attention read: reference (width is a tensor axis), triton, auto."),
 ]
 Kernels = Annotated[Names, _names(KERNELS, "Attention reads to price, comma-separated.")]
+CaptureOutput = Annotated[
+    Literal[CAPTURE_OUTPUTS],
+    typer.Option(
+        help="shared: every graph writes one logits buffer (the engine's capture); "
+        "per-graph: each graph keeps its own (a plain torch.cuda.graph per shape)."
+    ),
+]
 Target = Annotated[
     str,
     typer.Option(help="Your decode step: module:factory, file.py:factory, hf-static, hf-dynamic."),

@@ -1,9 +1,10 @@
 """Does the capture list fit beside the weights and the KV pool: the budget, per list and kernel.
 
 What it is: `budget_row`, which prices one (kernel, width multiple) capture list against a
-device: weights, the capture pool (the largest workspace of the list, traced from the decode
-forward under fake tensors by `nanobench.capture_memory`, plus the output buffer every recorded
-graph keeps, traced too), decode activations, the persistent slot table and step inputs, and
+device: weights, the capture pool as the engine records it (every graph writes its logits into
+one shared buffer, so: the largest peak of the list's decode forwards with the logits counted
+as a transient, traced under fake tensors by `nanobench.capture_memory`, plus that one buffer),
+beside what a capture keeping each graph's own logits would hold, decode activations, the persistent slot table and step inputs, and
 what is left for the KV pool in blocks and tokens; `smallest_fitting` searches the width
 multiples for the largest list that still fits. Numbers come from a `ModelConfig` alone: no
 weights. The score-rectangle formula (the rectangle alone) stays beside the traced workspace, unused in the sum.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.buckets import DecodeBuckets
-from engine.config import KERNELS, ModelConfig
+from engine.config import CAPTURE_OUTPUTS, KERNELS, ModelConfig
 from nanobench.capture_memory import decode_memory, list_memory
 from nanobench.cost.capture import input_buffer_bytes, shared_pool_bytes, slot_table_bytes
 from nanobench.cost.pool import (
@@ -55,10 +56,11 @@ class BudgetRow:
     capture_workspace_bytes: int
     traced_workspace_bytes: int
     workspace_difference_bytes: int
+    traced_peak_bytes: int
     graph_outputs_bytes: int
-    capture_pool_bytes: int
     shared_output_bytes: int
-    capture_pool_shared_output_bytes: int
+    capture_pool_bytes: int
+    capture_pool_per_graph_bytes: int
     activation_bytes: int
     persistent_bytes: int
     free_for_kv_bytes: int
@@ -74,6 +76,7 @@ class BudgetRow:
     max_model_len: int
     block_size: int
     dtype: str
+    capture_output: str  # the capture the fit was judged on: shared or per-graph outputs
     # The command's search fills these; a row priced alone has not searched.
     smallest_fitting_width_multiple: int | None = None
     largest_fitting_shapes: int | None = None
@@ -149,8 +152,9 @@ def budget_row(
     block_size: int,
     dtype: str = "float32",
     capture_sizes: tuple[int, ...] | None = None,
+    capture_output: str = "shared",
 ) -> BudgetRow:
-    """One capture list priced against one device."""
+    """One capture list priced against one device, the fit judged on `capture_output`'s pool."""
     dtype_bytes = DTYPE_BYTES[dtype]
     shapes = capture_list(kernel, max_batch, max_model_len, width_multiple, capture_sizes)
     weights = weights_bytes(model.num_params, dtype_bytes)
@@ -167,14 +171,14 @@ def budget_row(
     memory = decode_memory(model, kernel, dtype, top_rows, max_model_len)
     traced = list_memory(memory, shapes)
     workspace = traced.shared_workspace_bytes
-    outputs = traced.outputs_bytes
-    # One output buffer every graph writes: the top row count's logits.
-    one_output = memory.at(top_rows, max_model_len).outputs_bytes
     activations = decode_activation_bytes(
         max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
     )
     persistent = persistent_bytes(max_batch, max_model_len)
-    capture_pool = workspace + outputs
+    if capture_output not in CAPTURE_OUTPUTS:
+        raise ValueError(f"capture output {capture_output!r}: expected one of {CAPTURE_OUTPUTS}")
+    # shared is what the engine records; per-graph what a capture keeping each graph's logits holds.
+    capture_pool = traced.shared_bytes if capture_output == "shared" else traced.per_graph_bytes
     others = activations + persistent
     free = free_for_kv_bytes(device_bytes, utilization, weights, capture_pool, others)
     blocks = kv_blocks(free, per_block)
@@ -202,10 +206,11 @@ def budget_row(
         capture_workspace_bytes=formula,
         traced_workspace_bytes=workspace,
         workspace_difference_bytes=workspace - formula,
-        graph_outputs_bytes=outputs,
+        traced_peak_bytes=traced.shared_output_pool_bytes,
+        graph_outputs_bytes=traced.outputs_bytes,
+        shared_output_bytes=traced.shared_output_bytes,
         capture_pool_bytes=capture_pool,
-        shared_output_bytes=one_output,
-        capture_pool_shared_output_bytes=workspace + one_output,
+        capture_pool_per_graph_bytes=traced.per_graph_bytes,
         activation_bytes=activations,
         persistent_bytes=persistent,
         free_for_kv_bytes=free,
@@ -221,6 +226,7 @@ def budget_row(
         max_model_len=max_model_len,
         block_size=block_size,
         dtype=dtype,
+        capture_output=capture_output,
     )
 
 

@@ -17,8 +17,11 @@ capture_pool_bytes (CUDA: the pool's reserved growth over the up-front walk).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
 private_pools_bytes (their sum), sharing_ratio (these three are the score-rectangle
 formula), traced_shared_pool_bytes (the largest traced workspace of the list),
-traced_private_pools_bytes (their sum), graph_outputs_bytes (the logits every graph keeps, not
-shared), and on CUDA *_measured_bytes and *_diff_pct (against the formula).
+traced_private_pools_bytes (their sum), graph_outputs_bytes (the logits of every graph, had
+each kept its own), shared_output_pool_bytes (the largest traced peak, logits counted: the pool
+when every graph copies its logits out), shared_output_bytes (the one logits buffer every graph
+writes), capture_bytes (their sum: what the engine's capture holds), per_graph_capture_bytes
+(traced shared pool + graph outputs: a capture keeping each graph's logits), and on CUDA *_measured_bytes and *_diff_pct (against the formula).
 Columns (workspace): kernel, rows, width, traced_bytes (peak of the decode forward's
 intermediates, traced under fake tensors), formula_bytes (the score rectangle), difference_bytes
 (traced - formula: what the formula leaves out), outputs_bytes (the graph's logits buffer),
@@ -121,7 +124,7 @@ def pool_table(pools: list[PoolRow]) -> Table:
     traced = any(r.traced_shared_pool_bytes is not None for r in pools)
     cols = ["kernel", "width multiple", "shapes", "shared pool", "private pools", "ratio"]
     if traced:
-        cols += ["traced shared", "traced private", "graph outputs"]
+        cols += ["traced shared", "traced private", "graph outputs", "engine holds", "per-graph"]
     if measured:
         cols += ["shared measured", "diff", "private measured", "diff"]
     for col in cols:
@@ -141,6 +144,8 @@ def pool_table(pools: list[PoolRow]) -> Table:
                 binary_bytes(r.traced_shared_pool_bytes),
                 binary_bytes(r.traced_private_pools_bytes),
                 binary_bytes(r.graph_outputs_bytes),
+                binary_bytes(r.capture_bytes),
+                binary_bytes(r.per_graph_capture_bytes),
             ]
         if measured:
             cells += [

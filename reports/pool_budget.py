@@ -3,8 +3,9 @@
 What it is: a stacked breakdown table (one column per
 kernel and width multiple) and `pool-budget.png`, a stacked bar per kernel and width multiple.
 What it is not: the arithmetic (that is `nanobench.pool_budget`); it never imports the engine.
-Invariant: the stack of each bar sums to the device total: weights, capture workspace, graph
-outputs, activations, slot table and inputs, the KV pool, the remainder under the utilisation
+Invariant: the stack of each bar sums to the device total: weights, the capture pool (as the
+engine records it: the largest traced peak, logits copied out), its one shared logits buffer,
+activations, slot table and inputs, the KV pool, the remainder under the utilisation
 cap, and the headroom above it. When the list does not fit, the KV pool is 0 and the stack
 itself rises past the cap line by the overrun.
 
@@ -12,12 +13,15 @@ pool-budget.csv's columns are `nanobench.pool_budget.BudgetRow`'s fields: kernel
 weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the
 formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
 workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -
-formula), graph_outputs_bytes (each graph's own logits buffer, traced), capture_pool_bytes
-(traced workspace + graph outputs), shared_output_bytes (one logits buffer at max batch, what
-every graph would write if they shared it), capture_pool_shared_output_bytes (traced workspace +
-that one buffer), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
+formula), traced_peak_bytes (the largest peak with the logits counted: the pool when every graph
+copies its logits out), graph_outputs_bytes (the sum of every graph's logits, had each kept its
+own), shared_output_bytes (the one logits buffer every graph writes), capture_pool_bytes (what the
+capture of `capture_output` holds, the fit judged on it: traced_peak_bytes + shared_output_bytes
+for shared, the engine's; capture_pool_per_graph_bytes for per-graph),
+capture_pool_per_graph_bytes (traced_workspace_bytes + graph_outputs_bytes: a capture keeping
+each graph's logits), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
 kv_pool_bytes, min_blocks (one sequence at max_model_len), fits, fits_detail,
-full_batch_blocks, full_batch_fits, smallest_fitting_width_multiple, largest_fitting_shapes.
+full_batch_blocks, full_batch_fits, capture_output, smallest_fitting_width_multiple, largest_fitting_shapes.
 """
 
 from __future__ import annotations
@@ -29,14 +33,25 @@ from rich.table import Table
 from reports.csvio import save_figure
 from reports.style import binary_bytes, title
 
-# (label, row key) from the bottom of the stack up; the remainder and headroom are derived.
+
+def capture_pool_part(row) -> int:
+    """The pool: the largest traced peak (logits copied out) or workspace (logits kept apart)."""
+    return row.traced_peak_bytes if row.capture_output == "shared" else row.traced_workspace_bytes
+
+
+def capture_outputs_part(row) -> int:
+    """The logits a capture keeps: one shared buffer, or every graph's own."""
+    return row.shared_output_bytes if row.capture_output == "shared" else row.graph_outputs_bytes
+
+
+# (label, bytes of a row) from the bottom of the stack up; the remainder and headroom are derived.
 STACK = [
-    ("weights", "weights_bytes"),
-    ("capture workspace (shared)", "traced_workspace_bytes"),
-    ("graph outputs (one per graph)", "graph_outputs_bytes"),
-    ("decode activations", "activation_bytes"),
-    ("slot table + inputs", "persistent_bytes"),
-    ("KV pool", "kv_pool_bytes"),
+    ("weights", lambda r: r.weights_bytes),
+    ("capture pool (shared, traced)", capture_pool_part),
+    ("capture outputs (logits kept)", capture_outputs_part),
+    ("decode activations", lambda r: r.activation_bytes),
+    ("slot table + inputs", lambda r: r.persistent_bytes),
+    ("KV pool", lambda r: r.kv_pool_bytes),
 ]
 
 
@@ -47,7 +62,7 @@ def label(row) -> str:
 
 def remainder_bytes(row) -> int:
     """Usable bytes no component and no whole KV block took (negative when it overran)."""
-    used = sum(getattr(row, key) for _, key in STACK)
+    used = sum(part(row) for _, part in STACK)
     return row.usable_bytes - used
 
 
@@ -64,8 +79,9 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     for r in rows:
         table.add_column(label(r).replace("\n", " "), justify="right")
     table.add_row("capture shapes", *[f"{r.shapes:,}" for r in rows])
-    for name, key in STACK:
-        table.add_row(name, *[binary_bytes(getattr(r, key)) for r in rows])
+    table.add_row("capture outputs", *[r.capture_output for r in rows])
+    for name, part in STACK:
+        table.add_row(name, *[binary_bytes(part(r)) for r in rows])
     table.add_row("unallocated (under the cap)", *[binary_bytes(remainder_bytes(r)) for r in rows])
     table.add_row(
         "headroom (above the cap)", *[binary_bytes(r.device_bytes - r.usable_bytes) for r in rows]
@@ -74,8 +90,12 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
         "  formula: score rectangle", *[binary_bytes(r.capture_workspace_bytes) for r in rows]
     )
     table.add_row(
-        "  pool with one shared output",
-        *[binary_bytes(r.capture_pool_shared_output_bytes) for r in rows],
+        "  capture, one shared logits buffer",
+        *[binary_bytes(r.traced_peak_bytes + r.shared_output_bytes) for r in rows],
+    )
+    table.add_row(
+        "  capture, each graph its own logits",
+        *[binary_bytes(r.capture_pool_per_graph_bytes) for r in rows],
     )
     table.add_row("free for KV", *[binary_bytes(r.free_for_kv_bytes) for r in rows])
     table.add_row("KV blocks", *[f"{r.kv_blocks:,}" for r in rows])
@@ -117,7 +137,7 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 6))
     xs = list(range(len(rows)))
     bottoms = [0.0] * len(rows)
-    layers = [(name, [getattr(r, key) for r in rows]) for name, key in STACK]
+    layers = [(name, [part(r) for r in rows]) for name, part in STACK]
     layers.append(("unallocated", [max(remainder_bytes(r), 0) for r in rows]))
     # An overrun already shows as a stack above the cap; headroom is what is left above both.
     tops = [r.usable_bytes + max(-remainder_bytes(r), 0) for r in rows]

@@ -122,9 +122,9 @@ def test_engine_builds_captured_decode_in_front_of_compiled(checkpoint):
 def test_from_checkpoint_takes_the_recorder_seam():
     calls = []
 
-    def counting(fn, args, pool=None):
+    def counting(fn, args, pool=None, output=None):
         calls.append(args[1].graph_rows)
-        return eager_recorder(fn, args, pool)
+        return eager_recorder(fn, args, pool, output)
 
     engine = Engine.from_checkpoint(
         "tiny",
@@ -444,8 +444,8 @@ def test_all_shapes_captured_names_what_is_missing(checkpoint):
 
 
 def test_private_pools_fail_the_shared_pool_gate(checkpoint):
-    def private(fn, args, pool=None):
-        return eager_recorder(fn, args, None)  # ignores the shared pool it is handed
+    def private(fn, args, pool=None, output=None):
+        return eager_recorder(fn, args, None, output)  # ignores the shared pool it is handed
 
     engine = build(checkpoint, recorder=private)
     engine.capture()

@@ -62,20 +62,29 @@ KV_BYTES_PER_BLOCK = 2 * 8 * 8 * 4 * 16
 WORKSPACE_BYTES = 256 * 32 * 8192 * 4
 
 
-def traced_workspace_bytes() -> int:
-    """What the shared pool holds: the peak of the widest, fullest shape's forward, traced (the
-    tracker is checked against hand counts and the profiler in test_capture_memory.py)."""
-    return decode_memory(HEADS32, "reference", "float32", 256, 8192).at(256, 8192).workspace_bytes
+# the engine's one shared logits buffer: 256 rows x vocab 256, fp32
+SHARED_OUTPUT_BYTES = 256 * 256 * 4
 
 
-def need_bytes(multiple: int) -> int:
+def traced(field: str) -> int:
+    """A figure of the widest, fullest shape's forward, traced (the tracker is checked against
+    hand counts and the profiler in test_capture_memory.py): workspace_bytes is the shared pool
+    with the logits kept apart, peak_bytes the pool when the logits are copied out."""
+    shape = decode_memory(HEADS32, "reference", "float32", 256, 8192).at(256, 8192)
+    return getattr(shape, field)
+
+
+def need_bytes(multiple: int, capture_output: str = "per-graph") -> int:
     """Bytes a reference list needs to fit at utilisation 1: all of it plus one 8192 sequence.
 
-    Rows 1, 2, 4, ..., 256 sum to 511; each of the 8192 / multiple widths keeps one fp32 logits
-    buffer of 256 per row.
+    per-graph: rows 1, 2, 4, ..., 256 sum to 511; each of the 8192 / multiple widths keeps one
+    fp32 logits buffer of 256 per row. shared: the largest peak and one buffer, any multiple.
     """
-    outputs = 511 * (8192 // multiple) * 256 * 4
-    held = WEIGHTS_BYTES + traced_workspace_bytes() + outputs + ACTIVATION_BYTES + PERSISTENT_BYTES
+    if capture_output == "shared":
+        capture = traced("peak_bytes") + SHARED_OUTPUT_BYTES
+    else:
+        capture = traced("workspace_bytes") + 511 * (8192 // multiple) * 256 * 4
+    held = WEIGHTS_BYTES + capture + ACTIVATION_BYTES + PERSISTENT_BYTES
     return held + (8192 // 16) * KV_BYTES_PER_BLOCK
 
 
@@ -96,20 +105,37 @@ def test_budget_row_adds_up():
     assert row.shapes == 36
     assert row.capture_workspace_bytes == shared_pool_bytes(shapes, 32, 4) == WORKSPACE_BYTES
     # The forward holds the rectangle and more (its softmax, the gathered K/V, the MLP's rows).
-    workspace = traced_workspace_bytes()
+    workspace = traced("workspace_bytes")
     assert row.traced_workspace_bytes == workspace > WORKSPACE_BYTES
     outputs = 511 * 4 * 256 * 4  # sum(rows) x 4 widths x vocab x fp32
     assert row.graph_outputs_bytes == outputs
+    assert row.capture_pool_per_graph_bytes == workspace + outputs
+    # The engine's capture (the default): the largest peak, logits a transient, + one buffer.
+    assert row.capture_output == "shared" and row.shared_output_bytes == SHARED_OUTPUT_BYTES
+    assert row.traced_peak_bytes == traced("peak_bytes") >= workspace
+    capture = traced("peak_bytes") + SHARED_OUTPUT_BYTES
+    assert row.capture_pool_bytes == capture
     assert row.weights_bytes == WEIGHTS_BYTES
     assert row.activation_bytes == ACTIVATION_BYTES
     assert row.persistent_bytes == PERSISTENT_BYTES == 16_777_216 + 8_192
     assert row.kv_bytes_per_block == KV_BYTES_PER_BLOCK == 16 * row.kv_bytes_per_token
-    free = math.floor(device * 0.9) - WEIGHTS_BYTES - workspace - outputs
+    free = math.floor(device * 0.9) - WEIGHTS_BYTES - capture
     free -= ACTIVATION_BYTES + PERSISTENT_BYTES
     assert row.free_for_kv_bytes == free
     assert row.kv_blocks == free // KV_BYTES_PER_BLOCK
     assert row.kv_tokens == row.kv_blocks * 16
     assert row.fits and row.min_blocks == 512
+    per_graph = budget_row(
+        HEADS32,
+        kernel="reference",
+        width_multiple=2048,
+        device_bytes=device,
+        utilization=0.9,
+        capture_output="per-graph",
+        **BUDGET,
+    )
+    assert per_graph.capture_pool_bytes == workspace + outputs
+    assert per_graph.free_for_kv_bytes == free + capture - (workspace + outputs)
 
 
 def test_triton_lists_rows_only_and_holds_no_rectangle():
@@ -134,16 +160,24 @@ def test_activation_estimate_is_the_stated_formula():
 
 def test_candidates_and_the_fit_search():
     assert candidate_multiples(16, 100) == [16, 32, 64, 100]
-    # Enough for width multiple 2048's list but not for 1024's: the search stops at 2048.
+    # Each graph keeping its logits: enough for width multiple 2048's list but not for 1024's,
+    # so the search stops at 2048.
     device = need_bytes(2048)
     assert need_bytes(1024) > device
-    best = smallest_fitting(HEADS32, "reference", device_bytes=device, utilization=1.0, **BUDGET)
+    per_graph = dict(utilization=1.0, capture_output="per-graph", **BUDGET)
+    best = smallest_fitting(HEADS32, "reference", device_bytes=device, **per_graph)
     assert best.width_multiple == 2048 and best.shapes == 36
+    worse = smallest_fitting(HEADS32, "reference", device_bytes=device - 1, **per_graph)
+    assert worse.width_multiple == 4096
+    # One shared logits buffer: the pool is the largest shape's, whatever the list, so the
+    # finest list fits exactly when the coarsest does.
+    shared = need_bytes(16, "shared")
+    assert shared < need_bytes(8192)
+    best = smallest_fitting(HEADS32, "reference", device_bytes=shared, utilization=1.0, **BUDGET)
+    assert best.width_multiple == 16 and best.shapes == 9 * 512
     assert (
-        smallest_fitting(
-            HEADS32, "reference", device_bytes=device - 1, utilization=1.0, **BUDGET
-        ).width_multiple
-        == 4096
+        smallest_fitting(HEADS32, "reference", device_bytes=shared - 1, utilization=1.0, **BUDGET)
+        is None
     )
 
 
@@ -181,7 +215,9 @@ def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
     args = ["pool-budget", "--model", str(model_dir), "--kernels", "reference"]
     result = invoke(app, [*args, "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    for text in ("weights", "capture workspace (shared)", "256.0 MiB", "graph outputs", "KV pool"):
+    for text in ("weights", "capture pool (shared, traced)", "256.0 MiB", "KV pool"):
+        assert text in result.stdout, text
+    for text in ("capture outputs (logits kept)", "each graph its own logits", "shared"):
         assert text in result.stdout, text
     assert "smallest fitting width multiple" in result.stdout
     assert "pass check_pool_budget[reference,2048]" in result.stdout
@@ -190,6 +226,7 @@ def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
 def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, model_dir, tmp_path):
     device = need_bytes(2048)
     args = ["pool-budget", "--model", str(model_dir), "--kernels", "reference"]
+    args += ["--capture-output", "per-graph"]
     args += ["--width-multiples", "128,2048", "--device-memory", str(device)]
     args += ["--gpu-memory-utilization", "1.0", "--out", str(tmp_path), "--json", "--check"]
     result = invoke(app, args)
@@ -203,6 +240,12 @@ def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, mo
     assert "shrink the capture list" in failed[0]["detail"]
     # Without --check the same answer exits 0: a gate is a verdict, not an error.
     assert invoke(app, [a for a in args if a != "--check"]).exit_code == 0
+    # The engine's own capture (one shared logits buffer) fits both lists on the same device.
+    shared = invoke(app, [a for a in args if a not in ("--capture-output", "per-graph")])
+    assert shared.exit_code == 0, shared.output
+    doc = json.loads(shared.stdout)
+    assert {r["width_multiple"]: r["fits"] for r in doc["rows"]} == {128: True, 2048: True}
+    assert len({r["capture_pool_bytes"] for r in doc["rows"]}) == 1
 
 
 @pytest.mark.parametrize(
