@@ -5,8 +5,11 @@ an eager one and `Engine(capture_decode=True)` (the default recorder, which on C
 `cuda_graph_recorder`), records the whole bucketed capture list up front into one shared pool
 (`Engine.capture()` -> `capture_all`), and measures that pool around the recording
 (`memory_reserved` / `memory_allocated` growth, and each recording's `max_memory_allocated`
-peak) beside nanobench's own prediction for the same list (`capture_pools.pool_rows`, what
-`nanobench capture` prints). It then decodes `PHASES` batches of changing sizes, teacher-forcing
+peak) beside nanobench's own figures for the same list: the score-rectangle formula
+(`capture_pools.pool_rows`) and the traced ones (`capture_memory.list_memory`: the pool is the
+largest traced peak when every graph writes one shared logits buffer, the largest workspace
+when each keeps its own; what stays allocated after the walk is the outputs the graphs keep,
+none when shared). Run once per `capture_output`, it measures what the shared buffer saves. It then decodes `PHASES` batches of changing sizes, teacher-forcing
 both engines with the eager engine's greedy tokens, and compares every step's logits.
 What it is not: a timing (the milliseconds belong to `nanobench capture`), nor a CPU test: the
 recorder seam's CPU side is `tests/test_captured.py`.
@@ -38,8 +41,11 @@ WIDTH_MULTIPLE = 64
 TOL_ULPS = 2
 
 
-def engine_options(kernel: str, dtype: str, device: str, capture: bool) -> dict:
+def engine_options(
+    kernel: str, dtype: str, device: str, capture: bool, capture_output: str = "shared"
+) -> dict:
     return dict(
+        capture_output=capture_output,
         max_batch_size=MAX_BATCH,
         max_model_len=MAX_MODEL_LEN,
         dtype=dtype,
@@ -57,6 +63,28 @@ def predicted_pool_bytes(engine: Engine) -> int:
     cfg = engine.config
     rows = pool_rows(engine.model_config.num_heads, MAX_BATCH, cfg.max_model_len, [WIDTH_MULTIPLE])
     return next(r.shared_pool_bytes for r in rows if r.kernel == engine.attention)
+
+
+def traced_pool(engine: Engine) -> dict:
+    """The traced figures of this engine's capture list, under fake tensors."""
+    from nanobench.capture_memory import decode_memory, list_memory
+
+    cfg = engine.config
+    memory = decode_memory(
+        engine.model_config, engine.attention, cfg.dtype, MAX_BATCH, cfg.max_model_len
+    )
+    traced = list_memory(memory, engine.buckets.shapes)
+    shared = cfg.capture_output == "shared"
+    return {
+        # what the pool must hold: the logits are a transient of it when copied out
+        "traced_pool_bytes": (
+            traced.shared_output_pool_bytes if shared else traced.shared_workspace_bytes
+        ),
+        # what stays allocated after the walk: the outputs the graphs keep (the shared
+        # buffer was allocated with the engine, before the walk)
+        "traced_kept_bytes": 0 if shared else traced.outputs_bytes,
+        "shared_output_bytes": traced.shared_output_bytes if shared else 0,
+    }
 
 
 def measured_capture(engine: Engine) -> tuple[object, dict]:
@@ -105,14 +133,21 @@ def drive_phases(eager: Engine, captured: Engine, dtype: torch.dtype) -> tuple[f
 
 
 def check_capture_path(
-    kernel: str, *, model: str = "tiny", dtype: str = "bfloat16", device: str = "cuda"
+    kernel: str,
+    *,
+    model: str = "tiny",
+    dtype: str = "bfloat16",
+    device: str = "cuda",
+    capture_output: str = "shared",
 ) -> dict:
     """One row: the capture list recorded up front, 32 replayed steps, the pool measured.
 
     device "cpu" runs the same path with the eager recorder and no memory figures (a test).
     """
     eager = Engine.from_checkpoint(model, **engine_options(kernel, dtype, device, False))
-    captured = Engine.from_checkpoint(model, **engine_options(kernel, dtype, device, True))
+    captured = Engine.from_checkpoint(
+        model, **engine_options(kernel, dtype, device, True, capture_output)
+    )
     with torch.no_grad():
         stats, memory = measured_capture(captured)
         worst, tolerance, steps = drive_phases(eager, captured, DTYPES[dtype])
@@ -135,12 +170,18 @@ def check_capture_path(
     if not worst <= tolerance:
         problems.append(f"replayed logits differ from eager by {worst:.3g} > {tolerance:.3g}")
     reserved = memory.get("pool_reserved_bytes")
+    allocated = memory.get("pool_allocated_bytes")
+    traced = traced_pool(captured)
+    kept = traced["shared_output_bytes"] or traced["traced_kept_bytes"]
+    if graphs.output_bytes != kept:
+        problems.append(f"the graphs keep {graphs.output_bytes} output bytes, traced {kept}")
     return {
         "check": "capture",
-        "name": f"{model} {kernel} {dtype}",
+        "name": f"{model} {kernel} {dtype} {capture_output} output",
         "ok": not problems,
         "kernel": kernel,
         "dtype": dtype,
+        "capture_output": capture_output,
         "steps": steps,
         "shapes": stats.count,
         "replays": graphs.replays,
@@ -154,6 +195,15 @@ def check_capture_path(
             if predicted and reserved is not None
             else None
         ),
+        **traced,
+        "graph_output_bytes": graphs.output_bytes,
+        "traced_pool_diff_pct": diff_pct(reserved, traced["traced_pool_bytes"]),
+        "traced_kept_diff_pct": diff_pct(allocated, traced["traced_kept_bytes"]),
         "capture_s": stats.total_s,
         "detail": "; ".join(problems),
     }
+
+
+def diff_pct(measured: int | None, traced: int) -> float | None:
+    """100 x (measured - traced) / traced; None with nothing measured or nothing traced."""
+    return 100.0 * (measured - traced) / traced if measured is not None and traced else None

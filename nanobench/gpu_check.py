@@ -5,7 +5,9 @@ moment it exists (`reports.gpu_check.RowLog`), then a table on stdout (progress 
 `device` (names and versions); `hbm` (bandwidth of a device-to-device copy); `kernel` (the
 Triton decode read against the reference read in bf16 at `POINTS`, by `do_bench`, with the gate
 of at least half the measured bandwidth at 64 rows x 8k); `capture` (the real capture path,
-`nanobench.gpu_capture`, for both kernels); `compile` (off / dynamic / static of `tiny` and
+`nanobench.gpu_capture`, for both kernels, each graph writing one shared logits buffer and each
+keeping its own; then one llama-3.2-1b-shaped graph's allocator peak against its traced peak,
+`capture_memory_check.cuda_capture_check`); `compile` (off / dynamic / static of `tiny` and
 `llama-3.2-1b` in bf16, each mode in a fresh process); `pytest` (`pytest -m gpu`).
 It runs with the interpreter that starts it and installs nothing. A time budget (`--budget-s`,
 under five minutes by default) is spent in that order; a check that would start with too
@@ -125,17 +127,55 @@ def capture_rows() -> Iterator[dict]:
     from nanobench.gpu_capture import check_capture_path
 
     for kernel in ("reference", "triton"):
+        for output in ("shared", "per-graph"):
+            try:
+                yield check_capture_path(kernel, capture_output=output)
+            except Exception as e:
+                yield {
+                    "check": "capture",
+                    "name": f"tiny {kernel} bfloat16 {output} output",
+                    "ok": False,
+                    "detail": first_line(e),
+                }
+            finally:
+                # The engines and their graphs are gone; hand their memory back for what follows.
+                gc.collect()
+                torch.cuda.empty_cache()
+    yield from capture_memory_rows()
+
+
+# One graph of a llama-3.2-1b-shaped engine (random weights): traced peak against the allocator.
+MEMORY_POINTS = (("triton", 64, 2048), ("reference", 64, 2048))
+MEMORY_TOLERANCE_PCT = 10.0
+
+
+def capture_memory_rows() -> Iterator[dict]:
+    import torch
+
+    from engine.config import preset
+    from nanobench.capture_memory_check import cuda_capture_check
+
+    model = preset("llama-3.2-1b").config
+    for kernel, rows, width in MEMORY_POINTS:
+        name = f"llama-3.2-1b {kernel} {rows}x{width} bfloat16 one graph"
         try:
-            yield check_capture_path(kernel)
-        except Exception as e:
+            found = cuda_capture_check(model, kernel, "bfloat16", rows, width)
+            off = abs(found["diff_pct"])
             yield {
-                "check": "capture",
-                "name": f"tiny {kernel} bfloat16",
-                "ok": False,
-                "detail": first_line(e),
+                "check": "capture-memory",
+                "name": name,
+                "ok": off <= MEMORY_TOLERANCE_PCT,
+                **found,
+                "detail": (
+                    ""
+                    if off <= MEMORY_TOLERANCE_PCT
+                    else f"measured peak {found['measured_peak_bytes']:,} bytes is "
+                    f"{found['diff_pct']:+.1f}% off the traced {found['traced_peak_bytes']:,}"
+                ),
             }
+        except Exception as e:
+            yield {"check": "capture-memory", "name": name, "ok": False, "detail": first_line(e)}
         finally:
-            # The engines and their graphs are gone; hand their memory back for what follows.
             gc.collect()
             torch.cuda.empty_cache()
 

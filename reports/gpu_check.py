@@ -48,7 +48,20 @@ GPU_CHECK_COLUMNS = [
     "pool_peak_bytes",
     "predicted_pool_bytes",
     "pool_diff_pct",
+    "capture_output",
+    "traced_pool_bytes",
+    "traced_pool_diff_pct",
+    "traced_kept_bytes",
+    "traced_kept_diff_pct",
+    "graph_output_bytes",
+    "shared_output_bytes",
     "capture_s",
+    # one graph's allocator peak against its traced peak
+    "width",
+    "traced_peak_bytes",
+    "measured_peak_bytes",
+    "library_bytes",
+    "diff_pct",
     # compile rows
     "model",
     "mode",
@@ -105,7 +118,23 @@ def summary(row: dict) -> str:
                 f" vs predicted {binary_bytes(row['predicted_pool_bytes'])} "
                 f"({row['pool_diff_pct']:+.0f}%)"
             )
+        if _num(row, "traced_pool_diff_pct"):
+            text += (
+                f", traced {binary_bytes(row['traced_pool_bytes'])} "
+                f"({row['traced_pool_diff_pct']:+.0f}%)"
+            )
+        if _num(row, "pool_allocated_bytes"):
+            text += (
+                f"; kept {binary_bytes(row['pool_allocated_bytes'])} vs traced "
+                f"{binary_bytes(row['traced_kept_bytes'])}"
+            )
         return text
+    if check == "capture-memory" and _num(row, "diff_pct"):
+        return (
+            f"peak {binary_bytes(row['measured_peak_bytes'] - row['library_bytes'])} "
+            f"(+{binary_bytes(row['library_bytes'])} library) vs traced "
+            f"{binary_bytes(row['traced_peak_bytes'])} ({row['diff_pct']:+.1f}%)"
+        )
     if check == "compile" and _num(row, "step_ms"):
         text = f"{row['step_ms']:.2f} ms/step"
         if _num(row, "compile_s"):

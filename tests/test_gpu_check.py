@@ -121,6 +121,15 @@ FAKE_ROWS = [
         "pool_diff_pct": 3100.0,
     },
     {
+        "check": "capture-memory",
+        "name": "llama-3.2-1b triton 64x2048 bfloat16 one graph",
+        "ok": True,
+        "traced_peak_bytes": 50 * 2**20,
+        "measured_peak_bytes": 83 * 2**20,
+        "library_bytes": 32 * 2**20,
+        "diff_pct": 2.0,
+    },
+    {
         "check": "compile",
         "name": "tiny static",
         "ok": True,
@@ -154,13 +163,14 @@ def test_table_on_fake_rows(tmp_path):
         "612.5 us, 3512 GB/s (88% of HBM), x12.0 vs reference",
         # 2_097_152 B = 2 * 1024**2 and 65_536 B = 64 * 1024: binary units, named so
         "32 replays, diff 0.0e+00 (tol 1.2e-01), pool 2.0 MiB vs predicted 64.0 KiB (+3100%)",
+        "peak 51.0 MiB (+32.0 MiB library) vs traced 50.0 MiB (+2.0%)",
         "1.23 ms/step, compile 20.5 s, x2.50 vs off",
         "9 passed, 1 failed, 0 skipped, 0 errors",
         "tests/x::t: boom",
     ):
         assert expected in text, expected
     marks = [line.split("│")[3].strip() for line in text.splitlines() if line.count("│") > 4]
-    assert marks == ["pass", "pass", "skip", "pass", "pass", "FAIL"]
+    assert marks == ["pass", "pass", "skip", "pass", "pass", "pass", "FAIL"]
     assert len(read(log.path)) == len(FAKE_ROWS)
 
 
@@ -212,19 +222,26 @@ def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("output", ["shared", "per-graph"])
 @pytest.mark.parametrize("kernel", ["reference", "triton"])
-def test_capture_path_on_cuda_holds_its_outputs_and_the_predicted_rectangle(kernel):
+def test_capture_path_on_cuda_holds_its_outputs_and_the_predicted_rectangle(kernel, output):
     from nanobench.gpu_capture import check_capture_path
 
-    row = check_capture_path(kernel)
+    row = check_capture_path(kernel, capture_output=output)
     assert row["ok"], row
     assert row["steps"] == row["replays"] == 32 and row["recorded_mid_run"] == 0
     # tiny: 8 heads, vocab 4096; list: rows 1, 2, 4, 8 x widths 64..256 (reference) or one width
     widths = 4 if kernel == "reference" else 1
     assert row["shapes"] == 4 * widths
-    # Every graph keeps its fp32 logits (rows x 4096 x 4 bytes) alive in the pool.
     outputs = widths * (1 + 2 + 4 + 8) * 4096 * 4
-    assert row["pool_allocated_bytes"] >= outputs, row
+    if output == "per-graph":
+        # Every graph keeps its fp32 logits (rows x 4096 x 4 bytes) alive in the pool.
+        assert row["graph_output_bytes"] == outputs
+        assert row["pool_allocated_bytes"] >= outputs, row
+    else:
+        # One [8, 4096] fp32 buffer, allocated with the engine, before the walk.
+        assert row["graph_output_bytes"] == 8 * 4096 * 4
+        assert row["pool_allocated_bytes"] < outputs, row
     if kernel == "reference":
         # nanobench's prediction: the largest score rectangle, 8 rows x 8 heads x 256 x fp32
         assert row["predicted_pool_bytes"] == 8 * 8 * 256 * 4
@@ -233,11 +250,29 @@ def test_capture_path_on_cuda_holds_its_outputs_and_the_predicted_rectangle(kern
         assert row["predicted_pool_bytes"] == 0 and row["pool_diff_pct"] is None
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["reference", "triton"])
+def test_one_graphs_allocator_peak_is_its_traced_peak(kernel):
+    from engine.config import preset
+    from nanobench.capture_memory_check import cuda_capture_check
+
+    found = cuda_capture_check(preset("tiny").config, kernel, "bfloat16", rows=8, width=256)
+    assert found["traced_peak_bytes"] > 0
+    assert abs(found["diff_pct"]) <= 10.0, found
+
+
 def test_capture_path_on_cpu_replays_every_step_equal_to_eager():
     from nanobench.gpu_capture import check_capture_path
 
     row = check_capture_path("reference", dtype="float32", device="cpu")
     assert row["ok"], row
+    assert row["capture_output"] == "shared" and row["graph_output_bytes"] == 8 * 4096 * 4
+    per_graph = check_capture_path(
+        "reference", dtype="float32", device="cpu", capture_output="per-graph"
+    )
+    # rows 1 + 2 + 4 + 8 at each of 4 widths keep their own [rows, 4096] fp32 logits
+    assert per_graph["ok"], per_graph
+    assert per_graph["graph_output_bytes"] == per_graph["traced_kept_bytes"] == 4 * 15 * 4096 * 4
     assert row["steps"] == row["replays"] == 32 and row["recorded_mid_run"] == 0
     assert row["shapes"] == 16  # rows 1, 2, 4, 8 x widths 64, 128, 192, 256
     # Same kernels on the same shapes, on CPU: the eager recorder's replays are bitwise eager.
