@@ -174,12 +174,13 @@ def pool_budget(
                     )
                 )
             if k == "reference" and spec.capture_output == "shared":
+                finest = min((r for r in rows if r.kernel == k), key=lambda r: r.width_multiple)
                 notes.append(
                     "reference: with one shared logits buffer the pool is sized by the largest "
                     "shape, not by the list: every width multiple needs the same "
                     f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
-                    f"would need {binary_bytes(row.capture_pool_per_graph_bytes)} at width "
-                    f"multiple {row.width_multiple}: --capture-output per-graph)"
+                    f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
+                    f"multiple {finest.width_multiple}: --capture-output per-graph)"
                 )
             elif k == "reference":
                 notes.append(

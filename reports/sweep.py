@@ -84,8 +84,8 @@ FIGURES = {
     "buckets": Figure("waste", "worst padding waste of a run", where=(("table", "run"),)),
     "pool-budget": Figure("capture_pool_bytes", "largest capture pool", scale=2**20, unit=" MiB"),
     "capture": Figure(
-        "traced_shared_pool_bytes",
-        "largest traced shared pool",
+        "capture_bytes",
+        "largest capture (traced pool + shared logits)",
         where=(("table", "pool"),),
         scale=2**20,
         unit=" MiB",
