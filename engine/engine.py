@@ -249,8 +249,9 @@ class Engine:
     def decode_step(self, tokens: list[int]) -> torch.Tensor:
         """Feed one token per active row; returns the real rows' logits (B, V), fp32.
 
-        On a captured engine the result is a view of the replay's output buffer: it lives
-        one step, so consume it (sample, or clone) before the next decode_step.
+        On a captured engine the result is a view of the replay's output buffer (with
+        capture_output="shared", one buffer every graph writes): it lives one step, so
+        consume it (sample, or clone) before the next decode_step.
         """
         rows = self.active_rows
         if len(tokens) != len(rows):
