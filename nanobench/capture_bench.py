@@ -3,18 +3,21 @@
 What it is: `run_rows`, which for each run length decodes the same seeded prompts through a
 bucketed eager engine and a bucketed capturing engine (lazily, or after `Engine.capture()` up
 front), teacher-forcing the capturing one with the eager tokens so the logits are compared
-step by step (the pool table and what a step holds are `nanobench.capture_pools`).
+step by step; then times both engines in interleaved rounds (`nanobench.capture_timing`).
+The pool table and what a step holds are `nanobench.capture_pools`.
 What it is not: a unit test of the recorder (tests/test_captured.py) or a timing claim in a
-test: the milliseconds here are what this machine measured once.
+test: the milliseconds here are what this machine measured, with their spread and interval.
 Invariant: rows are measured, never constants; every run builds a fresh capturing engine so
 its recordings belong to that run alone; logits are copied out of the replay's buffer before
-the next step (check_output_not_held).
+the next step (check_output_not_held); the counts a row reports (replays, recordings) are those
+of the correctness drive, read before any timed window adds to them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict, replace
 
 import torch
 
@@ -22,11 +25,13 @@ from engine.captured import check_all_shapes_captured, check_output_not_held
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from nanobench.capture_rows import RunRow
+from nanobench.capture_timing import DEFAULT_PLAN, Clock, time_run, timing_of
 from nanobench.common import gate
 from nanobench.cost.buckets import bucket_run
 from nanobench.cost.capture import capture_reuse_share
 from nanobench.cost.pool import check_pool_shared
 from nanobench.explain import seeded_prompts
+from nanobench.rounds import RoundPlan, Window
 
 # Replayed logits are the same kernels on the same shapes (both engines are bucketed): on CPU
 # (eager recorder) they are bit-identical. On a device the two engines may pick different GEMM
@@ -110,8 +115,17 @@ def run_rows(
     dtype: str = "float32",
     recorder: Callable | None = None,
     status: Callable[[str], None] = lambda _m: None,
+    plan: RoundPlan = DEFAULT_PLAN,
+    clock_for: Callable[[str], Clock] = lambda system: time.perf_counter,
+    on_window: Callable[[int, Window], None] = lambda steps, w: None,
 ) -> tuple[list[RunRow], list[dict]]:
-    """Table 1 rows and per-shape up-front capture records."""
+    """Table 1 rows and per-shape up-front capture records.
+
+    After each run length's correctness drive, both engines are timed in rounds under `plan`;
+    its budget_s is shared by the run lengths (each gets an equal part). `on_window(steps, w)`
+    sees every timed window; `clock_for(system)` is the clock its steps are timed by.
+    """
+    per_run = replace(plan, budget_s=plan.budget_s / len(steps))
     eager_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, False)
     capture_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, True)
     eager = Engine.build(model, tensors, eager_cfg)
@@ -121,7 +135,7 @@ def run_rows(
     out, shapes = [], []
     for n in steps:
         status(f"capture bench: {n} steps eager")
-        fed, eager_logits, eager_ms = drive(eager, batch, n)
+        fed, eager_logits, _ = drive(eager, batch, n)
         engine = Engine.build(model, tensors, capture_cfg, recorder=recorder)
         graphs = engine.decode_graphs
         capture_s = None
@@ -142,7 +156,7 @@ def run_rows(
                 for s in stats.shapes
             ]
         status(f"capture bench: {n} steps captured ({'up front' if up_front else 'lazy'})")
-        _, replay_logits, replay_ms = drive(engine, batch, n, forced=fed)
+        _, replay_logits, _ = drive(engine, batch, n, forced=fed)
         diff = max(
             float((a - b).abs().max()) for a, b in zip(eager_logits, replay_logits, strict=True)
         )
@@ -150,8 +164,7 @@ def run_rows(
         run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
         predicted = bucket_run(rows, prompt_len, n, engine.buckets)
         mid_run = graphs.recorded_mid_run
-        row = RunRow(
-            status=run_status or "ok",
+        counts = dict(
             steps=n,
             captures_open=predicted.open_count,
             captures_closed=graphs.distinct,
@@ -159,8 +172,6 @@ def run_rows(
             recorded_mid_run=mid_run,
             replays=graphs.replays,
             reuse=capture_reuse_share(mid_run, n),
-            run_ms_eager=eager_ms,
-            run_ms_replayed=replay_ms,
             max_abs_diff=diff,
             replay_tolerance=replay_tolerance(device, dtype, scale),
             mode="up-front" if up_front else "lazy",
@@ -181,6 +192,19 @@ def run_rows(
                 else None
             ),
         )
+        status(f"capture bench: {n} steps, eager against replayed in rounds")
+        windows = time_run(
+            eager,
+            engine,
+            batch,
+            fed,
+            per_run,
+            clock_for=clock_for,
+            on_window=lambda w, n=n: on_window(n, w),
+        )
+        timing = timing_of(windows)
+        failed = next((w.status for w in windows if w.status != "ok"), None)
+        row = RunRow(**counts, **asdict(timing), status=run_status or failed or "ok")
         out.append(row)
         del engine, graphs
     return out, shapes

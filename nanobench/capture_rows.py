@@ -18,7 +18,7 @@ from nanobench.rows import columns
 
 @dataclass(frozen=True)
 class RunRow:
-    """One run length: counts, run time and logits of the capturing engine against eager."""
+    """One run length: counts, logits and step times (rounds) of the capturing engine against eager."""
 
     status: str
     steps: int
@@ -28,8 +28,22 @@ class RunRow:
     recorded_mid_run: int
     replays: int
     reuse: float
-    run_ms_eager: float
-    run_ms_replayed: float
+    # Timed in interleaved rounds after the correctness drive (nanobench.capture_timing).
+    run_ms_eager: float | None  # median over rounds of one run's decode ms
+    run_ms_replayed: float | None
+    step_ms_eager: float | None  # median of every timed step of every round
+    step_ms_eager_q1: float | None
+    step_ms_eager_q3: float | None
+    step_ms_eager_iqr: float | None
+    step_ms_replayed: float | None
+    step_ms_replayed_q1: float | None
+    step_ms_replayed_q3: float | None
+    step_ms_replayed_iqr: float | None
+    ratio_vs_eager: float | None  # replayed / eager step time, geometric mean over rounds
+    ratio_vs_eager_low: float | None  # its 95% bootstrap interval, paired by round
+    ratio_vs_eager_high: float | None
+    replay_not_slower: str  # pass / fail / inconclusive: ratio_vs_eager <= 1.0 on the interval
+    rounds: int
     max_abs_diff: float
     replay_tolerance: float
     mode: str

@@ -1,20 +1,33 @@
 """`nanobench capture` (alias `capturebench`): record once per shape, replay after; pool table.
 
 What it is: the command and its spec (`CaptureSpec`: every option's default and the
-cross-option rules).
-What it is not: the measurement (`nanobench.capture_bench`, `nanobench.capture_workspace`) or
-the tables and diagram (`reports.capture`).
-Invariant: bad input is one line and exit 2 before anything is measured or written.
+cross-option rules), and its gates: pass/fail for counts and logits; on CUDA the tri-state
+`replay_not_slower` (replayed / eager step time at most 1.0x, judged on its 95% interval).
+What it is not: the measurement (`nanobench.capture_bench`, `nanobench.capture_timing`,
+`nanobench.capture_workspace`) or the tables and diagram (`reports.capture`).
+Invariant: bad input is one line and exit 2 before anything is measured or written. On a CPU
+the replay ratio's verdict is informational (in the row and a note, not a gate): the eager
+recorder replays by calling the same eager forward, so there is no launch cost to save and
+a gate there would only say how much its checks cost.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import asdict, dataclass, replace
 
 import typer
 
 from nanobench.capture_rows import RunRow
+from nanobench.capture_timing import (
+    BUDGET_S,
+    MAX_ROUNDS,
+    REL_CI,
+    ROUNDS,
+    SAMPLE_HEADER,
+    ratio_notes,
+)
 from nanobench.common import (
     Gate,
     capture_sizes_option,
@@ -29,6 +42,7 @@ from nanobench.common import (
 from nanobench.console import run_command, stdout_console
 from nanobench.errors import BadInput
 from nanobench.options import (
+    BudgetS,
     CaptureRows,
     CaptureSizes,
     CaptureTokens,
@@ -39,10 +53,13 @@ from nanobench.options import (
     Ints,
     JsonOpt,
     Kernel,
+    MaxRounds,
     Model,
     Out,
     PromptLen,
     QuietOpt,
+    RelCi,
+    Rounds,
     Rows,
     RunLengths,
     UpFront,
@@ -71,6 +88,10 @@ class CaptureSpec:
     width_multiples: tuple[int, ...] = Ints((128, 512, 2048, 8192))
     capture_sizes: str | None = None
     heads: int = 0
+    rounds: int = ROUNDS
+    max_rounds: int = MAX_ROUNDS
+    rel_ci: float = REL_CI
+    budget_s: float = BUDGET_S  # shared by every run length
     out: str = "nanobench-out"
     # Resolved by validate(): the concrete dtype and the capture list's rows.
     sizes: tuple[int, ...] | None = None
@@ -78,11 +99,17 @@ class CaptureSpec:
     def validate(self) -> CaptureSpec:
         """Cross-option rules; returns the spec with dtype and the list's rows resolved."""
         device_option(self.device)
+        self.round_plan()
         return replace(
             self,
             dtype=dtype_option(self.dtype, self.model, self.device),
             sizes=capture_sizes_option(self.capture_sizes, self.capture_rows),
         )
+
+    def round_plan(self):
+        from nanobench.rounds import round_plan
+
+        return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
 
 
 def capture(
@@ -100,12 +127,19 @@ def capture(
     width_multiples: WidthMultiples = CaptureSpec.width_multiples,
     capture_sizes: CaptureSizes = CaptureSpec.capture_sizes,
     heads: Heads = CaptureSpec.heads,
+    rounds: Rounds = CaptureSpec.rounds,
+    max_rounds: MaxRounds = CaptureSpec.max_rounds,
+    rel_ci: RelCi = CaptureSpec.rel_ci,
+    budget_s: BudgetS = CaptureSpec.budget_s,
     out: Out = CaptureSpec.out,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Record the decode step once per shape and replay it: counts, run time, logits, pools.
+    """Record the decode step once per shape and replay it: counts, logits, step times, pools.
+
+    Eager and replayed steps are timed in interleaved rounds (rotating order): step ms
+    (median, IQR) per side and replayed / eager with its 95% interval.
 
     Example: nanobench capture --run-lengths 8,32,64,128 --width-multiple 128 --up-front
 
@@ -129,6 +163,10 @@ def capture(
             width_multiples=tuple(width_multiples),
             capture_sizes=capture_sizes,
             heads=heads,
+            rounds=rounds,
+            max_rounds=max_rounds,
+            rel_ci=rel_ci,
+            budget_s=budget_s,
             out=out,
         ).validate()
         dtype = spec.dtype
@@ -150,7 +188,10 @@ def capture(
         from nanobench.capture_memory import with_heads
         from nanobench.capture_pools import held_rows, measure_pools, pool_rows, with_measured
         from nanobench.capture_workspace import with_traced, workspace_rows
+        from nanobench.env_record import collect_env, write_env
+        from nanobench.rounds import sample_rows
         from reports.capture import plot_capture, render_capture, write_capture_csv
+        from reports.csvio import write_rows
 
         try:
             with_heads(config, pool_heads)
@@ -158,6 +199,16 @@ def capture(
             raise BadInput(f"--heads {pool_heads}: {e}") from None
         status(f"loading {directory}")
         _, tensors = load_model(directory)  # a GGUF too
+        record = collect_env(0, sys.argv)
+        env_path = write_env(target / "capture-env.json", record)
+        samples_path = target / "capture-samples.csv"
+        samples: list[dict] = []
+
+        def keep(steps: int, window) -> None:
+            # Every timed step on disk as it comes: a run stopped midway keeps what it timed.
+            samples.extend({"run_length": steps, **s} for s in sample_rows([window], "system"))
+            write_rows(samples_path, samples, SAMPLE_HEADER)
+
         try:
             runs, shapes = run_rows(
                 config,
@@ -171,6 +222,8 @@ def capture(
                 device=device,
                 dtype=dtype,
                 status=status,
+                plan=spec.round_plan(),
+                on_window=keep,
             )
         except KernelInputError as e:
             # The model's shapes are outside what the chosen kernel takes (e.g. Triton's head_dim).
@@ -185,7 +238,7 @@ def capture(
         held = held_rows(pool_heads, capture_rows, capture_tokens)
         rows_out = [*runs, *pools, *workspace, *held]
         found = gates(spec, runs)
-        notes = up_front_notes(runs)
+        notes = up_front_notes(runs) + ratio_notes(runs)
         csv_path = write_capture_csv(target / "capture.csv", rows_out)
         heading = title(
             "captured decode",
@@ -197,7 +250,12 @@ def capture(
             width_multiple=width_multiple,
         )
         png_path = plot_capture(target / "captured-decode-replay.png", rows_out, heading)
-        outputs = {"csv": str(csv_path), "png": str(png_path)}
+        outputs = {
+            "csv": str(csv_path),
+            "png": str(png_path),
+            "samples": str(samples_path),
+            "env": str(env_path),
+        }
         if shapes:
             outputs["shapes"] = shapes
         code = finish(
@@ -209,13 +267,15 @@ def capture(
             check=check,
             render=lambda: render_capture(stdout_console(), rows_out, found, notes),
             failed=any(r.status != "ok" for r in runs),
+            env=asdict(record),
         )
     raise typer.Exit(code)
 
 
 def gates(spec: CaptureSpec, rows: list[RunRow]) -> list[Gate]:
     """Per run length: measured, replay equals eager, closed as predicted, replays dominate,
-    one shared pool, no held output; up front also every shape captured and none mid-run."""
+    one shared pool, no held output; up front also every shape captured and none mid-run; on
+    CUDA also replay_not_slower, tri-state on the ratio's interval (on CPU: `ratio_notes`)."""
     from engine.captured import check_replays_dominate  # torch: not at the CLI's import
 
     found = []
@@ -247,7 +307,18 @@ def gates(spec: CaptureSpec, rows: list[RunRow]) -> list[Gate]:
                     0,
                 ),
             ]
+        if spec.device == "cuda" and r.status == "ok":
+            found.append(replay_gate(r))
     return found
+
+
+def replay_gate(r: RunRow) -> Gate:
+    """replay_not_slower[n]: replayed / eager step time at most 1.0x on its 95% interval."""
+    from nanobench.capture_timing import REPLAY_TARGET, ratio_of
+    from nanobench.common import ratio_gate
+
+    what = f"replayed / eager step time at {r.steps} steps"
+    return ratio_gate(f"replay_not_slower[{r.steps}]", what, ratio_of(r), REPLAY_TARGET)
 
 
 def check_close(diff: float, tol: float) -> None:

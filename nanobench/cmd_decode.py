@@ -22,9 +22,9 @@ from nanobench.common import (
     finish,
     fits_option,
     gate,
-    interval_gate,
     model_option,
     out_dir,
+    ratio_gate,
 )
 from nanobench.console import interrupted, run_command, stdout_console
 from nanobench.decode_bench import SYSTEMS
@@ -147,27 +147,6 @@ def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
     if tokenizer is None:
         return rows
     return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]
-
-
-def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
-    """A step-time ratio at most `target`: pass only when its whole 95% interval is."""
-    from nanobench.common import INCONCLUSIVE
-    from nanobench.stats import MIN_ROUNDS, rounds_to_decide, verdict_at_most
-
-    if interval.estimate != interval.estimate:
-        return Gate(name, False, f"{what}: not measured (both systems must run in the sweep)")
-    verdict = verdict_at_most(interval, target)
-    if interval.low != interval.low:
-        span = f"no interval yet ({interval.rounds} rounds; one needs {MIN_ROUNDS})"
-    else:
-        span = f"[{interval.low:.2f}, {interval.high:.2f}] over {interval.rounds} rounds"
-    detail = f"{what} is {interval.estimate:.2f}x {span}; the target is at most {target:.2f}x"
-    if verdict == INCONCLUSIVE:
-        more = rounds_to_decide(interval, target)
-        detail += "; can't tell at this noise" + (
-            f" (about {more} more rounds would likely decide)" if more else ""
-        )
-    return interval_gate(name, verdict, detail, interval, target)
 
 
 def public(rows: list[DecodeRow]) -> list[dict]:

@@ -62,6 +62,26 @@ def interval_gate(name: str, verdict: str, detail: str, interval, target: float)
     )
 
 
+def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
+    """A step-time ratio at most `target`: pass only when its whole 95% interval is."""
+    from nanobench.stats import MIN_ROUNDS, rounds_to_decide, verdict_at_most
+
+    if interval.estimate != interval.estimate:
+        return Gate(name, False, f"{what}: not measured (both systems must run in the sweep)")
+    verdict = verdict_at_most(interval, target)
+    if interval.low != interval.low:
+        span = f"no interval yet ({interval.rounds} rounds; one needs {MIN_ROUNDS})"
+    else:
+        span = f"[{interval.low:.2f}, {interval.high:.2f}] over {interval.rounds} rounds"
+    detail = f"{what} is {interval.estimate:.2f}x {span}; the target is at most {target:.2f}x"
+    if verdict == INCONCLUSIVE:
+        more = rounds_to_decide(interval, target)
+        detail += "; can't tell at this noise" + (
+            f" (about {more} more rounds would likely decide)" if more else ""
+        )
+    return interval_gate(name, verdict, detail, interval, target)
+
+
 def gate_mark(g: Gate) -> str:
     return {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "can't tell"}[g.verdict]
 

@@ -10,10 +10,17 @@ units (reports.style.binary_bytes) next to exact bytes where the seed log does.
 Columns (run): steps, captures_open (shapes an unbucketed run presents: one per step),
 captures_closed (graphs the bucketed run went through), predicted_closed (from the bucket
 arithmetic), recorded_mid_run (graphs recorded on a real step, in front of a request),
-replays, reuse (1 - recorded_mid_run / steps), run_ms_eager / run_ms_replayed (decode steps
-only, same prompts, the capturing engine teacher-forced with the eager tokens), max_abs_diff
-(replayed against eager logits over every step), mode, captured_up_front, capture_s,
-capture_pool_bytes (CUDA: the pool's reserved growth over the up-front walk).
+replays, reuse (1 - recorded_mid_run / steps), run_ms_eager / run_ms_replayed (one run's
+decode steps, median over the timed rounds), step_ms_eager / step_ms_replayed with _q1, _q3,
+_iqr (median and quartiles of every timed decode step of every round; both engines fed the same
+tokens, interleaved in rounds with rotating order), ratio_vs_eager (replayed / eager step
+time, geometric mean over rounds of the two window medians) with ratio_vs_eager_low / _high (its
+95% bootstrap interval, paired by round; empty under 5 rounds), replay_not_slower (pass, fail or
+inconclusive: ratio_vs_eager at most 1.0 on that interval; a gate on CUDA, informational on a
+CPU), rounds (paired rounds), max_abs_diff (replayed against eager logits over every step of
+the untimed correctness drive), mode, captured_up_front, capture_s, capture_pool_bytes (CUDA:
+the pool's reserved growth over the up-front walk). Every timed step is in
+`capture-samples.csv` (run_length, system = eager | replayed, round, step, ms, built, steady).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
 private_pools_bytes (their sum), sharing_ratio (these three are the score-rectangle
 formula), traced_shared_pool_bytes (the largest traced workspace of the list),
@@ -43,6 +50,7 @@ from nanobench.capture_rows import (
     WorkspaceRow,
     capture_columns,
 )
+from nanobench.common import gate_mark
 from nanobench.rows import as_dicts
 from reports.csvio import save_figure, write_rows
 from reports.style import binary_bytes, colour
@@ -74,8 +82,21 @@ def render_capture(console, rows: list[CaptureRow], gates, notes: list[str] = ()
     if held:
         console.print(held_table(held))
     for g in gates:
-        mark = "pass" if g.passed else "FAIL"
-        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+def step_cell(median: float | None, iqr: float | None) -> str:
+    """'0.412 (0.021)': the median ms per decode step and its IQR."""
+    return "-" if median is None else f"{median:.3f} ({iqr:.3f})"
+
+
+def ratio_cell(r: RunRow) -> str:
+    """'1.012 [0.998, 1.027]', or the estimate alone before there are enough rounds."""
+    if r.ratio_vs_eager is None:
+        return "-"
+    if r.ratio_vs_eager_low is None:
+        return f"{r.ratio_vs_eager:.3f} [no CI yet]"
+    return f"{r.ratio_vs_eager:.3f} [{r.ratio_vs_eager_low:.3f}, {r.ratio_vs_eager_high:.3f}]"
 
 
 def run_table(runs: list[RunRow]) -> Table:
@@ -88,12 +109,14 @@ def run_table(runs: list[RunRow]) -> Table:
             f"{first.device}"
         )
     )
-    cols = ["steps", "captures open", "captures closed", "recorded mid-run", "replays", "reuse"]
-    cols += ["run ms eager", "run ms replayed", "max |diff|"]
+    # Two-line headers: with the timing columns the table still fits 160 columns (piped).
+    cols = ["steps", "captures open", "captures\nclosed", "recorded\nmid-run", "replays", "reuse"]
+    cols += ["eager ms\n(IQR)", "replayed ms\n(IQR)", "replayed/eager\n[95% CI]"]
+    cols += ["rounds", "max\n|diff|"]
     if up_front:
-        cols += ["up-front shapes", "up-front s"]
+        cols += ["up-front\nshapes", "up-front\ns"]
     for col in cols:
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for r in runs:
         cells = [
             str(r.steps),
@@ -102,8 +125,10 @@ def run_table(runs: list[RunRow]) -> Table:
             str(r.recorded_mid_run),
             str(r.replays),
             f"{r.reuse:.0%}",
-            f"{r.run_ms_eager:.3f}",
-            f"{r.run_ms_replayed:.3f}",
+            step_cell(r.step_ms_eager, r.step_ms_eager_iqr),
+            step_cell(r.step_ms_replayed, r.step_ms_replayed_iqr),
+            ratio_cell(r),
+            str(r.rounds),
             f"{r.max_abs_diff:.3g}",
         ]
         if up_front:
@@ -204,25 +229,7 @@ def plot_capture(path: Path, rows: list[CaptureRow], heading: str) -> Path:
     (ax_ms, ax_count), (ax_pool, ax_held) = axes
     labels = [str(r.steps) for r in runs]
     xs = range(len(runs))
-    ax_ms.bar(
-        [x - 0.2 for x in xs],
-        [r.run_ms_eager for r in runs],
-        0.4,
-        label="eager",
-        color=colour("engine-eager"),
-    )
-    ax_ms.bar(
-        [x + 0.2 for x in xs],
-        [r.run_ms_replayed for r in runs],
-        0.4,
-        label="replayed",
-        color=colour("engine-captured"),
-    )
-    ax_ms.set_xticks(list(xs), labels)
-    ax_ms.set_xlabel("decode steps")
-    ax_ms.set_ylabel("run ms (decode steps)")
-    ax_ms.set_title("a run, eager against replayed")
-    ax_ms.legend()
+    step_panel(ax_ms, runs)
     ax_count.bar(
         [x - 0.2 for x in xs], [r.captures_open for r in runs], 0.4, label="open (per step)"
     )
@@ -305,3 +312,27 @@ def plot_capture(path: Path, rows: list[CaptureRow], heading: str) -> Path:
         return save_figure(fig, path)
     finally:
         plt.close(fig)
+
+
+def step_panel(ax, runs: list[RunRow]) -> None:
+    """Median ms per step of each side with IQR whiskers; replayed / eager and its 95% CI above."""
+    xs = list(range(len(runs)))
+    for side, offset, name in (
+        ("eager", -0.2, "engine-eager"),
+        ("replayed", 0.2, "engine-captured"),
+    ):
+        medians = [getattr(r, f"step_ms_{side}") or 0.0 for r in runs]
+        q1 = [getattr(r, f"step_ms_{side}_q1") or 0.0 for r in runs]
+        q3 = [getattr(r, f"step_ms_{side}_q3") or 0.0 for r in runs]
+        whiskers = [[m - lo for m, lo in zip(medians, q1)], [hi - m for m, hi in zip(medians, q3)]]
+        ax.bar([x + offset for x in xs], medians, 0.4, yerr=whiskers, capsize=3, label=side,
+               color=colour(name))  # fmt: skip
+    for x, r in zip(xs, runs, strict=True):
+        top = max(r.step_ms_eager_q3 or 0.0, r.step_ms_replayed_q3 or 0.0)
+        ax.annotate(ratio_cell(r), (x, top), ha="center", va="bottom", fontsize=7,
+                    xytext=(0, 3), textcoords="offset points")  # fmt: skip
+    ax.set_xticks(xs, [str(r.steps) for r in runs])
+    ax.set_xlabel("decode steps in a run")
+    ax.set_ylabel("ms per decode step (median, IQR)")
+    ax.set_title("a step, eager against replayed: replayed/eager [95% CI]")
+    ax.legend()

@@ -34,7 +34,14 @@ GPU_CHECK_COLUMNS = [
     "gbps",
     "hbm_gbps",
     "hbm_fraction",
+    "hbm_fraction_low",
+    "hbm_fraction_high",
     "speedup",
+    "speedup_low",
+    "speedup_high",
+    "rounds",
+    "round_ms",
+    "verdict",
     "max_err",
     # the capture path
     "steps",
@@ -106,7 +113,15 @@ def summary(row: dict) -> str:
         if _num(row, "hbm_fraction"):
             text += f" ({row['hbm_fraction']:.0%} of HBM)"
         if _num(row, "speedup"):
-            text += f", x{row['speedup']:.1f} vs reference"
+            text += f", x{row['speedup']:.1f}"
+            if _num(row, "speedup_low") and _num(row, "speedup_high"):
+                text += f" [{row['speedup_low']:.1f}, {row['speedup_high']:.1f}]"
+            text += " vs reference"
+        return text
+    if check == "kernel-gate" and _num(row, "hbm_fraction"):
+        text = f"{row['hbm_fraction']:.0%} of HBM"
+        if _num(row, "hbm_fraction_low") and _num(row, "hbm_fraction_high"):
+            text += f" [{row['hbm_fraction_low']:.0%}, {row['hbm_fraction_high']:.0%}]"
         return text
     if check == "capture" and _num(row, "max_abs_diff"):
         text = (
@@ -159,6 +174,8 @@ def render_gpu_check(console: Console, rows: list[dict], csv_path: Path, seconds
     for row in rows:
         ok = row.get("ok")
         mark = "[green]pass[/]" if ok else "[yellow]skip[/]" if ok is None else "[red]FAIL[/]"
+        if row.get("verdict") == "inconclusive":
+            mark = "[yellow]can't tell[/]"
         detail = str(row.get("detail") or "")
         detail = detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 3] + "..."
         table.add_row(str(row.get("check")), str(row.get("name")), mark, summary(row), detail)

@@ -8,6 +8,7 @@ second command so Typer stays in subcommand mode. The model is a small checkpoin
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -28,6 +29,8 @@ DAY54_POOL = {
     8192: (9, "268.4", "535.8", "2.0"),
 }
 DAY54_HELD = [268_435_456, 16_777_216, 8_192]
+# Two timed rounds: enough to see the order rotate and every step kept, cheap on 2 cores.
+FEW_ROUNDS = ["--rounds", "2", "--max-rounds", "2"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -57,6 +60,7 @@ def invoke(app, args: list[str]):
 def day54(app, model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("day54")
     args = ["capture", "--model", str(model_dir), "--out", str(out), "--json", "--check"]
+    args += FEW_ROUNDS
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     return out, json.loads(result.stdout)
@@ -77,6 +81,10 @@ def test_day54_captures_open_to_closed(day54):
         assert r["replays"] == steps
         assert r["max_abs_diff"] == 0.0, "replayed logits must equal eager logits exactly"
         assert r["run_ms_eager"] > 0 and r["run_ms_replayed"] > 0
+        assert r["step_ms_eager"] > 0 and r["step_ms_replayed_iqr"] >= 0 and r["rounds"] == 2
+        # Two rounds give a ratio but no interval: the verdict can only be can't tell.
+        assert r["ratio_vs_eager"] > 0 and r["ratio_vs_eager_low"] is None
+        assert r["replay_not_slower"] == "inconclusive"
         assert r["max_model_len"] == 16 + 128
     assert f"{runs[8]['reuse']:.0%}" == "88%" and f"{runs[128]['reuse']:.0%}" == "98%"
 
@@ -115,11 +123,41 @@ def test_gates_and_outputs(day54):
     png = out / "captured-decode-replay.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert doc["outputs"]["png"] == str(png)
+    # On a CPU the replay ratio is informational: in the rows, never a gate (--check exits 0).
+    assert not [n for n in names if n.startswith("replay_not_slower")]
+
+
+def test_every_timed_step_is_on_disk_with_the_env(day54):
+    from nanobench.env_record import read_env
+
+    out, doc = day54
+    samples = pd.read_csv(out / "capture-samples.csv")
+    assert list(samples.columns) == ["run_length", "system", "round", "step", "ms", "built"] + [
+        "steady"
+    ]
+    assert samples["run_length"].dtype.kind == "i" and samples["ms"].dtype.kind == "f"
+    assert samples["steady"].dtype == bool and set(samples["system"]) == {"eager", "replayed"}
+    # Every step of every window: run length x 2 rounds x 2 systems.
+    counts = samples.groupby("run_length").size().to_dict()
+    assert counts == {n: n * 2 * 2 for n in DAY54_RUNS}
+    # Rotating: round 1 eager first, round 2 replayed first (the file keeps the order timed).
+    first = samples[samples["run_length"] == 8].drop_duplicates(["round", "system"])
+    assert list(zip(first["round"], first["system"])) == [
+        (1, "eager"), (1, "replayed"), (2, "replayed"), (2, "eager"),
+    ]  # fmt: skip
+    assert doc["outputs"]["samples"] == str(out / "capture-samples.csv")
+    record = read_env(out / "capture-env.json")
+    assert doc["env"]["torch_version"] == record.torch_version == torch.__version__
+    frame = pd.read_csv(out / "capture.csv")
+    runs = frame[frame["table"] == "run"]
+    for column in ("step_ms_eager_iqr", "ratio_vs_eager_low", "replay_not_slower", "rounds"):
+        assert column in runs.columns, column
 
 
 def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
     # The tiny preset has 8 heads; --heads 32 prices Day 54's pool table without a 32-head model.
     args = ["capturebench", "--run-lengths", "8", "--heads", "32", "--out", str(tmp_path)]
+    args += ["--rounds", "5", "--max-rounds", "5"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     # By hand, in binary units: the shared pool is 256 rows x 32 heads x 8192 x 4 B = 256 MiB;
@@ -133,11 +171,16 @@ def test_the_alias_prints_the_tables_with_a_heads_override(app, tmp_path):
     assert "256.0 MiB" in line and "16.2 GiB" in line, line
     assert "268,435,456" in result.stdout and "16,777,216" in result.stdout
     assert "pass replay_equals_eager[8]" in result.stdout
+    # The run table gives each side's median (IQR) and the ratio with its 95% interval.
+    assert "[95% CI]" in result.stdout and "(IQR)" in result.stdout
+    (note,) = [ln for ln in result.stdout.splitlines() if ln.startswith("8 steps: replayed")]
+    assert re.search(r"\d\.\d{3}x \[\d\.\d{3}, \d\.\d{3}\] over 5 rounds", note), note
+    assert "informational on cpu" in note
 
 
 def test_up_front_capture_then_every_step_replays(app, model_dir, tmp_path):
     args = ["capture", "--model", str(model_dir), "--up-front", "--run-lengths", "8,40"]
-    args += ["--width-multiple", "16", "--out", str(tmp_path), "--json", "--check"]
+    args += ["--width-multiple", "16", "--out", str(tmp_path), "--json", "--check", *FEW_ROUNDS]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -158,6 +201,7 @@ def test_triton_kernel_replays_under_the_interpreter(app, tmp_path_factory, tmp_
     mha = write_model(tmp_path_factory.mktemp("mha"), TINY_MHA)
     args = ["capture", "--model", str(mha), "--kernel", "triton", "--rows", "1"]
     args += ["--prompt-len", "4", "--run-lengths", "3", "--out", str(tmp_path), "--json", "--check"]
+    args += ["--rounds", "1", "--max-rounds", "1"]
     result = invoke(app, args)
     assert result.exit_code == 0, result.output
     (run,) = rows_of(json.loads(result.stdout), "run")
@@ -232,9 +276,11 @@ def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
     import nanobench.capture_bench as bench
     from engine.weights import synthesize_weights
     from nanobench.cmd_capture import CaptureSpec, gates
+    from nanobench.rounds import RoundPlan
 
     tensors = synthesize_weights(TINY_MHA, 1, torch.float32)
     options = dict(rows=2, prompt_len=8, steps=[4], width_multiple=16, up_front=False)
+    options["plan"] = RoundPlan(1, 1, 0.5, 60.0)
 
     def held_gate() -> tuple[bool, str]:
         runs, _ = bench.run_rows(TINY_MHA, tensors, **options)
