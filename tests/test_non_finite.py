@@ -47,10 +47,12 @@ def poisoned(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def overflowing(tmp_path_factory):
-    """Finite weights whose attention scores overflow: q and k of ~1e30 square past fp32's max,
-    so softmax sees inf - inf and every logit downstream is NaN. Only a logit check sees it."""
+    """Finite weights whose forward overflows: a final-norm weight of 3e38 (fp32's max is
+    3.4e38) sends every normed entry past 1.13 to inf, and the head's sum of +inf and -inf
+    terms is NaN, whatever the attention implementation. Only a logit check sees it. (Scores
+    overflowing inside attention do not do: transformers' sdpa path stays finite there.)"""
     directory = write_model(tmp_path_factory.mktemp("overflow"), TINY_MHA)
-    rewrite(directory, "model.layers.0.input_layernorm.weight", lambda t: t * 1e30)
+    rewrite(directory, "model.norm.weight", lambda t: torch.full_like(t, 3e38))
     return directory
 
 
