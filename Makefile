@@ -33,7 +33,7 @@ test: setup
 # another CPU model would take.
 NUMERIC_TESTS := tests/test_engine_parity.py tests/test_padding.py tests/test_captured.py \
 	tests/test_packed.py tests/test_triton_decode.py tests/test_triton_engine.py \
-	tests/test_invariants.py tests/test_compiled_decode.py
+	tests/test_invariants.py tests/test_compiled_decode.py tests/test_capture_output.py
 
 test-numerics: setup
 	$(BIN)/python -m pytest $(NUMERIC_TESTS)
