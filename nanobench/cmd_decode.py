@@ -231,6 +231,11 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             f"max_position_embeddings {config.max_position_embeddings}"
         )
     if any(s in HF_SYSTEMS for s in spec.systems):
+        from engine.sources import materialize_gguf
+
+        # transformers reads a HF directory, not a GGUF: both sides get the converted one.
+        status("converting the GGUF for transformers (once)")
+        directory = materialize_gguf(directory)
         status("checking that transformers can load the checkpoint")
         transformers_can_load(directory)
     target = out_dir(spec.out)
