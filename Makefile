@@ -85,7 +85,7 @@ bench: setup
 
 # No setup: a GPU machine's own python (a CUDA torch, Triton, pytest) runs it, installing nothing.
 gpu-check:
-	PYTHONPATH=. $(PYTHON) -m nanobench.gpu_check --out $${OUT:-nanobench-out}
+	PYTHONPATH=. $(PYTHON) -m nanobench.gpu.check --out $${OUT:-nanobench-out}
 
 clean:
 	rm -rf $(VENV) nanobench-out

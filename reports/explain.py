@@ -1,6 +1,6 @@
 """Terminal tables for `nanobench explain`: one row per depth, then the break reasons.
 
-What it is: `render_explain`, over `nanobench.explain.ExplainRow`s (their fields are the JSON's).
+What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields are the JSON's).
 What it is not: explaining; nothing here runs dynamo.
 Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed.
 """

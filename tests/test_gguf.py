@@ -171,7 +171,7 @@ def test_a_user_gguf_is_converted_once_for_transformers(tiny_gguf, tmp_path, mon
 
     from engine.sources import materialize_gguf
     from engine.weights import load_checkpoint
-    from nanobench.decode_bench import transformers_can_load
+    from nanobench.decode.bench import transformers_can_load
 
     monkeypatch.setenv("NANOBENCH_CACHE", str(tmp_path / "cache"))
     path, tensors = tiny_gguf
