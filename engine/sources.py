@@ -1,7 +1,7 @@
 """Where a model comes from: a preset name, a Hugging Face directory or a GGUF file.
 
 What it is: `materialize_gguf_preset(name)` (a real preset converted into its cached
-directory; `weights.materialize_preset` hands such presets here), `materialize_gguf(path)` (a
+directory; `materialize_preset(name)` hands such presets here, and writes a synthesized one), `materialize_gguf(path)` (a
 user's GGUF converted once, for transformers), `load_model(path, dtype)` (config + state dict,
 from safetensors or GGUF), `inspect_model(path)` (validated config, no weights read),
 `model_config(name_or_path)` (config alone, for commands that only do arithmetic: a preset is
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -32,6 +33,8 @@ from engine.weights import (
     load_checkpoint,
     preset_dir,
     read_config,
+    synthesize_weights,
+    write_checkpoint,
     write_once,
 )
 
@@ -73,6 +76,27 @@ def materialize_gguf(path: str | Path) -> Path:
     if gguf is None:
         return Path(path)
     return write_once(converted_gguf_dir(gguf), lambda tmp: convert_gguf(gguf, tmp))
+
+
+def materialize_preset(name: str) -> Path:
+    """The preset's checkpoint directory, written once (atomically) and reused after."""
+    spec = preset(name)
+    if spec.gguf is not None:  # real weights: never synthesized under a real preset's name
+        return materialize_gguf_preset(name)
+    return write_once(
+        preset_dir(name, spec),
+        lambda tmp: write_checkpoint(
+            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
+        ),
+    )
+
+
+def resolve_model(name_or_path: str) -> Path:
+    """A directory path as given, or a preset name materialised to its directory."""
+    path = Path(name_or_path)
+    if path.exists() or os.sep in name_or_path or name_or_path.startswith("."):
+        return path
+    return materialize_preset(name_or_path)
 
 
 def load_model(

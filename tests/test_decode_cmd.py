@@ -17,10 +17,8 @@ from typer.testing import CliRunner
 
 from engine.config import PRESETS
 from nanobench.cli import app
-from nanobench.decode.command import CSV_COLUMNS, DecodeSpec, gates
 from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
-from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
-from nanobench.harness.env_record import read_env
+from nanobench.decode.command import CSV_COLUMNS, DecodeSpec, gates
 from nanobench.decode.roofline import (
     floor_ms,
     kv_read_bytes,
@@ -29,6 +27,8 @@ from nanobench.decode.roofline import (
     step_flops,
     weight_bytes,
 )
+from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
+from nanobench.harness.env_record import read_env
 from nanobench.harness.rounds import Window
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
@@ -351,7 +351,8 @@ def test_the_engines_reference_read_is_the_oracles_math(dtype):
 def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_changes():
     from engine.engine import Engine
     from engine.model import Llama
-    from engine.weights import load_checkpoint, materialize_preset
+    from engine.sources import materialize_preset
+    from engine.weights import load_checkpoint
 
     config, tensors = load_checkpoint(materialize_preset("tiny"))
     name = "model.layers.1.self_attn.k_proj.weight"

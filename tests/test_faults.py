@@ -243,7 +243,7 @@ serve_main(session.open_session)
 
 def test_a_field_renamed_in_the_worker_fails_the_parent_naming_it(tmp_path, monkeypatch):
     """The real compile session, one field renamed before it is emitted: the parent refuses."""
-    from engine.weights import materialize_preset
+    from engine.sources import materialize_preset
     from nanobench.compile.bench import spec_for, sweep
     from nanobench.harness.rows import RowSchemaError
 

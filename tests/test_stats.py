@@ -14,7 +14,14 @@ import pytest
 
 from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, finish
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds, time_steps
+from nanobench.harness.rounds import (
+    Comparison,
+    RoundPlan,
+    Window,
+    intervals,
+    run_rounds,
+    time_steps,
+)
 from nanobench.harness.stats import (
     MIN_ROUNDS,
     Interval,

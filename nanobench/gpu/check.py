@@ -185,7 +185,7 @@ def capture_memory_rows() -> Iterator[dict]:
 
 def compile_rows(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
-    from engine.weights import materialize_preset
+    from engine.sources import materialize_preset
     from nanobench.compile.bench import spec_for, sweep
     from nanobench.compile.rows import derive
 

@@ -186,7 +186,8 @@ def model_option(model: str):
     from engine.config import PRESETS, ConfigError
     from engine.gguf import find_gguf
     from engine.sources import inspect_model
-    from engine.weights import CheckpointError, materialize_preset, scan_finite
+    from engine.sources import materialize_preset
+    from engine.weights import CheckpointError, scan_finite
 
     try:
         if model in PRESETS:
