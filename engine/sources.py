@@ -25,6 +25,7 @@ import torch
 
 from engine.config import DTYPES, PRESETS, ConfigError, ModelConfig, preset
 from engine.gguf import convert_gguf, find_gguf, load_gguf, read_gguf_config
+from engine.weights import DTYPES as TORCH_DTYPES
 from engine.weights import (
     cache_root,
     check_finite,
@@ -86,7 +87,7 @@ def materialize_preset(name: str) -> Path:
     return write_once(
         preset_dir(name, spec),
         lambda tmp: write_checkpoint(
-            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
+            tmp, spec.config, synthesize_weights(spec.config, spec.seed, TORCH_DTYPES[spec.disk_dtype])
         ),
     )
 
