@@ -11,6 +11,7 @@ every input is checked before anything is built.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,7 +19,9 @@ from nanobench.harness import options as o
 from nanobench.harness.common import Gate, device_option, finish, fits_option, gate, model_option
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput
-from nanobench.harness.dynamo_explain import ExplainRow
+
+if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
+    from nanobench.harness.dynamo_explain import ExplainRow
 
 
 @dataclass(frozen=True)

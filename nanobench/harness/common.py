@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, BadInput
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)

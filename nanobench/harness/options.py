@@ -18,14 +18,16 @@ from typing import Annotated, Literal
 import typer
 
 from engine.config import CAPTURE_OUTPUTS, DECODE_PATHS, DTYPES, KERNELS
-from nanobench.compile.bench import BACKENDS, MODES
-from nanobench.decode.bench import SYSTEMS
-from nanobench.compile.reduce_overhead import REDUCE_OVERHEAD
-
-DEVICES = ("cpu", "cuda")
-CACHES = ("cold", "warm")
-HF_ATTENTION = ("sdpa", "eager")
-LAUNCHERS = ("local", "ray")
+from nanobench.harness.choices import (
+    BACKENDS,
+    CACHES,
+    DEVICES,
+    HF_ATTENTION,
+    LAUNCHERS,
+    MODES,
+    REDUCE_OVERHEAD,
+    SYSTEMS,
+)
 
 
 class Ints(tuple):
