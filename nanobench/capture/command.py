@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import typer
 
-from nanobench.capture.rows import RunRow
+from nanobench.capture.rows import RunRow, capture_columns
 from nanobench.capture.timing import (
     BUDGET_S,
     MAX_ROUNDS,
@@ -239,7 +239,9 @@ def capture(
         rows_out = [*runs, *pools, *workspace, *held]
         found = gates(spec, runs)
         notes = up_front_notes(runs) + ratio_notes(runs)
-        csv_path = write_capture_csv(target / "capture.csv", rows_out)
+        csv_path = write_capture_csv(
+            target / "capture.csv", as_dicts(rows_out), capture_columns()
+        )
         heading = title(
             "captured decode",
             model=model,

@@ -82,10 +82,6 @@ def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
     return interval_gate(name, verdict, detail, interval, target)
 
 
-def gate_mark(g: Gate) -> str:
-    return {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "can't tell"}[g.verdict]
-
-
 def gate(name: str, check: Callable, *args, **kwargs) -> Gate:
     """Run one `check_*` function; its exception (named after the broken promise) fails it."""
     try:
