@@ -87,6 +87,10 @@ def steady_mask(builds_per_step: list[int], fell_back: bool) -> list[bool]:
 
 def open_session(spec: dict, progress: Callable[[dict], None] = lambda e: None):
     """The worker's session: the engine's, or a user's `--target` step's (`target_bench`)."""
+    from nanobench.common import apply_threads
+
+    # Before either session builds or times anything: both rows read the count back themselves.
+    apply_threads(int(spec["threads"]))
     if spec.get("target"):
         from nanobench.target_bench import TargetSession
 
@@ -132,8 +136,6 @@ class CompileSession(WindowServer):
         from nanobench.explain import seeded_prompts
 
         quiet_dynamo()
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
         self.spec = spec
         mode = spec["mode"]
         guard_kind_expected, expected_guards = "shape", []
