@@ -21,6 +21,8 @@ their GB/s compare on one scale; the reference moves more than that (gather, GQA
 rectangle), which is the point. A point whose reference working set is over
 `max_reference_bytes` gets a reference row with no time and a note, never an out-of-memory.
 Drift between rounds hits both kernels of a round alike, so the speedup is paired by round.
+Every point is timed under `threads` torch threads (0: as the caller left them; restored after),
+and each row's `threads` is the count torch reported while it was timed.
 """
 
 from __future__ import annotations
