@@ -38,6 +38,7 @@ from nanobench.harness.common import (
     gate,
     model_option,
     out_dir,
+    threads_applied,
 )
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput
@@ -62,6 +63,7 @@ from nanobench.harness.options import (
     Rounds,
     Rows,
     RunLengths,
+    Threads,
     UpFront,
     WidthMultiple,
     WidthMultiples,
@@ -92,6 +94,7 @@ class CaptureSpec:
     max_rounds: int = MAX_ROUNDS
     rel_ci: float = REL_CI
     budget_s: float = BUDGET_S  # shared by every run length
+    threads: int = 0  # torch threads while both engines run and are timed (0: torch's default)
     out: str = "nanobench-out"
     # Resolved by validate(): the concrete dtype and the capture list's rows.
     sizes: tuple[int, ...] | None = None
@@ -131,6 +134,7 @@ def capture(
     max_rounds: MaxRounds = CaptureSpec.max_rounds,
     rel_ci: RelCi = CaptureSpec.rel_ci,
     budget_s: BudgetS = CaptureSpec.budget_s,
+    threads: Threads = CaptureSpec.threads,
     out: Out = CaptureSpec.out,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -146,6 +150,8 @@ def capture(
     Example: nanobench capture --capture-sizes vllm --capture-rows 64 --width-multiples 128,512
 
     Example: nanobench capture --kernel triton --heads 32 --check
+
+    Example: nanobench capture --run-lengths 8,32 --threads 1
     """
     with run_command(quiet) as status:
         spec = CaptureSpec(
@@ -167,6 +173,7 @@ def capture(
             max_rounds=max_rounds,
             rel_ci=rel_ci,
             budget_s=budget_s,
+            threads=threads,
             out=out,
         ).validate()
         dtype = spec.dtype
@@ -199,7 +206,7 @@ def capture(
             raise BadInput(f"--heads {pool_heads}: {e}") from None
         status(f"loading {directory}")
         _, tensors = load_model(directory)  # a GGUF too
-        record = collect_env(0, sys.argv)
+        record = collect_env(spec.threads, sys.argv)
         env_path = write_env(target / "capture-env.json", record)
         samples_path = target / "capture-samples.csv"
         samples: list[dict] = []
@@ -210,21 +217,23 @@ def capture(
             write_rows(samples_path, samples, SAMPLE_HEADER)
 
         try:
-            runs, shapes = run_rows(
-                config,
-                tensors,
-                rows=rows,
-                prompt_len=prompt_len,
-                steps=run_lengths,
-                width_multiple=width_multiple,
-                up_front=up_front,
-                kernel=kernel,
-                device=device,
-                dtype=dtype,
-                status=status,
-                plan=spec.round_plan(),
-                on_window=keep,
-            )
+            # Both engines are built, driven and timed in this process, under --threads.
+            with threads_applied(spec.threads):
+                runs, shapes = run_rows(
+                    config,
+                    tensors,
+                    rows=rows,
+                    prompt_len=prompt_len,
+                    steps=run_lengths,
+                    width_multiple=width_multiple,
+                    up_front=up_front,
+                    kernel=kernel,
+                    device=device,
+                    dtype=dtype,
+                    status=status,
+                    plan=spec.round_plan(),
+                    on_window=keep,
+                )
         except KernelInputError as e:
             # The model's shapes are outside what the chosen kernel takes (e.g. Triton's head_dim).
             raise BadInput(f"--kernel {kernel} with --model {model}: {e}") from None

@@ -155,7 +155,10 @@ MemoryUtilization = Annotated[
 
 # -- how it is measured -------------------------------------------------------------------------
 Threads = Annotated[
-    int, typer.Option(min=0, help="torch threads in every worker (0: torch's default).")
+    int,
+    typer.Option(
+        min=0, help="torch threads in every process that runs the step (0: torch's default)."
+    ),
 ]
 Timeout = Annotated[int, typer.Option(min=1, help="Seconds before a worker is killed.")]
 Backend = Annotated[Literal[BACKENDS], typer.Option(help="torch.compile backend.")]
