@@ -21,7 +21,8 @@ from nanobench.buckets.bench import (
     check_plans_match_arithmetic,
     measure_run,
 )
-from nanobench.buckets.command import CSV_NAME, PNG_NAME, BucketsSpec, buckets
+from nanobench.buckets.command import buckets
+from nanobench.buckets.spec import CSV_NAME, PNG_NAME, BucketsSpec
 from nanobench.cli import app as cli_app
 from nanobench.cost.buckets import bucket_run
 

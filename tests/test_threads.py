@@ -71,7 +71,7 @@ def worker_threads(spec: dict, asked: int) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["target", "engine"])
 def test_a_compile_worker_runs_with_the_threads_it_was_asked_for(kind):
-    from engine.weights import materialize_preset
+    from engine.sources import materialize_preset
     from nanobench.compile.bench import spec_for
 
     target = SPEC if kind == "target" else ""

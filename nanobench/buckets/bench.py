@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from nanobench.buckets.rows import BucketsResult, CaptureRow, RunRow, RunTrace
 
 if TYPE_CHECKING:
-    from nanobench.buckets.command import BucketsSpec
+    from nanobench.buckets.spec import BucketsSpec
 
 # fp32 scores: the reference read softmaxes in float32 whatever the model dtype.
 SCORE_DTYPE_BYTES = 4

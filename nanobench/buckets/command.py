@@ -12,13 +12,12 @@ directory untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 
 import typer
 
-from engine.config import KERNELS
 from nanobench.harness.common import Gate, finish, gate
 from nanobench.harness.console import run_command, stdout_console
+from nanobench.buckets.spec import CSV_NAME, PNG_NAME, OUT, BucketsSpec
 from nanobench.harness.options import (
     BlockSize,
     CaptureRows,
@@ -26,7 +25,6 @@ from nanobench.harness.options import (
     CaptureTokens,
     CheckOpt,
     Heads,
-    Ints,
     JsonOpt,
     Kernel,
     MaxBatch,
@@ -41,109 +39,6 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
-
-CSV_NAME = "buckets.csv"
-PNG_NAME = "bucketed-decode-shape.png"
-OUT = "nanobench-out"
-
-
-DEFAULT_WIDTH_MULTIPLE = 128
-DEFAULT_WIDTH_MULTIPLES = (128, 512, 2048, 8192)
-
-
-@dataclass(frozen=True)
-class BucketsSpec:
-    """Everything one `buckets` invocation prices: the command's option defaults live here."""
-
-    rows: int = 3
-    max_batch: int = 8
-    prompt_len: int = 16
-    run_lengths: tuple[int, ...] = Ints((8, 64, 128, 512))
-    # None: DEFAULT_WIDTH_MULTIPLE; given without --width-multiples it asks the short question.
-    width_multiple: int | None = None
-    # 0: each run's own length (prompt + steps).
-    max_model_len: int = 0
-    block_size: int = 16
-    capture_rows: int = 256
-    capture_tokens: int = 8192
-    # A server's capture list (engine.capture_sizes) as given; None: the power-of-two ladder.
-    capture_sizes: str | None = None
-    width_multiples: tuple[int, ...] | None = None
-    kernel: str = "reference"
-    heads: int = 32
-    max_shapes: int = 64
-    max_waste: float = 0.6
-    # --capture-sizes resolved for --max-batch (validate() fills it).
-    sizes: tuple[int, ...] | None = None
-
-    @property
-    def width_free(self) -> bool:
-        return self.kernel == "triton"
-
-    @property
-    def multiple(self) -> int:
-        """The chosen width multiple."""
-        return self.width_multiple or DEFAULT_WIDTH_MULTIPLE
-
-    @property
-    def short(self) -> bool:
-        """--width-multiple alone: the user asked one question about one multiple."""
-        return self.width_multiple is not None and self.width_multiples is None
-
-    def run_len(self, steps: int) -> int:
-        """max_model_len of one run: the explicit one, else prompt + steps (the run's own length)."""
-        return self.max_model_len or self.prompt_len + steps
-
-    @property
-    def typical_steps(self) -> int:
-        """The longest run, clamped so prompt + steps fits the capture configuration."""
-        return min(max(self.run_lengths), self.capture_tokens - self.prompt_len)
-
-    @property
-    def table_multiples(self) -> tuple[int, ...]:
-        """The multiples table 2 prices: the list plus the chosen one, ascending."""
-        return tuple(sorted({*(self.width_multiples or DEFAULT_WIDTH_MULTIPLES), self.multiple}))
-
-    def validate(self) -> BucketsSpec:
-        """Cross-option rules (ranges and choices are the options' own); returns the spec with
-        --capture-sizes resolved."""
-        from nanobench.harness.common import capture_sizes_option
-        from nanobench.harness.errors import BadInput
-
-        if self.kernel not in KERNELS:
-            raise BadInput(f"--kernel {self.kernel}: expected reference or triton (no device here)")
-        if self.heads < 1:
-            raise BadInput(f"--heads {self.heads}: expected 1 or more (buckets reads no model)")
-        if not 0.0 <= self.max_waste <= 1.0:
-            raise BadInput(f"--max-waste {self.max_waste}: expected a share between 0 and 1")
-        if self.rows > self.max_batch:
-            raise BadInput(
-                f"--rows {self.rows}: above --max-batch {self.max_batch}; the cache has no row for it"
-            )
-        longest = self.prompt_len + max(self.run_lengths)
-        if self.max_model_len and longest > self.max_model_len:
-            raise BadInput(
-                f"--max-model-len {self.max_model_len}: a run grows to {longest} tokens "
-                f"(--prompt-len {self.prompt_len} + --run-lengths {max(self.run_lengths)})"
-            )
-        sizes = capture_sizes_option(self.capture_sizes, self.max_batch)
-        if sizes is not None and self.rows > sizes[-1]:
-            raise BadInput(
-                f"--rows {self.rows}: above the largest --capture-sizes size {sizes[-1]}; the "
-                "typical run must fit the capture list"
-            )
-        if sizes is None and self.rows > self.capture_rows:
-            raise BadInput(
-                f"--rows {self.rows}: above --capture-rows {self.capture_rows}; the typical run "
-                "must fit the serving config"
-            )
-        if self.prompt_len >= self.capture_tokens:
-            raise BadInput(
-                f"--prompt-len {self.prompt_len}: leaves no decode step inside --capture-tokens "
-                f"{self.capture_tokens}"
-            )
-        return replace(self, sizes=sizes)
-
 
 def buckets(
     rows: Rows = BucketsSpec.rows,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from nanobench.harness.rows import as_dicts
 
 if TYPE_CHECKING:
-    from nanobench.buckets.command import BucketsSpec
+    from nanobench.buckets.spec import BucketsSpec
 
 
 @dataclass
