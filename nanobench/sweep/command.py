@@ -110,20 +110,28 @@ def sweep(
 
     Example: nanobench sweep grid.toml --launcher ray --address auto --check
     """
-    from nanobench.sweep.launchers import Task, launch_local, launch_ray, parse_resources
-    from nanobench.sweep.points import TIMED, Ledger, PointRecord, load_grid, points
-    from reports.sweep import FIGURES, dry_run_rows, render_dry_run
+    # Heavy on purpose: the points' reports read pandas; the CLI must start without it.
+    from nanobench.sweep.launchers import parse_resources
+    from nanobench.sweep.points import load_grid, points
+    from reports.sweep import dry_run_rows, render_dry_run
 
     with run_command(quiet) as status:
         spec = SweepSpec(
-            grid, out, launcher, jobs, address, num_cpus, resources, timeout, redo, dry_run
+            grid=grid,
+            out=out,
+            launcher=launcher,
+            jobs=jobs,
+            address=address,
+            num_cpus=num_cpus,
+            resources=resources,
+            timeout=timeout,
+            redo=redo,
+            dry_run=dry_run,
         )
         spec.validate()
         ray_options = parse_resources(resources)
         grid_spec = load_grid(grid)
         found = points(grid_spec)
-        axes = list(grid_spec.axes)
-
         if dry_run:
             code = finish(
                 "sweep",
@@ -134,79 +142,101 @@ def sweep(
                 check=check,
                 render=lambda: render_dry_run(stdout_console(), found, lambda p: p.argv()),
             )
-            raise typer.Exit(code)
-
-        from nanobench.harness.common import out_dir
-
-        ledger = Ledger(out_dir(out))
-        todo = [p for p in found if redo or not ledger.finished(p.key)]
-        by_key = {p.key: p for p in todo}
-        timed = grid_spec.command in TIMED
-        tasks = [
-            Task(p.key, tuple(p.argv()), str(ledger.point_dir(p.key).resolve()), timeout, timed)
-            for p in todo
-        ]
-
-        def done(task: Task, run) -> None:
-            point = by_key[task.key]
-            ledger.record(
-                PointRecord(
-                    key=point.key,
-                    index=point.index,
-                    command=point.command,
-                    axes=dict(point.axes),
-                    status=run.status,
-                    detail=run.detail,
-                    wall_s=run.wall_s,
-                    env=run.env,
-                    rows=run.doc.get("rows", []),
-                    gates=run.doc.get("gates", []),
-                    outputs=run.doc.get("outputs", {}),
-                )
-            )
-            finished = sum(ledger.finished(p.key) for p in found)
-            status(f"{finished}/{len(found)} points done ({point.key}: {run.status})")
-
-        status(f"running {len(tasks)} of {len(found)} points ({launcher})")
-        try:
-            if launcher == "local":
-                launch_local(tasks, done, jobs)
-            else:
-                launch_ray(
-                    tasks,
-                    done,
-                    address=address,
-                    num_cpus=num_cpus or os.cpu_count() or 1,
-                    resources=ray_options,
-                )
-        except KeyboardInterrupt:
-            say_error(
-                f"interrupted: the finished points are in {ledger.out / 'sweep.csv'}; "
-                "run the same command again to resume"
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-
-        from reports.sweep import draw_sweep, render_sweep, run_of, save_sweep_figure, tidy_rows
-
-        records = [ledger.records[p.key] for p in found]
-        figure = FIGURES[grid_spec.command]
-        png = save_sweep_figure(
-            draw_sweep(records, axes, figure, grid_spec.command, run_of(found)),
-            ledger.out / "sweep.png",
-        )
-        outputs = {"csv": str(ledger.out / "sweep.csv"), "png": str(png)}
-        code = finish(
-            "sweep",
-            tidy_rows(records),
-            gates(spec, records),
-            outputs,
-            json_mode=json_mode,
-            check=check,
-            render=lambda: render_sweep(
-                stdout_console(), records, axes, figure, outputs, ran=len(tasks)
-            ),
-        )
+        else:
+            ledger, ran = run_points(spec, grid_spec, found, ray_options, status)
+            code = report(spec, grid_spec, found, ledger, ran, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def run_points(spec: SweepSpec, grid_spec, found: list, ray_options: dict, status):
+    """Run the points the ledger has not finished (all with --redo); returns (ledger, ran)."""
+    from nanobench.harness.common import out_dir
+    from nanobench.sweep.launchers import Task, launch_local, launch_ray
+    from nanobench.sweep.points import TIMED, Ledger
+
+    ledger = Ledger(out_dir(spec.out))
+    todo = [p for p in found if spec.redo or not ledger.finished(p.key)]
+    by_key = {p.key: p for p in todo}
+    timed = grid_spec.command in TIMED
+    tasks = [
+        Task(p.key, tuple(p.argv()), str(ledger.point_dir(p.key).resolve()), spec.timeout, timed)
+        for p in todo
+    ]
+
+    def done(task: Task, run) -> None:
+        point = by_key[task.key]
+        ledger.record(record_of(point, run))
+        finished = sum(ledger.finished(p.key) for p in found)
+        status(f"{finished}/{len(found)} points done ({point.key}: {run.status})")
+
+    status(f"running {len(tasks)} of {len(found)} points ({spec.launcher})")
+    try:
+        if spec.launcher == "local":
+            launch_local(tasks, done, spec.jobs)
+        else:
+            launch_ray(
+                tasks,
+                done,
+                address=spec.address,
+                num_cpus=spec.num_cpus or os.cpu_count() or 1,
+                resources=ray_options,
+            )
+    except KeyboardInterrupt:
+        say_error(
+            f"interrupted: the finished points are in {ledger.out / 'sweep.csv'}; "
+            "run the same command again to resume"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    return ledger, len(tasks)
+
+
+def record_of(point, run):
+    """The ledger's record of one finished point: its axes, its run, its rows and gates."""
+    from nanobench.sweep.points import PointRecord
+
+    return PointRecord(
+        key=point.key,
+        index=point.index,
+        command=point.command,
+        axes=dict(point.axes),
+        status=run.status,
+        detail=run.detail,
+        wall_s=run.wall_s,
+        env=run.env,
+        rows=run.doc.get("rows", []),
+        gates=run.doc.get("gates", []),
+        outputs=run.doc.get("outputs", {}),
+    )
+
+
+def report(spec: SweepSpec, grid_spec, found: list, ledger, ran: int, *, json_mode, check) -> int:
+    """The sweep's figure, CSV and table over every point of the grid; the exit code."""
+    from reports.sweep import (
+        FIGURES,
+        draw_sweep,
+        render_sweep,
+        run_of,
+        save_sweep_figure,
+        tidy_rows,
+    )
+
+    axes = list(grid_spec.axes)
+    records = [ledger.records[p.key] for p in found]
+    figure = FIGURES[grid_spec.command]
+    png = save_sweep_figure(
+        draw_sweep(records, axes, figure, grid_spec.command, run_of(found)),
+        ledger.out / "sweep.png",
+    )
+    outputs = {"csv": str(ledger.out / "sweep.csv"), "png": str(png)}
+    return finish(
+        "sweep",
+        tidy_rows(records),
+        gates(spec, records),
+        outputs,
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_sweep(stdout_console(), records, axes, figure, outputs, ran=ran),
+    )
 
 
 SWEEP = Command("sweep", sweep, doc="docs/sweeps.md")
