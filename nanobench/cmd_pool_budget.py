@@ -4,8 +4,9 @@ What it is: the command, its spec (`PoolBudgetSpec`: every option's default and 
 cross-option rules) and its gates: one `check_pool_budget` per priced list.
 What it is not: the arithmetic (`nanobench.pool_budget`, from a `ModelConfig` alone, no
 weights) or the table and diagram (`reports.pool_budget`).
-Invariant: bad input (a size that parses to nothing, no list that fits at all) is one line and
-exit 2 before anything is written; a list that does not fit is a failed gate, exit 1 under --check.
+Invariant: bad input (a size that parses to nothing, a share outside (0, 1]) is one line and
+exit 2 before anything is written; a list that does not fit, even when none fits at all, is a
+row with its shortfall and a failed gate: exit 1 under --check, 0 without.
 """
 
 from __future__ import annotations
@@ -146,48 +147,17 @@ def pool_budget(
         config = config_option(spec.model)
         target = out_dir(out)
 
-        from nanobench.pool_budget import BudgetRow, budget_row, smallest_fitting
+        from nanobench.pool_budget import BudgetRow
         from nanobench.rows import as_dicts, columns
         from reports.csvio import write_rows
         from reports.pool_budget import plot_pool_budget, render_pool_budget
-        from reports.style import binary_bytes
 
         status("pricing the capture lists")
         rows, notes = [], []
         for k in spec.kernels:
-            best = smallest_fitting(config, k, **spec.budget)
-            if best is None:
-                coarsest = budget_row(
-                    config, kernel=k, width_multiple=spec.max_model_len, **spec.budget
-                )
-                raise BadInput(
-                    f"--device-memory {spec.device_memory}: no {k} capture list fits, not even "
-                    f"the coarsest ({coarsest.shapes} shapes): {coarsest.fits_detail}"
-                )
-            for multiple in spec.width_multiples if k == "reference" else spec.width_multiples[:1]:
-                row = budget_row(config, kernel=k, width_multiple=multiple, **spec.budget)
-                rows.append(
-                    replace(
-                        row,
-                        smallest_fitting_width_multiple=best.width_multiple,
-                        largest_fitting_shapes=best.shapes,
-                    )
-                )
-            if k == "reference" and spec.capture_output == "shared":
-                finest = min((r for r in rows if r.kernel == k), key=lambda r: r.width_multiple)
-                notes.append(
-                    "reference: with one shared logits buffer the pool is sized by the largest "
-                    "shape, not by the list: every width multiple needs the same "
-                    f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
-                    f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
-                    f"multiple {finest.width_multiple}: --capture-output per-graph)"
-                )
-            elif k == "reference":
-                notes.append(
-                    f"reference: the largest list that fits is width multiple "
-                    f"{best.width_multiple} ({best.shapes:,} shapes, "
-                    f"{best.kv_tokens:,} KV tokens left)"
-                )
+            priced, note = price_kernel(config, spec, k)
+            rows += priced
+            notes += [note] if note else []
         found = gates(spec, rows)
         csv_path = write_rows(target / "pool-budget.csv", as_dicts(rows), columns(BudgetRow))
         png_path = plot_pool_budget(target / "pool-budget.png", rows, model=spec.model)
@@ -201,6 +171,52 @@ def pool_budget(
             render=lambda: render_pool_budget(stdout_console(), rows, found, notes),
         )
     raise typer.Exit(code)
+
+
+def price_kernel(config, spec: PoolBudgetSpec, kernel: str) -> tuple[list, str | None]:
+    """One kernel's rows (each requested width multiple, or the one Triton list) and its note.
+
+    When no list fits at all the rows still come back, each with its shortfall: not fitting
+    is the answer to the question asked, so it is a failed gate, never bad input.
+    """
+    from nanobench.pool_budget import budget_row, smallest_fitting
+    from reports.style import binary_bytes
+
+    best = smallest_fitting(config, kernel, **spec.budget)
+    multiples = spec.width_multiples if kernel == "reference" else spec.width_multiples[:1]
+    rows = [
+        replace(
+            budget_row(config, kernel=kernel, width_multiple=multiple, **spec.budget),
+            smallest_fitting_width_multiple=None if best is None else best.width_multiple,
+            largest_fitting_shapes=None if best is None else best.shapes,
+        )
+        for multiple in multiples
+    ]
+    if best is None:
+        coarsest = budget_row(
+            config, kernel=kernel, width_multiple=spec.max_model_len, **spec.budget
+        )
+        return rows, (
+            f"{kernel}: no capture list fits {spec.device_memory} x "
+            f"{spec.gpu_memory_utilization:g}, not even the coarsest ({coarsest.shapes:,} "
+            f"shapes): short by {binary_bytes(coarsest.shortfall_bytes)}"
+        )
+    if kernel == "reference" and spec.capture_output == "shared":
+        finest = min(rows, key=lambda r: r.width_multiple)
+        return rows, (
+            "reference: with one shared logits buffer the pool is sized by the largest "
+            "shape, not by the list: every width multiple needs the same "
+            f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
+            f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
+            f"multiple {finest.width_multiple}: --capture-output per-graph)"
+        )
+    if kernel == "reference":
+        return rows, (
+            f"reference: the largest list that fits is width multiple "
+            f"{best.width_multiple} ({best.shapes:,} shapes, "
+            f"{best.kv_tokens:,} KV tokens left)"
+        )
+    return rows, None
 
 
 def gates(spec: PoolBudgetSpec, rows) -> list[Gate]:

@@ -12,7 +12,8 @@ What it is not: a probe (the CLI reads free memory on CUDA) or a recorder. The a
 figure is an estimate of a decode step's largest live set at max batch, stated as a formula.
 Invariant: every figure is an int number of bytes; a list fits when the KV pool left over holds
 at least one sequence at max_model_len (vLLM's startup rule), checked by
-`nanobench.cost.pool.check_pool_budget`.
+`nanobench.cost.pool.check_pool_budget`; a list that does not fit is a row like any other, with
+the bytes it lacks (`shortfall_bytes`, 0 exactly when it fits).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from nanobench.cost.pool import (
     kv_blocks_needed,
     kv_bytes_per_block,
     kv_bytes_per_token,
+    kv_shortfall_bytes,
     weights_bytes,
 )
 
@@ -68,6 +70,7 @@ class BudgetRow:
     kv_tokens: int
     kv_pool_bytes: int
     min_blocks: int
+    shortfall_bytes: int  # bytes the list lacks to fit (0 when it fits)
     fits: bool
     fits_detail: str
     full_batch_blocks: int
@@ -218,6 +221,7 @@ def budget_row(
         kv_tokens=blocks * block_size,
         kv_pool_bytes=blocks * per_block,
         min_blocks=min_blocks,
+        shortfall_bytes=kv_shortfall_bytes(free, per_block, min_blocks),
         fits=fits,
         fits_detail=why,
         full_batch_blocks=full_batch,

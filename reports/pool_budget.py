@@ -20,7 +20,8 @@ capture of `capture_output` holds, the fit judged on it: traced_peak_bytes + sha
 for shared, the engine's; capture_pool_per_graph_bytes for per-graph),
 capture_pool_per_graph_bytes (traced_workspace_bytes + graph_outputs_bytes: a capture keeping
 each graph's logits), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
-kv_pool_bytes, min_blocks (one sequence at max_model_len), fits, fits_detail,
+kv_pool_bytes, min_blocks (one sequence at max_model_len), shortfall_bytes (what the list
+lacks to fit: 0 exactly when it fits), fits, fits_detail,
 full_batch_blocks, full_batch_fits, capture_output, smallest_fitting_width_multiple, largest_fitting_shapes.
 """
 
@@ -102,6 +103,10 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     table.add_row("KV tokens", *[f"{r.kv_tokens:,}" for r in rows])
     table.add_row(
         "fits (>= one max_model_len sequence)", *["yes" if r.fits else "NO" for r in rows]
+    )
+    table.add_row(
+        "short by (to fit)",
+        *[binary_bytes(r.shortfall_bytes) if r.shortfall_bytes else "-" for r in rows],
     )
     table.add_row("full batch fits", *["yes" if r.full_batch_fits else "no" for r in rows])
     table.add_row(
