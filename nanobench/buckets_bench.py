@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nanobench.buckets_rows import BucketsResult, CaptureRow, RunRow, RunTrace
+from nanobench.buckets_rows import BucketsResult, CaptureRow, RecommendedRow, RunRow, RunTrace
 
 if TYPE_CHECKING:
     from nanobench.cmd_buckets import BucketsSpec
@@ -252,7 +252,53 @@ def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -
         traces.append(trace)
     status("pricing the capture list per width multiple")
     capture = [capture_row(spec, m) for m in spec.table_multiples]
-    return BucketsResult(runs=runs, capture=capture, traces=traces, spec=spec)
+    recommended = [] if spec.batches is None else recommended_rows(spec)
+    return BucketsResult(
+        runs=runs, capture=capture, traces=traces, spec=spec, recommended=recommended
+    )
+
+
+def recommended_rows(spec: BucketsSpec) -> list[RecommendedRow]:
+    """The list chosen for the trace (at most --max-graphs), then vLLM's and SGLang's on it."""
+    from engine.capture_sizes import sglang_sizes, vllm_sizes
+    from nanobench.cost.capture_list import (
+        batch_histogram,
+        computed_rows,
+        optimal_sizes,
+        pad_share,
+        padded_rows,
+        uncovered_steps,
+    )
+
+    mix = batch_histogram(spec.batches)
+    lists = {
+        "recommended": optimal_sizes(mix, spec.max_graphs),
+        "vllm": vllm_sizes(spec.max_batch),
+        "sglang": sglang_sizes(spec.max_batch),
+    }
+    rows = []
+    for name, sizes in lists.items():
+        uncovered = uncovered_steps(sizes, mix)
+        padded = padded_rows(sizes, mix)
+        covered = len(spec.batches) - uncovered
+        rows.append(
+            RecommendedRow(
+                table="recommended",
+                list_name=name,
+                capture_sizes=list(sizes),
+                graphs=len(sizes),
+                max_graphs=spec.max_graphs,
+                mix_pad_share=pad_share(sizes, mix),
+                padded_rows=padded,
+                computed_rows=computed_rows(sizes, mix),
+                mean_pad_rows=padded / covered if covered else 0.0,
+                trace_steps=len(spec.batches),
+                trace_max_rows=max(mix),
+                uncovered_steps=uncovered,
+                max_batch=spec.max_batch,
+            )
+        )
+    return rows
 
 
 def check_plans_match_arithmetic(row: RunRow) -> None:

@@ -3,7 +3,9 @@
 What it is: the command, its spec (`BucketsSpec`: every option's default and the cross-option
 rules) and its gates. It runs `nanobench.buckets_bench` on the host (a real cache and real
 plans, no weights, no compiler), prints table 1 (per run length) and table 2 (the capture list
-per width multiple, both kernels), writes `<out>/buckets.csv` and
+per width multiple, both kernels), with `--batch-trace FILE --max-graphs K` table 3 (the capture
+list chosen for the served trace, beside vLLM's and SGLang's priced on it), writes
+`<out>/buckets.csv` and
 `<out>/bucketed-decode-shape.png`, and turns the gates into an exit status under `--check`.
 What it is not: the measurement (`nanobench.buckets_bench`) or the formatting (`reports.buckets`).
 Invariant: a gate failure is exit 1 under --check and never exit 2; bad input leaves the out
@@ -20,6 +22,7 @@ from engine.config import KERNELS
 from nanobench.common import Gate, finish, gate
 from nanobench.console import run_command, stdout_console
 from nanobench.options import (
+    BatchTrace,
     BlockSize,
     CaptureRows,
     CaptureSizes,
@@ -30,6 +33,7 @@ from nanobench.options import (
     JsonOpt,
     Kernel,
     MaxBatch,
+    MaxGraphs,
     MaxModelLen,
     MaxShapes,
     MaxWaste,
@@ -73,8 +77,12 @@ class BucketsSpec:
     heads: int = 32
     max_shapes: int = 64
     max_waste: float = 0.6
-    # --capture-sizes resolved for --max-batch (validate() fills it).
+    # A CSV of served batch sizes (a `rows` column) and the graphs the list chosen for it holds.
+    batch_trace: str | None = None
+    max_graphs: int | None = None
+    # --capture-sizes resolved for --max-batch, --batch-trace read (validate() fills them).
     sizes: tuple[int, ...] | None = None
+    batches: tuple[int, ...] | None = None
 
     @property
     def width_free(self) -> bool:
@@ -142,7 +150,32 @@ class BucketsSpec:
                 f"--prompt-len {self.prompt_len}: leaves no decode step inside --capture-tokens "
                 f"{self.capture_tokens}"
             )
-        return replace(self, sizes=sizes)
+        return replace(self, sizes=sizes, batches=self._batches())
+
+    def _batches(self) -> tuple[int, ...] | None:
+        """--batch-trace read and checked against --max-graphs and --max-batch."""
+        from nanobench.errors import BadInput
+
+        if self.batch_trace is None:
+            if self.max_graphs is not None:
+                raise BadInput(
+                    f"--max-graphs {self.max_graphs}: needs --batch-trace FILE.csv, the batch "
+                    "sizes the list is chosen for"
+                )
+            return None
+        if self.max_graphs is None:
+            raise BadInput(
+                f"--batch-trace {self.batch_trace}: needs --max-graphs K, the most graphs the "
+                "recommended list may hold"
+            )
+        batches = read_batch_trace(self.batch_trace)
+        if max(batches) > self.max_batch:
+            raise BadInput(
+                f"--batch-trace {self.batch_trace}: a step of {max(batches)} rows is above "
+                f"--max-batch {self.max_batch}; pass --max-batch {max(batches)} or more (the "
+                "servers' lists are built for it)"
+            )
+        return batches
 
 
 def buckets(
@@ -161,6 +194,8 @@ def buckets(
     heads: Heads = BucketsSpec.heads,
     max_shapes: MaxShapes = BucketsSpec.max_shapes,
     max_waste: MaxWaste = BucketsSpec.max_waste,
+    batch_trace: BatchTrace = BucketsSpec.batch_trace,
+    max_graphs: MaxGraphs = BucketsSpec.max_graphs,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -173,6 +208,8 @@ def buckets(
     Example: nanobench buckets --run-lengths 8,512 --width-multiples 128,2048 --check
 
     Example: nanobench buckets --kernel triton --capture-sizes vllm --max-batch 64
+
+    Example: nanobench buckets --batch-trace served.csv --max-graphs 8 --max-batch 64
     """
     with run_command(quiet) as status:
         spec = BucketsSpec(
@@ -191,9 +228,11 @@ def buckets(
             heads=heads,
             max_shapes=max_shapes,
             max_waste=max_waste,
+            batch_trace=batch_trace,
+            max_graphs=max_graphs,
         ).validate()
 
-        from nanobench.buckets_bench import CaptureRow, RunRow, measure
+        from nanobench.buckets_bench import CaptureRow, RecommendedRow, RunRow, measure
         from nanobench.common import out_dir
         from nanobench.rows import as_dicts, columns
 
@@ -215,7 +254,8 @@ def buckets(
         status("writing the CSV and the diagram")
         # Missing cells as "" rather than None: a None makes pandas turn a column of counts
         # into floats ("8.0" steps), and each table leaves the other's columns empty.
-        keys = list(dict.fromkeys([*columns(RunRow), *columns(CaptureRow)]))
+        keys = [*columns(RunRow), *columns(CaptureRow), *columns(RecommendedRow)]
+        keys = list(dict.fromkeys(keys))
         csv_rows = [{k: r.get(k, "") for k in keys} for r in result.rows]
         csv_path = write_rows(directory / CSV_NAME, csv_rows, BUCKETS_COLUMNS)
         runs, capture, chosen = (
@@ -239,21 +279,25 @@ def buckets(
                 render_short_answer(
                     console, chosen, found, outputs, kernel=kernel, max_shapes=max_shapes
                 )
-                return
-            render_buckets(
-                console,
-                runs,
-                capture,
-                found,
-                outputs,
-                kernel=kernel,
-                max_shapes=max_shapes,
-                explicit_len=bool(max_model_len),
-            )
-            if spec.sizes is not None:
+            else:
+                render_buckets(
+                    console,
+                    runs,
+                    capture,
+                    found,
+                    outputs,
+                    kernel=kernel,
+                    max_shapes=max_shapes,
+                    explicit_len=bool(max_model_len),
+                )
+            if spec.sizes is not None and not spec.short:
                 from reports.capture_sizes import capture_sizes_table
 
                 console.print(capture_sizes_table(result.chosen))
+            if result.recommended:
+                from reports.capture_sizes import recommended_table
+
+                console.print(recommended_table(as_dicts(result.recommended)))
 
         code = finish(
             "buckets",
@@ -265,6 +309,38 @@ def buckets(
             render=render,
         )
     raise typer.Exit(code)
+
+
+def read_batch_trace(path: str) -> tuple[int, ...]:
+    """The `rows` column of a CSV, one served decode step a line: positive ints, at least one."""
+    import csv
+
+    from nanobench.errors import BadInput
+
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if "rows" not in (reader.fieldnames or ()):
+                raise BadInput(
+                    f"--batch-trace {path}: expected a CSV with a rows column (the batch size of "
+                    f"each decode step), got columns {reader.fieldnames or []}"
+                )
+            cells = [(reader.line_num, line["rows"]) for line in reader]
+    except OSError as e:
+        raise BadInput(f"--batch-trace {path}: cannot read it ({e.strerror or e})") from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise BadInput(f"--batch-trace {path}: not a text CSV ({e})") from None
+    batches = []
+    for line, cell in cells:
+        text = (cell or "").strip()
+        if not text.isdigit() or int(text) < 1:
+            raise BadInput(
+                f"--batch-trace {path}: line {line}: rows {cell!r}, expected a positive integer"
+            )
+        batches.append(int(text))
+    if not batches:
+        raise BadInput(f"--batch-trace {path}: no decode step in it (expected rows lines)")
+    return tuple(batches)
 
 
 def gates(spec: BucketsSpec, result) -> list[Gate]:
