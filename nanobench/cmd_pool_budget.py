@@ -44,6 +44,7 @@ from nanobench.options import (
     Names,
     Out,
     QuietOpt,
+    Target,
     WidthMultiples,
 )
 
@@ -66,6 +67,8 @@ class PoolBudgetSpec:
     capture_output: str = "shared"
     dtype: str = "auto"
     device: str = "cpu"
+    # module:factory or file.py:factory: the user's own step, priced per capture size.
+    target: str = ""
     # Resolved by validate(): the list's rows, the device's bytes, the concrete dtype.
     sizes: tuple[int, ...] | None = None
     device_bytes: int = 0
@@ -79,6 +82,10 @@ class PoolBudgetSpec:
         if self.max_model_len < 1:
             raise BadInput(f"--max-model-len {self.max_model_len}: expected a positive integer")
         device_option(self.device)
+        if self.target:
+            from nanobench.targets import target_option
+
+            target_option(self.target)
         return replace(
             self,
             dtype=dtype_option(self.dtype, self.model, self.device),
@@ -114,6 +121,7 @@ def pool_budget(
     capture_output: CaptureOutput = PoolBudgetSpec.capture_output,
     dtype: Dtype = PoolBudgetSpec.dtype,
     device: Device = PoolBudgetSpec.device,
+    target: Target = PoolBudgetSpec.target,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -128,6 +136,8 @@ def pool_budget(
     Example: nanobench pool-budget --capture-sizes vllm --max-batch 64 --kernels triton
 
     Example: nanobench pool-budget --capture-output per-graph --width-multiples 128,2048
+
+    Example: nanobench pool-budget --target my_step.py:factory --capture-sizes 1,8,64,256
     """
     with run_command(quiet) as status:
         spec = PoolBudgetSpec(
@@ -143,7 +153,10 @@ def pool_budget(
             capture_output=capture_output,
             dtype=dtype,
             device=device,
+            target=target,
         ).validate()
+        if spec.target:
+            raise typer.Exit(target_budget(spec, out_dir(out), status, json_mode, check))
         config = config_option(spec.model)
         target = out_dir(out)
 
@@ -171,6 +184,73 @@ def pool_budget(
             render=lambda: render_pool_budget(stdout_console(), rows, found, notes),
         )
     raise typer.Exit(code)
+
+
+def target_budget(spec: PoolBudgetSpec, directory, status, json_mode: bool, check: bool) -> int:
+    """--target: the user's step priced per capture size on the meta device, then the fit.
+
+    Each size builds the target at that many rows with prompt_len = max_model_len - 1 and one
+    step, and prices step 0: the last position of a full context, the widest step it takes.
+    """
+    from engine.buckets import DecodeBuckets
+    from nanobench.memory.target_memory import list_memory
+    from nanobench.pool_budget import TargetFitRow, TargetSizeRow, target_rows
+    from nanobench.rows import as_dicts, columns
+    from reports.csvio import write_rows
+    from reports.pool_budget import plot_target_budget, render_target_budget
+
+    ladder = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.max_model_len, True).rows
+    sizes = spec.sizes or ladder
+    status(f"pricing {spec.target} at {len(sizes)} capture sizes on the meta device")
+    memory = list_memory(
+        spec.target,
+        tuple(sizes),
+        prompt_len=spec.max_model_len - 1,
+        steps=1,
+        dtype=spec.dtype,
+        model=spec.model,
+        as_device=spec.device,
+    )
+    per_size, fit = target_rows(
+        spec.target,
+        memory,
+        device_bytes=spec.device_bytes,
+        utilization=spec.gpu_memory_utilization,
+        dtype=spec.dtype,
+    )
+    found = [Gate("check_pool_budget[target]", fit.fits, target_fit_detail(fit))]
+    rows = [*per_size, fit]
+    keys = list(dict.fromkeys([*columns(TargetSizeRow), *columns(TargetFitRow)]))
+    csv_path = write_rows(directory / "pool-budget.csv", as_dicts(rows), keys)
+    png_path = plot_target_budget(directory / "pool-budget.png", per_size, fit)
+    return finish(
+        "pool-budget",
+        as_dicts(rows),
+        found,
+        {"csv": str(csv_path), "png": str(png_path)},
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_target_budget(stdout_console(), per_size, fit, found),
+    )
+
+
+def target_fit_detail(fit) -> str:
+    """The fit gate's line: every byte figure through the one formatter."""
+    from reports.style import binary_bytes
+
+    need = (
+        f"state {binary_bytes(fit.state_bytes)} + shared pool "
+        f"{binary_bytes(fit.shared_pool_bytes)} + outputs {binary_bytes(fit.outputs_bytes)} = "
+        f"{binary_bytes(fit.need_bytes)} against {binary_bytes(fit.device_bytes)} x "
+        f"{fit.utilization:g} = {binary_bytes(fit.usable_bytes)}"
+    )
+    if fit.fits:
+        return f"{need}: fits"
+    largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"
+    return (
+        f"{need}: short by {binary_bytes(fit.shortfall_bytes)}; the largest list that fits is "
+        f"{largest}"
+    )
 
 
 def price_kernel(config, spec: PoolBudgetSpec, kernel: str) -> tuple[list, str | None]:

@@ -255,3 +255,90 @@ def smallest_fitting(model: ModelConfig, kernel: str, **budget) -> BudgetRow | N
         if row.fits:
             return row
     return None
+
+
+# -- a --target's capture list (nanobench.memory.target_memory) -------------------------------
+
+
+@dataclass(frozen=True)
+class TargetSizeRow:
+    """One capture size of the user's step, priced on the meta device."""
+
+    table: str  # "size"
+    target: str
+    rows: int
+    state_bytes: int  # what the factory left allocated at this many rows
+    workspace_bytes: int  # the step's transient peak: what a graph's pool must hold
+    outputs_bytes: int  # what the step returns: what a recorded graph keeps
+    peak_bytes: int
+    allocations: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TargetFitRow:
+    """The user's capture list against a device: state + shared pool + outputs under the cap."""
+
+    table: str  # "fit"
+    target: str
+    capture_sizes: list[int]
+    graphs: int
+    state_bytes: int  # at the largest size: one set of weights and caches serves every graph
+    shared_pool_bytes: int  # the largest workspace
+    private_pools_bytes: int  # every workspace summed (a pool per graph)
+    outputs_bytes: int  # summed per graph, or one buffer when the target declares it shared
+    shared_output: bool
+    need_bytes: int  # state + shared pool + outputs
+    device_bytes: int
+    utilization: float
+    usable_bytes: int
+    fits: bool
+    shortfall_bytes: int  # need - usable when it does not fit, else 0
+    largest_fitting_sizes: list[int]  # the longest prefix of the list that fits
+    dtype: str
+
+
+def target_rows(
+    spec: str, memory, *, device_bytes: int, utilization: float, dtype: str
+) -> tuple[list[TargetSizeRow], TargetFitRow]:
+    """The per-size rows and the fit row of a `TargetListMemory`."""
+    import math
+
+    from nanobench.memory.target_memory import largest_fitting
+
+    sizes = [
+        TargetSizeRow(
+            table="size",
+            target=spec,
+            rows=s.rows,
+            state_bytes=s.state_bytes,
+            workspace_bytes=s.workspace_bytes,
+            outputs_bytes=s.outputs_bytes,
+            peak_bytes=s.peak_bytes,
+            allocations=s.allocations,
+            dtype=dtype,
+        )
+        for s in memory.sizes
+    ]
+    usable = math.floor(device_bytes * utilization)
+    need = memory.total_bytes
+    fit = TargetFitRow(
+        table="fit",
+        target=spec,
+        capture_sizes=[s.rows for s in memory.sizes],
+        graphs=len(memory.sizes),
+        state_bytes=memory.state_bytes,
+        shared_pool_bytes=memory.shared_pool_bytes,
+        private_pools_bytes=memory.private_pools_bytes,
+        outputs_bytes=memory.outputs_bytes,
+        shared_output=memory.shared_output,
+        need_bytes=need,
+        device_bytes=device_bytes,
+        utilization=utilization,
+        usable_bytes=usable,
+        fits=need <= usable,
+        shortfall_bytes=max(0, need - usable),
+        largest_fitting_sizes=list(largest_fitting(memory, usable)),
+        dtype=dtype,
+    )
+    return sizes, fit
