@@ -269,6 +269,7 @@ class TargetSizeRow:
     rows: int
     state_bytes: int  # what the factory left allocated at this many rows
     workspace_bytes: int  # the step's transient peak: what a graph's pool must hold
+    reserved_bytes: int  # the segments a private pool for this step reserves (allocator model)
     outputs_bytes: int  # what the step returns: what a recorded graph keeps
     peak_bytes: int
     allocations: int
@@ -286,6 +287,8 @@ class TargetFitRow:
     state_bytes: int  # at the largest size: one set of weights and caches serves every graph
     shared_pool_bytes: int  # the largest workspace
     private_pools_bytes: int  # every workspace summed (a pool per graph)
+    shared_pool_reserved_bytes: int  # segments one pool reserves for the whole list
+    private_pools_reserved_bytes: int  # segments a pool per graph reserves, summed
     outputs_bytes: int  # summed per graph, or one buffer when the target declares it shared
     shared_output: bool
     need_bytes: int  # state + shared pool + outputs
@@ -304,6 +307,7 @@ def target_rows(
     """The per-size rows and the fit row of a `TargetListMemory`."""
     import math
 
+    from nanobench.memory.reserved import reserved_bytes
     from nanobench.memory.target_memory import largest_fitting
 
     sizes = [
@@ -313,6 +317,7 @@ def target_rows(
             rows=s.rows,
             state_bytes=s.state_bytes,
             workspace_bytes=s.workspace_bytes,
+            reserved_bytes=reserved_bytes(s.events),
             outputs_bytes=s.outputs_bytes,
             peak_bytes=s.peak_bytes,
             allocations=s.allocations,
@@ -330,6 +335,8 @@ def target_rows(
         state_bytes=memory.state_bytes,
         shared_pool_bytes=memory.shared_pool_bytes,
         private_pools_bytes=memory.private_pools_bytes,
+        shared_pool_reserved_bytes=memory.shared_reserved_bytes,
+        private_pools_reserved_bytes=memory.private_reserved_bytes,
         outputs_bytes=memory.outputs_bytes,
         shared_output=memory.shared_output,
         need_bytes=need,

@@ -187,13 +187,14 @@ def render_target_budget(console, sizes: list, fit, gates) -> None:
             f"(prompt max_model_len - 1, one step)"
         )
     )
-    for name in ("rows", "state", "workspace", "outputs", "peak", "allocations"):
+    for name in ("rows", "state", "workspace", "reserved", "outputs", "peak", "allocations"):
         table.add_column(name, justify="right")
     for r in sizes:
         table.add_row(
             f"{r.rows:,}",
             binary_bytes(r.state_bytes),
             binary_bytes(r.workspace_bytes),
+            binary_bytes(r.reserved_bytes),
             binary_bytes(r.outputs_bytes),
             binary_bytes(r.peak_bytes),
             f"{r.allocations:,}",
@@ -206,6 +207,12 @@ def render_target_budget(console, sizes: list, fit, gates) -> None:
         f"{binary_bytes(fit.private_pools_bytes)}) + outputs {binary_bytes(fit.outputs_bytes)} "
         f"({outputs}) = {binary_bytes(fit.need_bytes)}; cap {binary_bytes(fit.device_bytes)} x "
         f"{fit.utilization:g} = {binary_bytes(fit.usable_bytes)}",
+        markup=False,
+    )
+    console.print(
+        f"reserved (caching-allocator model): one shared pool "
+        f"{binary_bytes(fit.shared_pool_reserved_bytes)}, a pool per graph "
+        f"{binary_bytes(fit.private_pools_reserved_bytes)}",
         markup=False,
     )
     largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"

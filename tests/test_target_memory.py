@@ -215,7 +215,12 @@ def test_a_70b_gptfast_step_prices_under_a_minute_writing_nothing(tmp_path):
     assert abs(sizes[0]["state_bytes"] - hand) <= 0.01 * hand
     work = [r["workspace_bytes"] for r in sizes]
     assert work[0] < work[1] < work[2] < work[3]
+    # Reserved beside live: whole 2 MiB-multiple segments, at least the live peak.
+    for r in sizes:
+        assert r["reserved_bytes"] % (2 << 20) == 0 and r["reserved_bytes"] >= r["peak_bytes"]
     (fit,) = [r for r in rows if r["table"] == "fit"]
     assert fit["fits"] is False and fit["largest_fitting_sizes"] == []
     assert fit["shortfall_bytes"] == fit["need_bytes"] - fit["usable_bytes"] > 0
     assert fit["need_bytes"] == sizes[-1]["state_bytes"] + work[-1] + fit["outputs_bytes"]
+    assert sizes[-1]["reserved_bytes"] <= fit["shared_pool_reserved_bytes"]
+    assert fit["shared_pool_reserved_bytes"] <= fit["private_pools_reserved_bytes"]

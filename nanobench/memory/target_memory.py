@@ -84,6 +84,21 @@ class TargetListMemory:
         return max(outputs) if self.shared_output else sum(outputs)
 
     @property
+    def shared_reserved_bytes(self) -> int:
+        """Segments one pool reserves when every graph records into it, the largest first (as
+        vLLM captures), each graph's outputs staying allocated while the next records."""
+        from nanobench.memory.reserved import shared_reserved_bytes
+
+        return shared_reserved_bytes([s.events for s in reversed(self.sizes)])
+
+    @property
+    def private_reserved_bytes(self) -> int:
+        """Segments a pool per graph reserves, summed."""
+        from nanobench.memory.reserved import reserved_bytes
+
+        return sum(reserved_bytes(s.events) for s in self.sizes)
+
+    @property
     def total_bytes(self) -> int:
         """state + shared pool + outputs: what the capture list needs beside nothing else."""
         return self.state_bytes + self.shared_pool_bytes + self.outputs_bytes
