@@ -35,7 +35,7 @@ def gptfast_state_bytes(args, rows: int, cache_len: int, prompt_len: int, steps:
     layer += 3 * args.dim * args.intermediate_size + 2 * args.dim  # w1, w3, w2, two norms
     weights = 2 * args.vocab_size * args.dim + args.n_layer * layer + args.dim
     caches = args.n_layer * 2 * rows * kv * cache_len * d
-    freqs = args.block_size * (d // 2) * 2
+    freqs = max(args.block_size, cache_len) * (d // 2) * 2
     mask_bytes = cache_len * cache_len  # bool
     ids_bytes = rows * (prompt_len + steps) * 8  # int64
     return (weights + caches + freqs) * nbytes + mask_bytes + ids_bytes
@@ -224,3 +224,33 @@ def test_a_70b_gptfast_step_prices_under_a_minute_writing_nothing(tmp_path):
     assert fit["need_bytes"] == sizes[-1]["state_bytes"] + work[-1] + fit["outputs_bytes"]
     assert sizes[-1]["reserved_bytes"] <= fit["shared_pool_reserved_bytes"]
     assert fit["shared_pool_reserved_bytes"] <= fit["private_pools_reserved_bytes"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="records a CUDA graph")
+def test_a_recorded_graphs_reserved_growth_sits_beside_the_priced_figures():
+    from nanobench.gpu_capture import check_target_reserved
+
+    found = [check_target_reserved(f"{GPTFAST}:small", rows) for rows in (8, 64)]
+    for row in found:
+        assert row["measured_reserved_bytes"] >= row["traced_peak_bytes"] > 0, row
+        assert row["measured_reserved_bytes"] % (2 << 20) == 0, row
+        assert row["model_reserved_bytes"] % (2 << 20) == 0, row
+    assert found[0]["traced_workspace_bytes"] < found[1]["traced_workspace_bytes"]
+
+
+def test_the_gpu_checks_target_rows_fail_in_one_line_without_a_device(monkeypatch):
+    import nanobench.gpu_capture as gpu_capture
+    import nanobench.gpu_check as gpu_check
+
+    def refuse(spec, rows):
+        raise RuntimeError(f"no CUDA for {rows} rows\nsecond line")
+
+    monkeypatch.setattr(gpu_capture, "check_target_reserved", refuse)
+    rows = list(gpu_check.target_memory_rows())
+    assert [r["ok"] for r in rows] == [False, False]
+    assert [r["detail"] for r in rows] == [
+        "RuntimeError: no CUDA for 8 rows",
+        "RuntimeError: no CUDA for 64 rows",
+    ]
+    assert all(r["check"] == "target-memory" for r in rows)

@@ -154,7 +154,9 @@ class Transformer(nn.Module):
             b.attention.kv_cache = KVCache(
                 max_batch_size, max_seq_length, args.n_local_heads, args.head_dim, dtype
             )
-        self.freqs_cis = precompute_freqs_cis(args.block_size, args.head_dim, args.rope_base, dtype)
+        # Positions past block_size would index freqs_cis out of range (meta never checks).
+        rope_len = max(args.block_size, max_seq_length)
+        self.freqs_cis = precompute_freqs_cis(rope_len, args.head_dim, args.rope_base, dtype)
         self.causal_mask = torch.tril(torch.ones(max_seq_length, max_seq_length, dtype=torch.bool))
 
     def forward(self, idx, input_pos):  # idx (B, S); input_pos (S,)
