@@ -62,6 +62,7 @@ from nanobench.options import (
     Rounds,
     Rows,
     RunLengths,
+    Target,
     UpFront,
     WidthMultiple,
     WidthMultiples,
@@ -93,6 +94,8 @@ class CaptureSpec:
     rel_ci: float = REL_CI
     budget_s: float = BUDGET_S  # shared by every run length
     out: str = "nanobench-out"
+    # module:factory or file.py:factory: the user's own step, its capture memory priced per size.
+    target: str = ""
     # Resolved by validate(): the concrete dtype and the capture list's rows.
     sizes: tuple[int, ...] | None = None
 
@@ -100,6 +103,10 @@ class CaptureSpec:
         """Cross-option rules; returns the spec with dtype and the list's rows resolved."""
         device_option(self.device)
         self.round_plan()
+        if self.target:
+            from nanobench.targets import target_option
+
+            target_option(self.target)
         return replace(
             self,
             dtype=dtype_option(self.dtype, self.model, self.device),
@@ -132,6 +139,7 @@ def capture(
     rel_ci: RelCi = CaptureSpec.rel_ci,
     budget_s: BudgetS = CaptureSpec.budget_s,
     out: Out = CaptureSpec.out,
+    target: Target = CaptureSpec.target,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -146,6 +154,8 @@ def capture(
     Example: nanobench capture --capture-sizes vllm --capture-rows 64 --width-multiples 128,512
 
     Example: nanobench capture --kernel triton --heads 32 --check
+
+    Example: nanobench capture --target my_step.py:factory --capture-sizes 1,8,64
     """
     with run_command(quiet) as status:
         spec = CaptureSpec(
@@ -168,7 +178,15 @@ def capture(
             rel_ci=rel_ci,
             budget_s=budget_s,
             out=out,
+            target=target,
         ).validate()
+        if spec.target:
+            from nanobench.memory.target_capture import capture_target
+
+            code = capture_target(
+                spec, target, out_dir(out), status, json_mode=json_mode, check=check
+            )
+            raise typer.Exit(code)
         dtype = spec.dtype
         directory, config = model_option(model)
         fits_option(config, dtype, device)

@@ -180,11 +180,12 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
         plt.close(fig)
 
 
-def render_target_budget(console, sizes: list, fit, gates) -> None:
+def render_target_sizes(console, sizes: list, pool) -> None:
+    """The per-size table and the list's pool lines (`pool`: a fit or a pool row)."""
     table = Table(
         title=(
-            f"{fit.target}: capture memory per size, {fit.dtype}, priced on the meta device "
-            f"(prompt max_model_len - 1, one step)"
+            f"{pool.target}: capture memory per size, {pool.dtype}, priced on the meta device "
+            f"(a full context, one step)"
         )
     )
     for name in ("rows", "state", "workspace", "reserved", "outputs", "peak", "allocations"):
@@ -200,19 +201,27 @@ def render_target_budget(console, sizes: list, fit, gates) -> None:
             f"{r.allocations:,}",
         )
     console.print(table)
-    outputs = "one shared buffer" if fit.shared_output else "summed per graph"
+    outputs = "one shared buffer" if pool.shared_output else "summed per graph"
     console.print(
-        f"list {','.join(map(str, fit.capture_sizes))}: state {binary_bytes(fit.state_bytes)} "
-        f"(largest size) + shared pool {binary_bytes(fit.shared_pool_bytes)} (private pools "
-        f"{binary_bytes(fit.private_pools_bytes)}) + outputs {binary_bytes(fit.outputs_bytes)} "
-        f"({outputs}) = {binary_bytes(fit.need_bytes)}; cap {binary_bytes(fit.device_bytes)} x "
-        f"{fit.utilization:g} = {binary_bytes(fit.usable_bytes)}",
+        f"list {','.join(map(str, pool.capture_sizes))}: state {binary_bytes(pool.state_bytes)} "
+        f"(largest size), shared pool {binary_bytes(pool.shared_pool_bytes)} (private pools "
+        f"{binary_bytes(pool.private_pools_bytes)}), outputs {binary_bytes(pool.outputs_bytes)} "
+        f"({outputs})",
         markup=False,
     )
     console.print(
         f"reserved (caching-allocator model): one shared pool "
-        f"{binary_bytes(fit.shared_pool_reserved_bytes)}, a pool per graph "
-        f"{binary_bytes(fit.private_pools_reserved_bytes)}",
+        f"{binary_bytes(pool.shared_pool_reserved_bytes)}, a pool per graph "
+        f"{binary_bytes(pool.private_pools_reserved_bytes)}",
+        markup=False,
+    )
+
+
+def render_target_budget(console, sizes: list, fit, gates) -> None:
+    render_target_sizes(console, sizes, fit)
+    console.print(
+        f"need state + shared pool + outputs = {binary_bytes(fit.need_bytes)}; cap "
+        f"{binary_bytes(fit.device_bytes)} x {fit.utilization:g} = {binary_bytes(fit.usable_bytes)}",
         markup=False,
     )
     largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"

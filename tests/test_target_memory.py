@@ -21,6 +21,7 @@ from nanobench.cli import app
 from nanobench.errors import BadInput
 from nanobench.memory.target_memory import TargetListMemory, largest_fitting, size_memory
 from nanobench.targets import make_target
+from reports.style import binary_bytes
 from tests.corpus.memory_gptfast import LLAMA3_70B, TINY
 
 GPTFAST = "tests/corpus/memory_gptfast.py"
@@ -254,3 +255,41 @@ def test_the_gpu_checks_target_rows_fail_in_one_line_without_a_device(monkeypatc
         "RuntimeError: no CUDA for 64 rows",
     ]
     assert all(r["check"] == "target-memory" for r in rows)
+
+
+def test_capture_target_prices_each_size_and_combines_them(tmp_path):
+    args = ["capture", "--target", f"{GPTFAST}:small", "--capture-sizes", "1,4,16"]
+    args += ["--capture-tokens", "128", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    sizes = [r for r in rows if r["table"] == "size"]
+    (pool,) = [r for r in rows if r["table"] == "pool"]
+    for r in sizes:
+        own, _ = size_memory(f"{GPTFAST}:small", rows=r["rows"], prompt_len=127, steps=1,
+                             dtype="float32")  # fmt: skip
+        assert (r["state_bytes"], r["workspace_bytes"], r["outputs_bytes"]) == (
+            own.state_bytes, own.workspace_bytes, own.outputs_bytes
+        )  # fmt: skip
+    work = [r["workspace_bytes"] for r in sizes]
+    assert pool["shared_pool_bytes"] == max(work) and pool["private_pools_bytes"] == sum(work)
+    assert pool["outputs_bytes"] == sum(r["outputs_bytes"] for r in sizes) == 21 * 1024
+    assert pool["capture_bytes"] == max(work) + pool["outputs_bytes"]
+    assert (tmp_path / "capture-target.csv").exists()
+    table = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "Traceback" not in table.output
+    assert "outputs 21.0 KiB (summed per graph)" in table.stdout
+
+
+def test_pool_budget_target_table_shows_the_json_figures(tmp_path):
+    args = ["pool-budget", "--target", f"{GPTFAST}:small", "--capture-sizes", "1,2,8"]
+    args += ["--max-model-len", "128", "--device-memory", "1MiB", "--out", str(tmp_path)]
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    (fit,) = [r for r in doc["rows"] if r["table"] == "fit"]
+    # 1 MiB x 0.9 holds the list up to 2 rows (669 KiB) but not to 8 (1.2 MiB).
+    assert fit["fits"] is False and fit["largest_fitting_sizes"] == [1, 2]
+    table = CliRunner().invoke(app, [*args, "--check"], env={"COLUMNS": "200"})
+    assert table.exit_code == 1 and "Traceback" not in table.output
+    assert f"need state + shared pool + outputs = {binary_bytes(fit['need_bytes'])}" in table.stdout
+    assert "largest capture list that fits: 1,2" in table.stdout
+    assert f"short by {binary_bytes(fit['shortfall_bytes'])}" in table.stdout
