@@ -293,3 +293,31 @@ def test_pool_budget_target_table_shows_the_json_figures(tmp_path):
     assert f"need state + shared pool + outputs = {binary_bytes(fit['need_bytes'])}" in table.stdout
     assert "largest capture list that fits: 1,2" in table.stdout
     assert f"short by {binary_bytes(fit['shortfall_bytes'])}" in table.stdout
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_transformers_static_cache_prices_on_meta_as_on_real_tensors(rows):
+    protocol = {"rows": rows, "prompt_len": 15, "steps": 1, "dtype": "float32"}
+    meta, _ = size_memory("tests/corpus/memory_hf.py:static", **protocol)
+    real, _ = size_memory("tests/corpus/memory_hf.py:static", device="cpu", **protocol)
+    for key in ("state_bytes", "workspace_bytes", "outputs_bytes", "peak_bytes", "allocations"):
+        assert getattr(meta, key) == getattr(real, key), key
+    # By hand: embed and head 128 x 64, per layer q, o 64^2, k, v 64 x 32, MLP 3 x 64 x 96,
+    # two norms, the final norm; the static cache 2 layers x K, V x rows x 2 heads x 16 x 16;
+    # the token ids (rows, 16) int64; the rotary inv_freq and original_inv_freq (8 fp32 each).
+    weights = 2 * 128 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96 + 2 * 64) + 64
+    cache = 2 * 2 * rows * 2 * 16 * 16
+    assert meta.state_bytes == (weights + cache + 2 * 8) * 4 + rows * 16 * 8
+    assert meta.outputs_bytes == rows * 128 * 4  # (B, 1, vocab) fp32 logits
+
+
+def test_the_builtin_hf_static_target_is_refused_on_meta_with_the_remedy():
+    from nanobench.common import model_option
+
+    directory, _ = model_option("tiny")
+    with pytest.raises(BadInput) as info:
+        size_memory("hf-static", rows=1, prompt_len=7, steps=1, dtype="float32",
+                    model=str(directory))  # fmt: skip
+    text = str(info.value)
+    assert "the factory cannot run on the meta device" in text and "from_pretrained" in text
+    assert "build the model from its config" in text and "\n" not in text

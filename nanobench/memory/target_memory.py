@@ -277,9 +277,14 @@ def _remedy(exc: BaseException) -> str:
             "it opens a file: build the step from its shapes (priced bytes need no weights) "
             "or open the file outside the factory"
         )
-    if any(word in text for word in ("meta", "item", "data-dependent", "value")):
+    if any(word in text for word in ("item", "tolist", "data-dependent", "cannot be called")):
         return (
             "it reads a tensor's value on the host (.item(), .tolist(), int(), print, a branch "
             "on a value): keep values on the device, or derive them from the protocol's ints"
+        )
+    if "meta" in text:
+        return (
+            "it refuses the meta device: build the model from its config, not from weights "
+            "(transformers: from_config, not from_pretrained); pricing needs shapes only"
         )
     return "make it run on device='meta' (tensors with shapes and no values)"
