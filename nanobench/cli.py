@@ -10,14 +10,14 @@ from typing import Annotated
 import typer
 
 from nanobench import __version__
-from nanobench.cmd_buckets import buckets
-from nanobench.cmd_capture import capture
-from nanobench.cmd_compile import compile_command
-from nanobench.cmd_decode import decode_command
-from nanobench.cmd_explain import explain
-from nanobench.cmd_pool_budget import pool_budget
-from nanobench.cmd_sweep import sweep
-from nanobench.console import OneLineErrors
+from nanobench.buckets.command import buckets
+from nanobench.capture.command import capture
+from nanobench.compile.command import compile_command
+from nanobench.decode.command import decode_command
+from nanobench.explain.command import explain
+from nanobench.pool_budget.command import pool_budget
+from nanobench.sweep.command import sweep
+from nanobench.harness.console import OneLineErrors
 
 app = typer.Typer(
     name="nanobench",

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from nanobench.capture_rows import (
+from nanobench.capture.rows import (
     CaptureRow,
     HeldRow,
     PoolRow,
@@ -50,8 +50,8 @@ from nanobench.capture_rows import (
     WorkspaceRow,
     capture_columns,
 )
-from nanobench.common import gate_mark
-from nanobench.rows import as_dicts
+from nanobench.harness.common import gate_mark
+from nanobench.harness.rows import as_dicts
 from reports.csvio import save_figure, write_rows
 from reports.style import binary_bytes, colour
 

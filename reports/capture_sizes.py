@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from nanobench.buckets_rows import CaptureRow
+    from nanobench.buckets.rows import CaptureRow
 
 # One line per size for short lists; a long ladder (vLLM at 512 rows has 51) keeps its ends.
 MAX_LINES = 24

@@ -1,7 +1,7 @@
 """The compile sweep's outputs: CSV columns, the terminal table and `compiled-decode.png`.
 
 What it is: `render_compile` and `draw_compiled_decode`, over the sweep's typed rows (the CSV's
-columns are the row type's fields, `nanobench.compile_rows.CompileRow`, documented there).
+columns are the row type's fields, `nanobench.compile.rows.CompileRow`, documented there).
 What it is not: measurement. Every number drawn here comes from the measured rows.
 Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value.
 """

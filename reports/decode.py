@@ -1,7 +1,7 @@
 """The decode comparison's outputs: the terminal table and `decode.png`.
 
 What it is: `render_decode` and `draw_decode`, over rows with the fields of
-`nanobench.decode_rows.DecodeRow` (read as attributes; that type's fields are the CSV's columns).
+`nanobench.decode.rows.DecodeRow` (read as attributes; that type's fields are the CSV's columns).
 What it is not: measurement. Every number drawn here comes from the measured rows, the floor
 included (the bytes a step reads over the bandwidth the probe measured in the same run).
 Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value;

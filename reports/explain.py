@@ -1,6 +1,6 @@
 """Terminal tables for `nanobench explain`: one row per depth, then the break reasons.
 
-What it is: `render_explain`, over `nanobench.explain.ExplainRow`s (their fields are the JSON's).
+What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields are the JSON's).
 What it is not: explaining; nothing here runs dynamo.
 Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed.
 """
@@ -35,9 +35,9 @@ def render_explain(console, rows: list, verdict: str, gates) -> None:
     if len(rows) > 1:
         console.print(f"break scaling: {verdict}")
     last = rows[-1]
-    at = last.path if last.layers is None else f"{last['layers']} layers"
+    at = last.path if last.layers is None else f"{last.layers} layers"
     if last.target:
-        console.print(f"target: {last['target']}", markup=False)
+        console.print(f"target: {last.target}", markup=False)
     if last.break_reasons:
         reasons = Table(title=f"break reasons at {at}")
         for col in ("count", "reason", "frame", "source"):

@@ -4,14 +4,14 @@ What it is: a stacked breakdown table (one column per
 kernel and width multiple) and `pool-budget.png`, a stacked bar per kernel and width multiple;
 for `--target`, `render_target_budget` (a row per capture size: state, workspace, outputs; then
 the fit) and `plot_target_budget` (state, pool and outputs stacked per list prefix, beside the cap).
-What it is not: the arithmetic (that is `nanobench.pool_budget`); it never imports the engine.
+What it is not: the arithmetic (that is `nanobench.pool_budget.budget`); it never imports the engine.
 Invariant: the stack of each bar sums to the device total: weights, the capture pool (as the
 engine records it: the largest traced peak, logits copied out), its one shared logits buffer,
 activations, slot table and inputs, the KV pool, the remainder under the utilisation
 cap, and the headroom above it. When the list does not fit, the KV pool is 0 and the stack
 itself rises past the cap line by the overrun.
 
-pool-budget.csv's columns are `nanobench.pool_budget.BudgetRow`'s fields: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
+pool-budget.csv's columns are `nanobench.pool_budget.budget.BudgetRow`'s fields: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
 weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the
 formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
 workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -

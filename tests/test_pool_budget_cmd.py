@@ -16,11 +16,11 @@ import typer
 from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
-from nanobench.capture_memory import decode_memory
 from nanobench.cli import app as cli_app
 from nanobench.cost.capture import shared_pool_bytes
 from nanobench.cost.pool import parse_bytes
-from nanobench.pool_budget import (
+from nanobench.memory.decode_workspace import decode_memory
+from nanobench.pool_budget.budget import (
     budget_row,
     candidate_multiples,
     decode_activation_bytes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.remedies import Growth, remedies_for, width_multiple_for
+from nanobench.harness.remedies import Growth, remedies_for, width_multiple_for
 
 INT_BREAK = {
     "reason": "Unsupported Tensor.item() call with capture_scalar_outputs=False",

@@ -2,7 +2,7 @@
 
 Independent sources: hand counts of a gpt-fast-style model's weights and caches, the same
 tracker over real tensors, the profiler's allocation events, and the engine's own traced
-figures (`nanobench.capture_memory`, checked in test_capture_memory.py) for the engine run
+figures (`nanobench.memory.decode_workspace`, checked in test_capture_memory.py) for the engine run
 through a factory.
 """
 
@@ -15,12 +15,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from nanobench.capture_memory import decode_memory
-from nanobench.capture_memory_check import profiled_peak_bytes
 from nanobench.cli import app
-from nanobench.errors import BadInput
+from nanobench.gpu.memory_check import profiled_peak_bytes
+from nanobench.harness.errors import BadInput
+from nanobench.harness.targets import make_target
+from nanobench.memory.decode_workspace import decode_memory
 from nanobench.memory.target_memory import TargetListMemory, largest_fitting, size_memory
-from nanobench.targets import make_target
 from reports.style import binary_bytes
 from tests.corpus.memory_gptfast import LLAMA3_70B, TINY
 
@@ -230,7 +230,7 @@ def test_a_70b_gptfast_step_prices_under_a_minute_writing_nothing(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="records a CUDA graph")
 def test_a_recorded_graphs_reserved_growth_sits_beside_the_priced_figures():
-    from nanobench.gpu_capture import check_target_reserved
+    from nanobench.gpu.capture import check_target_reserved
 
     found = [check_target_reserved(f"{GPTFAST}:small", rows) for rows in (8, 64)]
     for row in found:
@@ -241,8 +241,8 @@ def test_a_recorded_graphs_reserved_growth_sits_beside_the_priced_figures():
 
 
 def test_the_gpu_checks_target_rows_fail_in_one_line_without_a_device(monkeypatch):
-    import nanobench.gpu_capture as gpu_capture
-    import nanobench.gpu_check as gpu_check
+    import nanobench.gpu.capture as gpu_capture
+    import nanobench.gpu.check as gpu_check
 
     def refuse(spec, rows):
         raise RuntimeError(f"no CUDA for {rows} rows\nsecond line")
@@ -312,7 +312,7 @@ def test_transformers_static_cache_prices_on_meta_as_on_real_tensors(rows):
 
 
 def test_the_builtin_hf_static_target_is_refused_on_meta_with_the_remedy():
-    from nanobench.common import model_option
+    from nanobench.harness.common import model_option
 
     directory, _ = model_option("tiny")
     with pytest.raises(BadInput) as info:

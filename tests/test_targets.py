@@ -10,8 +10,8 @@ import torch
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.errors import BadInput
-from nanobench.targets import (
+from nanobench.harness.errors import BadInput
+from nanobench.harness.targets import (
     TargetError,
     growing_dims,
     inputs_at,
@@ -163,7 +163,7 @@ def test_compile_refuses_a_bad_target_before_any_worker(step_file, tmp_path, mon
     def measuring(*args, **kwargs):
         raise AssertionError("a worker started before validation")
 
-    monkeypatch.setattr("nanobench.fresh.run_fresh", measuring)
+    monkeypatch.setattr("nanobench.harness.fresh.run_fresh", measuring)
     out = ["--out", str(tmp_path / "o")]
     for args, needle in (
         (["--target", f"{step_file}:missing"], "missing: steps"),

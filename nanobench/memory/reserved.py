@@ -11,7 +11,7 @@ bytes only grow. `reserved_bytes(events)` replays an allocation sequence (the tr
 (serial, +bytes / -bytes) events) on a fresh pool: what a graph's private pool reserves, which
 holds whole segments. Several sequences replayed on one allocator are graphs sharing one pool.
 What it is not: the allocator itself: no streams, no `max_split_size_mb`, no expandable
-segments, no garbage collection threshold; `nanobench.gpu_capture` measures the real growth.
+segments, no garbage collection threshold; `nanobench.gpu.capture` measures the real growth.
 Invariant: reserved bytes are a sum of whole segments, at least the rounded live bytes at
 their peak, and never shrink.
 """

@@ -35,11 +35,11 @@ class TargetPoolRow:
 def capture_target(spec, target: str, directory, status, *, json_mode: bool, check: bool) -> int:
     """Price `target` over the capture list of a `CaptureSpec`; returns the exit code."""
     from engine.buckets import DecodeBuckets
-    from nanobench.common import finish
-    from nanobench.console import stdout_console
+    from nanobench.harness.common import finish
+    from nanobench.harness.console import stdout_console
+    from nanobench.harness.rows import as_dicts, columns
     from nanobench.memory.target_memory import list_memory
-    from nanobench.pool_budget import TargetSizeRow, target_rows
-    from nanobench.rows import as_dicts, columns
+    from nanobench.pool_budget.budget import TargetSizeRow, target_rows
     from reports.csvio import write_rows
     from reports.pool_budget import render_target_sizes
 

@@ -4,7 +4,7 @@ What it is: `size_memory`, which calls the target's factory at `rows` = one capt
 `meta` device (inside a `torch.device("meta")` context, with `device="meta"` passed to the
 factory, so a factory that builds a module and calls `.to(dtype)` runs as written; tensors carry
 shapes and no storage, so a 70B step prices on a laptop) under the live-bytes tracker
-(`nanobench.memory_trace.LiveBytes`), then runs one decode step under a fresh tracker, and
+(`nanobench.memory.live_bytes.LiveBytes`), then runs one decode step under a fresh tracker, and
 reports `state_bytes` (what the factory left allocated: weights, KV caches, buffers, anything a
 prefill it ran left behind), `workspace_bytes` (the step's peak of transient bytes: what a
 graph's pool must hold), `outputs_bytes` (what the step returns: what a recorded graph keeps)
@@ -16,7 +16,7 @@ On the meta device `scaled_dot_product_attention` would take its math path (a ma
 score matrix) where a real device takes a fused kernel; `_fused_attention_mode` routes it to the
 fused kernel the priced device (`as_device`, cpu or cuda) picks, whose meta kernel allocates
 what the real one does (on CPU the tests hold this exact against real tensors).
-What it is not: a real capture (`nanobench.gpu_capture` records on CUDA) or a timing.
+What it is not: a real capture (`nanobench.gpu.capture` records on CUDA) or a timing.
 Invariant: nothing that existed before the step is workspace: the factory's allocations are
 state, the step inputs are inputs, and a view or an in-place write allocates nothing. A factory
 or step that cannot run on the meta device is one line naming the call and what to change.
@@ -30,8 +30,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanobench.errors import BadInput
-from nanobench.targets import TargetError, _one_line, inputs_at, make_target
+from nanobench.harness.errors import BadInput
+from nanobench.harness.targets import TargetError, _one_line, inputs_at, make_target
 
 # Frames in these trees are never "the call" a message names: the user's code called into them.
 _LIBRARY_ROOTS = tuple(
@@ -123,7 +123,7 @@ def size_memory(
     """
     import torch
 
-    from nanobench.memory_trace import LiveBytes
+    from nanobench.memory.live_bytes import LiveBytes
 
     protocol = {"rows": rows, "prompt_len": prompt_len, "steps": steps, "dtype": dtype}
     state = LiveBytes()

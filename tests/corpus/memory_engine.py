@@ -2,7 +2,7 @@
 
 What it is: `engine`, a factory of the target protocol that builds the engine for `rows`
 sequences of `prompt_len + steps` tokens (reference read, one KV block, as
-`nanobench.capture_memory` builds it) on the device it is given, and steps the all-padding
+`nanobench.memory.decode_workspace` builds it) on the device it is given, and steps the all-padding
 batch a capture records (`engine.captured.padding_plan`) at the full width.
 What it is not: a generation: the batch is padding, writing only the sink slot.
 Invariant: priced through `--target`, its figures equal the engine's own traced ones.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from engine.captured import padding_plan
 from engine.config import ModelConfig
-from nanobench.capture_memory import build_engine, engine_config
+from nanobench.memory.decode_workspace import build_engine, engine_config
 
-# Two layers: what nanobench.capture_memory traces at, so the two figures are the same forward.
+# Two layers: what nanobench.memory.decode_workspace traces at, so the two figures are the same forward.
 CONFIG = ModelConfig(
     vocab_size=160,
     hidden_size=64,
