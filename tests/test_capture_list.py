@@ -19,6 +19,7 @@ from nanobench.cost.capture_list import (
     batch_histogram,
     computed_rows,
     optimal_sizes,
+    optimal_sizes_within,
     pad_share,
     padded_rows,
     uncovered_steps,
@@ -108,3 +109,43 @@ def test_the_optimum_equals_brute_force_on_random_mixes(mix, max_graphs):
     assert len(got) <= max_graphs and got[-1] == max(mix)
     assert list(got) == sorted(set(got))
     assert padded_rows(got, mix) == brute_padding(got, mix) == brute_best(mix, max_graphs)
+
+
+def brute_best_within(mix: dict[int, int], max_graphs: int, max_rows: int) -> int | None:
+    """The least padding of any list in 1..N holding N, of at most max_graphs sizes summing to
+    at most max_rows, or None when none does."""
+    top = max(mix)
+    found = [
+        brute_padding((*rest, top), mix)
+        for k in range(max_graphs)
+        for rest in itertools.combinations(range(1, top), k)
+        if sum(rest) + top <= max_rows
+    ]
+    return min(found) if found else None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.integers(1, 10), st.integers(1, 20), min_size=1, max_size=7),
+    st.integers(1, 4),
+    st.integers(0, 30),
+)
+def test_the_budgeted_optimum_equals_brute_force(mix, max_graphs, max_rows):
+    got = optimal_sizes_within(mix, max_graphs, max_rows)
+    want = brute_best_within(mix, max_graphs, max_rows)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and len(got) <= max_graphs and got[-1] == max(mix)
+    assert sum(got) <= max_rows and brute_padding(got, mix) == want
+
+
+def test_the_budget_binds_by_hand():
+    mix = {1: 10, 2: 10, 8: 1}
+    assert optimal_sizes(mix, 3) == (1, 2, 8)  # 11 rows held, no padding
+    # 10 rows: {2, 8} pads the ten 1-row steps one row each; {1, 8} pads the 2-row steps 6 x 10.
+    assert optimal_sizes_within(mix, 3, 10) == (2, 8)
+    assert optimal_sizes_within(mix, 3, 11) == (1, 2, 8)
+    assert optimal_sizes_within(mix, 3, 7) is None  # the largest batch alone needs 8 rows
+    # Unbounded, the budgeted programme is the plain one.
+    assert optimal_sizes_within(mix, 2, 10**6) == optimal_sizes(mix, 2)

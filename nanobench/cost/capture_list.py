@@ -121,3 +121,51 @@ def _walk_back(values: list[int], split: list[list[int | None]]) -> tuple[int, .
         j = split[level][j]
         chosen.append(values[j])
     return tuple(sorted(chosen))
+
+
+def optimal_sizes_within(
+    mix: Histogram, max_graphs: int, max_total_rows: int
+) -> tuple[int, ...] | None:
+    """optimal_sizes with sum(sizes) <= max_total_rows, or None when no list fits.
+
+    The memory budget of graphs that each keep outputs linear in their rows: with b bytes of
+    outputs per row and B bytes left beside the state and the shared pool, max_total_rows is
+    B // b. g[k][j][t] adds the rows t the list holds to the programme's state; cost
+    O(K * m^2 * T) time and O(K * m * T) memory for T = max_total_rows (capped at the sum of
+    the mix's sizes).
+    """
+    if max_graphs < 1 or max_total_rows < 0:
+        raise ValueError(
+            f"max_graphs, max_total_rows: expected >= 1 and >= 0, got {max_graphs}, "
+            f"{max_total_rows}"
+        )
+    values = sorted(mix)
+    top = min(max_total_rows, sum(values))
+    if values[-1] > top:
+        return None
+    steps_before, rows_before = [0], [0]
+    for v in values:
+        steps_before.append(steps_before[-1] + mix[v])
+        rows_before.append(rows_before[-1] + mix[v] * v)
+
+    def cost(i: int, j: int) -> int:
+        steps = steps_before[j + 1] - steps_before[i]
+        return values[j] * steps - (rows_before[j + 1] - rows_before[i])
+
+    # best[j]: {rows held: (padding, the list)} for lists whose largest size is v[j].
+    best = [{v: (cost(0, j), (v,))} if v <= top else {} for j, v in enumerate(values)]
+    answer = best[-1]
+    for _ in range(2, min(max_graphs, len(values)) + 1):
+        nxt = [dict(b) for b in best]
+        for j in range(1, len(values)):
+            for i in range(j):
+                for held, (pad, sizes) in best[i].items():
+                    total = held + values[j]
+                    if total > top:
+                        continue
+                    cand = (pad + cost(i + 1, j), (*sizes, values[j]))
+                    if total not in nxt[j] or cand < nxt[j][total]:
+                        nxt[j][total] = cand
+        best = nxt
+        answer = best[-1]
+    return min(answer.values())[1]
