@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from reports.style import binary_bytes
+
 if TYPE_CHECKING:
     from nanobench.buckets.rows import CaptureRow
 
@@ -64,6 +66,12 @@ def recommended_table(rows: list[dict]) -> Table:
     )
     for name in ("list", "graphs", "capture sizes", "pad share", "pad rows / step", "eager steps"):
         table.add_column(name, justify="left" if name in ("list", "capture sizes") else "right")
+    if first["usable_bytes"] is not None:
+        verdict = "fits" if first["fits"] else "no list fits"
+        table.caption += (
+            f"; within {binary_bytes(first['usable_bytes'])}: the recommended list needs "
+            f"{binary_bytes(first['need_bytes'])} ({verdict})"
+        )
     for r in rows:
         table.add_row(
             r["list_name"],

@@ -155,3 +155,37 @@ def test_bad_traces_are_one_line_and_exit_2(tmp_path, trace, graphs, message):
 def test_max_graphs_without_a_trace_is_bad_input(tmp_path):
     result = invoke(["buckets", "--max-graphs", "4", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "--max-graphs 4: needs --batch-trace" in result.stderr
+
+
+def test_with_a_target_the_list_is_chosen_within_the_memory_budget(tmp_path):
+    from nanobench.memory.target_memory import size_memory
+
+    write_trace(tmp_path / "t.csv", {1: 10, 2: 10, 8: 1})
+    spec = "tests/corpus/memory_gptfast.py:small"
+    priced = [
+        size_memory(spec, rows=r, prompt_len=127, steps=1, dtype="float32")[0] for r in (1, 2, 8)
+    ]
+    # State at 8 rows and the largest workspace stay whatever the list; each graph keeps its
+    # (B, 1, 256) fp32 logits: 1 KiB a row. Ten rows of outputs: {2, 8}; eleven: {1, 2, 8}.
+    fixed = priced[-1].state_bytes + max(p.workspace_bytes for p in priced)
+    assert [p.outputs_bytes for p in priced] == [1024, 2048, 8192]
+    args = ["buckets", "--batch-trace", str(tmp_path / "t.csv"), "--max-graphs", "3"]
+    args += ["--target", spec, "--capture-tokens", "128", "--gpu-memory-utilization", "1.0"]
+    args += ["--run-lengths", "8", "--out", str(tmp_path / "o"), "--json"]
+    for rows, sizes in ((10, [2, 8]), (11, [1, 2, 8])):
+        result = invoke([*args, "--device-memory", str(fixed + rows * 1024)])
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.stdout)["rows"]
+        best = next(r for r in found if r.get("list_name") == "recommended")
+        assert best["capture_sizes"] == sizes and best["fits"] is True
+        assert best["need_bytes"] == fixed + sum(sizes) * 1024 <= best["usable_bytes"]
+    # Below the largest batch's own need no list fits: an empty list, every step eager.
+    result = invoke([*args, "--device-memory", str(fixed + 7 * 1024)])
+    best = next(r for r in json.loads(result.stdout)["rows"] if r.get("list_name") == "recommended")
+    assert best["capture_sizes"] == [] and best["fits"] is False and best["uncovered_steps"] == 21
+
+
+def test_a_budget_needs_the_trace_and_the_target(tmp_path):
+    args = ["buckets", "--device-memory", "1GiB", "--out", str(tmp_path / "o")]
+    result = invoke(args)
+    assert result.exit_code == 2 and "--target, --device-memory: bound the list" in result.stderr

@@ -28,6 +28,8 @@ from nanobench.harness.options import (
     CaptureSizes,
     CaptureTokens,
     CheckOpt,
+    DeviceMemory,
+    Dtype,
     Heads,
     Ints,
     JsonOpt,
@@ -37,11 +39,13 @@ from nanobench.harness.options import (
     MaxModelLen,
     MaxShapes,
     MaxWaste,
+    MemoryUtilization,
     Out,
     PromptLen,
     QuietOpt,
     Rows,
     RunLengths,
+    Target,
     WidthMultiple,
     WidthMultiples,
 )
@@ -80,9 +84,15 @@ class BucketsSpec:
     # A CSV of served batch sizes (a `rows` column) and the graphs the list chosen for it holds.
     batch_trace: str | None = None
     max_graphs: int | None = None
+    # With --batch-trace: the user's step, whose capture memory bounds the recommended list.
+    target: str = ""
+    device_memory: str = ""  # "": no memory budget
+    gpu_memory_utilization: float = 0.9
+    dtype: str = "float32"
     # --capture-sizes resolved for --max-batch, --batch-trace read (validate() fills them).
     sizes: tuple[int, ...] | None = None
     batches: tuple[int, ...] | None = None
+    device_bytes: int = 0
 
     @property
     def width_free(self) -> bool:
@@ -150,7 +160,30 @@ class BucketsSpec:
                 f"--prompt-len {self.prompt_len}: leaves no decode step inside --capture-tokens "
                 f"{self.capture_tokens}"
             )
-        return replace(self, sizes=sizes, batches=self._batches())
+        return replace(
+            self, sizes=sizes, batches=self._batches(), device_bytes=self._device_bytes()
+        )
+
+    def _device_bytes(self) -> int:
+        """--target and --device-memory: the memory budget of the recommended list, or 0."""
+        from nanobench.harness.errors import BadInput
+
+        if not self.target and not self.device_memory:
+            return 0
+        if not (self.target and self.device_memory and self.batch_trace):
+            raise BadInput(
+                "--target, --device-memory: bound the list chosen for --batch-trace; pass all "
+                "three (and --max-graphs)"
+            )
+        from nanobench.harness.targets import target_option
+        from nanobench.pool_budget.command import device_memory_bytes
+
+        target_option(self.target)
+        if self.gpu_memory_utilization <= 0.0:
+            raise BadInput(
+                f"--gpu-memory-utilization {self.gpu_memory_utilization}: expected a share in (0, 1]"
+            )
+        return device_memory_bytes(self.device_memory, "cpu")
 
     def _batches(self) -> tuple[int, ...] | None:
         """--batch-trace read and checked against --max-graphs and --max-batch."""
@@ -196,6 +229,10 @@ def buckets(
     max_waste: MaxWaste = BucketsSpec.max_waste,
     batch_trace: BatchTrace = BucketsSpec.batch_trace,
     max_graphs: MaxGraphs = BucketsSpec.max_graphs,
+    target: Target = BucketsSpec.target,
+    device_memory: DeviceMemory = BucketsSpec.device_memory,
+    gpu_memory_utilization: MemoryUtilization = BucketsSpec.gpu_memory_utilization,
+    dtype: Dtype = BucketsSpec.dtype,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -230,6 +267,10 @@ def buckets(
             max_waste=max_waste,
             batch_trace=batch_trace,
             max_graphs=max_graphs,
+            target=target,
+            device_memory=device_memory,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype="float32" if dtype == "auto" else dtype,
         ).validate()
 
         from nanobench.buckets.bench import CaptureRow, RecommendedRow, RunRow, measure

@@ -114,6 +114,11 @@ class RecommendedRow:
     trace_max_rows: int
     uncovered_steps: int  # steps above the list's largest size: they run eagerly
     max_batch: int  # the --max-batch the servers' lists are built for
+    # With --target and --device-memory (the recommended row only; the servers' lists hold
+    # sizes the trace does not, which are not priced): the cap, the list's need, the verdict.
+    usable_bytes: int | None = None
+    need_bytes: int | None = None  # state + shared pool + outputs of this list
+    fits: bool | None = None
 
 
 @dataclass
