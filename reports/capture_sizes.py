@@ -11,20 +11,16 @@ Invariant: everything printed comes from the row it is given.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.table import Table
 
 from reports.style import binary_bytes
-
-if TYPE_CHECKING:
-    from nanobench.buckets.rows import CaptureRow
 
 # One line per size for short lists; a long ladder (vLLM at 512 rows has 51) keeps its ends.
 MAX_LINES = 24
 
 
-def capture_sizes_table(row: CaptureRow) -> Table:
+def capture_sizes_table(row) -> Table:
+    """`row`: a capture row of `buckets` (its `size_padding`, `mix_batches`, `mix_pad_share`)."""
     sizes = row.size_padding
     table = Table(
         title=f"Capture list: {len(sizes)} sizes, padding per size",

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure
-from reports.style import colour
+from reports.style import colour, gate_mark
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -31,10 +31,6 @@ def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
     if low is None or high is None:
         return f"{value:{spec}}{unit}"
     return f"{value:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
-
-
-def gate_mark(g) -> str:
-    return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
 
 def render_compile(console, rows: list, gates, title: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure
-from reports.style import binary_bytes, colour
+from reports.style import binary_bytes, colour, gate_mark
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -50,10 +50,6 @@ def ratio_short(row, column: str) -> str:
     if value is None or low is None or high is None:
         return ratio(value)
     return f"{value:.2f}x ±{(high - low) / 2:.2f}"
-
-
-def gate_mark(g) -> str:
-    return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
 
 def render_decode(console, rows: list, gates, title: str, probe) -> None:

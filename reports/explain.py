@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from reports.style import gate_mark
+
 
 def render_explain(console, rows: list, verdict: str, gates) -> None:
     table = Table(title="one decode forward, torch._dynamo.explain")
@@ -54,5 +56,4 @@ def render_explain(console, rows: list, verdict: str, gates) -> None:
     for remedy in last.remedies or ():
         console.print(f"remedy {remedy}", markup=False)
     for g in gates:
-        mark = "pass" if g.passed else "FAIL"
-        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)

@@ -51,3 +51,8 @@ def title(what: str, *, model: str, device: str, dtype: str, **shape) -> str:
     """`what` and the run it measured: "compiled decode: tiny, cpu float32, rows 4, steps 16"."""
     parts = [f"{k.replace('_', ' ')} {v}" for k, v in shape.items() if v is not None]
     return f"{what}: {', '.join([str(model), f'{device} {dtype}', *parts])}"
+
+
+def gate_mark(g) -> str:
+    """How a gate's verdict reads in every table: pass, FAIL or can't tell."""
+    return {"pass": "pass", "fail": "FAIL", "inconclusive": "can't tell"}[g.verdict]

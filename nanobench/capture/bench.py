@@ -191,6 +191,7 @@ def run_rows(
                 if up_front
                 else None
             ),
+            threads=torch.get_num_threads(),  # read where both engines run, not the option
         )
         status(f"capture bench: {n} steps, eager against replayed in rounds")
         windows = time_run(

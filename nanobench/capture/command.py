@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import typer
 
-from nanobench.capture.rows import RunRow
+from nanobench.capture.rows import RunRow, capture_columns
 from nanobench.capture.timing import (
     BUDGET_S,
     MAX_ROUNDS,
@@ -38,6 +38,7 @@ from nanobench.harness.common import (
     gate,
     model_option,
     out_dir,
+    threads_applied,
 )
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput
@@ -63,6 +64,7 @@ from nanobench.harness.options import (
     Rows,
     RunLengths,
     Target,
+    Threads,
     UpFront,
     WidthMultiple,
     WidthMultiples,
@@ -93,6 +95,7 @@ class CaptureSpec:
     max_rounds: int = MAX_ROUNDS
     rel_ci: float = REL_CI
     budget_s: float = BUDGET_S  # shared by every run length
+    threads: int = 0  # torch threads while both engines run and are timed (0: torch's default)
     out: str = "nanobench-out"
     # module:factory or file.py:factory: the user's own step, its capture memory priced per size.
     target: str = ""
@@ -138,6 +141,7 @@ def capture(
     max_rounds: MaxRounds = CaptureSpec.max_rounds,
     rel_ci: RelCi = CaptureSpec.rel_ci,
     budget_s: BudgetS = CaptureSpec.budget_s,
+    threads: Threads = CaptureSpec.threads,
     out: Out = CaptureSpec.out,
     target: Target = CaptureSpec.target,
     json_mode: JsonOpt = False,
@@ -156,6 +160,8 @@ def capture(
     Example: nanobench capture --kernel triton --heads 32 --check
 
     Example: nanobench capture --target my_step.py:factory --capture-sizes 1,8,64
+
+    Example: nanobench capture --run-lengths 8,32 --threads 1
     """
     with run_command(quiet) as status:
         spec = CaptureSpec(
@@ -177,6 +183,7 @@ def capture(
             max_rounds=max_rounds,
             rel_ci=rel_ci,
             budget_s=budget_s,
+            threads=threads,
             out=out,
             target=target,
         ).validate()
@@ -217,7 +224,7 @@ def capture(
             raise BadInput(f"--heads {pool_heads}: {e}") from None
         status(f"loading {directory}")
         _, tensors = load_model(directory)  # a GGUF too
-        record = collect_env(0, sys.argv)
+        record = collect_env(spec.threads, sys.argv)
         env_path = write_env(target / "capture-env.json", record)
         samples_path = target / "capture-samples.csv"
         samples: list[dict] = []
@@ -228,21 +235,23 @@ def capture(
             write_rows(samples_path, samples, SAMPLE_HEADER)
 
         try:
-            runs, shapes = run_rows(
-                config,
-                tensors,
-                rows=rows,
-                prompt_len=prompt_len,
-                steps=run_lengths,
-                width_multiple=width_multiple,
-                up_front=up_front,
-                kernel=kernel,
-                device=device,
-                dtype=dtype,
-                status=status,
-                plan=spec.round_plan(),
-                on_window=keep,
-            )
+            # Both engines are built, driven and timed in this process, under --threads.
+            with threads_applied(spec.threads):
+                runs, shapes = run_rows(
+                    config,
+                    tensors,
+                    rows=rows,
+                    prompt_len=prompt_len,
+                    steps=run_lengths,
+                    width_multiple=width_multiple,
+                    up_front=up_front,
+                    kernel=kernel,
+                    device=device,
+                    dtype=dtype,
+                    status=status,
+                    plan=spec.round_plan(),
+                    on_window=keep,
+                )
         except KernelInputError as e:
             # The model's shapes are outside what the chosen kernel takes (e.g. Triton's head_dim).
             raise BadInput(f"--kernel {kernel} with --model {model}: {e}") from None
@@ -257,7 +266,9 @@ def capture(
         rows_out = [*runs, *pools, *workspace, *held]
         found = gates(spec, runs)
         notes = up_front_notes(runs) + ratio_notes(runs)
-        csv_path = write_capture_csv(target / "capture.csv", rows_out)
+        csv_path = write_capture_csv(
+            target / "capture.csv", as_dicts(rows_out), capture_columns()
+        )
         heading = title(
             "captured decode",
             model=model,

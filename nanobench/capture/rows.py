@@ -60,6 +60,7 @@ class RunRow:
     pool_shared: str
     output_not_held: str
     all_shapes_captured: str | None  # None: a lazy run has no list to walk
+    threads: int  # torch.get_num_threads() in the process that drove and timed both engines
     table: str = "run"
 
 

@@ -21,11 +21,10 @@ from dataclasses import asdict, replace
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.cost.compile import predicts_fall_back
 from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
+from nanobench.harness.choices import BACKENDS, MODES  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.rounds import Comparison, RoundPlan, Window
 
-MODES = ("off", "dynamic", "static")
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
-BACKENDS = ("inductor", "aot_eager", "eager")
 
 
 def step_shapes(spec: dict) -> list[tuple[int, int]]:

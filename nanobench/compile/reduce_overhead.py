@@ -11,9 +11,9 @@ Invariant: the counts are torch's, read after the run; off/dynamic/static rows c
 
 from __future__ import annotations
 
+from nanobench.harness.choices import REDUCE_OVERHEAD
 from nanobench.harness.errors import BadInput
 
-REDUCE_OVERHEAD = "reduce-overhead"
 
 
 def compile_kwargs(mode: str, backend: str) -> dict:

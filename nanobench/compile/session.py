@@ -7,8 +7,9 @@ mean `value`), `steady_mask` (which steps of a run are timed as steady) and `Com
 worker session this module serves when run (`python -m nanobench.compile.session`). Opening it resets dynamo, probes the guard kind,
 builds the engine in the spec's mode and runs the first pass (the `steps` decode steps whose
 builds, reuse, fall-back and recompile reasons the row reports, from dynamo's own counters and
-`get_compilation_metrics()`). Each request then replays the same prompts and steps as one timed
-window; `finish` adds what the windows built.
+`get_compilation_metrics()`). `open_session` applies the spec's `threads` first, for the
+engine's session and a `--target`'s alike. Each request then replays the same prompts and
+steps as one timed window; `finish` adds what the windows built.
 What it is not: the sweep, the statistics or the report.
 Invariant: dynamo's state is this process's alone (one mode per worker); a window replays the
 first pass's shape history, so it presents no shape the first pass did not, and the steps it
@@ -87,6 +88,10 @@ def steady_mask(builds_per_step: list[int], fell_back: bool) -> list[bool]:
 
 def open_session(spec: dict, progress: Callable[[dict], None] = lambda e: None):
     """The worker's session: the engine's, or a user's `--target` step's (`target_bench`)."""
+    from nanobench.harness.common import apply_threads
+
+    # Before either session builds or times anything: both rows read the count back themselves.
+    apply_threads(int(spec["threads"]))
     if spec.get("target"):
         from nanobench.harness.target_bench import TargetSession
 
@@ -132,8 +137,6 @@ class CompileSession(WindowServer):
         from nanobench.harness.dynamo_explain import seeded_prompts
 
         quiet_dynamo()
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
         self.spec = spec
         mode = spec["mode"]
         guard_kind_expected, expected_guards = "shape", []

@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass, replace
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.errors import BadInput
 from nanobench.decode.roofline import PROBE
+from nanobench.harness.choices import SYSTEMS
 from nanobench.harness.rounds import Comparison, RoundPlan, Window
 from nanobench.harness.rows import rebuild
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode.session"
-SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
 ENGINE_SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured")
 HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
 # The reference whose tokens every row is compared with, in order of preference.

@@ -4,21 +4,35 @@ What it is: `ExplainSpec` (every option's default, and `validate()` for the rule
 options), `gates(spec, rows)` (one graph per explained forward) and the command.
 What it is not: the explaining itself (`nanobench.harness.dynamo_explain`, `target_bench.explain_target`) or
 the tables (`reports.explain`).
-Invariant: explain runs in this process (one `torch._dynamo.explain` call, nothing compiled);
-every input is checked before anything is built.
+Invariant: explain runs in this process (one `torch._dynamo.explain` call, nothing compiled),
+in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input is checked
+before anything is built; each row carries the dtype it was built in and the thread count torch
+reported while it ran.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import typer
 
 from nanobench.harness import options as o
-from nanobench.harness.common import Gate, device_option, finish, fits_option, gate, model_option
+from nanobench.harness.common import (
+    Gate,
+    device_option,
+    dtype_option,
+    finish,
+    fits_option,
+    gate,
+    model_option,
+    threads_applied,
+)
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput
-from nanobench.harness.dynamo_explain import ExplainRow
+
+if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
+    from nanobench.harness.dynamo_explain import ExplainRow
 
 
 @dataclass(frozen=True)
@@ -33,14 +47,17 @@ class ExplainSpec:
     prefill: bool = False
     kernel: str = "reference"
     device: str = "cpu"
+    dtype: str = "auto"
+    threads: int = 0
     target: str = ""
     step: int = 0
 
     def validate(self) -> ExplainSpec:
+        """Rules across options; returns the spec with `auto` resolved to a concrete dtype."""
         if self.target and (self.layers or self.prefill):
             raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
         device_option(self.device)
-        return self
+        return replace(self, dtype=dtype_option(self.dtype, self.model, self.device))
 
 
 def gates(spec: ExplainSpec, rows: list[ExplainRow]) -> list[Gate]:
@@ -68,13 +85,13 @@ def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
     directory = ""
     if spec.target in BUILTINS:
         directory, config = model_option(spec.model)
-        fits_option(config, "float32", spec.device)
+        fits_option(config, spec.dtype, spec.device)
     quiet_dynamo()
     status(f"explaining {spec.target} at step {spec.step}")
     try:
         made = make_target(
             spec.target, model=str(directory), rows=spec.rows, prompt_len=spec.prompt_len,
-            steps=spec.step + 2, device=spec.device, dtype="float32",
+            steps=spec.step + 2, device=spec.device, dtype=spec.dtype,
         )  # fmt: skip
         return [explain_target(made, spec.step)]
     except TargetError as e:
@@ -87,7 +104,7 @@ def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
     from nanobench.harness.remedies import plan_outside
 
     _, config = model_option(spec.model)
-    fits_option(config, "float32", spec.device)
+    fits_option(config, spec.dtype, spec.device)
     found = []
     for n in spec.layers or (config.num_layers,):
         what = "prefill" if spec.prefill else "decode"
@@ -101,6 +118,7 @@ def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
             prefill=spec.prefill,
             attention=spec.kernel,
             device=spec.device,
+            dtype=spec.dtype,
         )
         fixes = plan_outside(row.break_reasons, row.value_guard_text)
         found.append(replace(row, remedies=[m.text() for m in fixes]))
@@ -119,6 +137,8 @@ def explain(
     prefill: o.Prefill = D.prefill,
     kernel: o.Kernel = D.kernel,
     device: o.Device = D.device,
+    dtype: o.Dtype = D.dtype,
+    threads: o.Threads = D.threads,
     target: o.Target = D.target,
     step: o.Step = D.step,
     json_mode: o.JsonOpt = False,
@@ -130,6 +150,7 @@ def explain(
     Example: nanobench explain --layers 2,4 --path unplanned
     Example: nanobench explain --target my_step.py:factory --step 3
     Example: nanobench explain --kernel triton --device cuda --check
+    Example: nanobench explain --target my_step.py:factory --dtype bfloat16 --threads 1
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
@@ -138,10 +159,9 @@ def explain(
         from reports.explain import render_explain
 
         spec = ExplainSpec(**options).validate()
-        if spec.target:
-            found = explain_target_rows(spec, status)
-        else:
-            found = explain_engine_rows(spec, status)
+        with threads_applied(spec.threads) as threads:
+            rows = explain_target_rows if spec.target else explain_engine_rows
+            found = [replace(r, dtype=spec.dtype, threads=threads) for r in rows(spec, status)]
         checked = gates(spec, found)
         verdict = "" if spec.target else scaling(found)
         code = finish(

@@ -21,6 +21,8 @@ their GB/s compare on one scale; the reference moves more than that (gather, GQA
 rectangle), which is the point. A point whose reference working set is over
 `max_reference_bytes` gets a reference row with no time and a note, never an out-of-memory.
 Drift between rounds hits both kernels of a round alike, so the speedup is paired by round.
+Every point is timed under `threads` torch threads (0: as the caller left them; restored after),
+and each row's `threads` is the count torch reported while it was timed.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 
 from kernels.reference import paged_attention_batched_reference
 from kernels.triton_decode import paged_attention_triton
-from nanobench.harness.common import Gate, interval_gate
+from nanobench.harness.common import Gate, interval_gate, threads_applied
 from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
 from nanobench.harness.stats import MIN_ROUNDS, Interval, ratio_interval, verdict_at_least
 
@@ -76,6 +78,7 @@ class KernelTiming:
     speedup_high: float | None = None
     hbm_fraction_low: float | None = None  # 95% bootstrap interval over rounds
     hbm_fraction_high: float | None = None
+    threads: int | None = None  # torch.get_num_threads() while this point was timed
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "round_ms", tuple(self.round_ms))  # rebuilt from JSON lists
@@ -173,11 +176,13 @@ def bench_kernels(
     hbm_gbps: float | None = None,
     max_reference_bytes: int = REFERENCE_MAX_BYTES,
     plan: RoundPlan = KERNEL_PLAN,
+    threads: int = 0,
 ) -> list[KernelTiming]:
     """Two rows per point, reference then triton. timer: cuda_ms on CUDA, host_ms elsewhere.
 
     hbm_gbps: the bandwidth measured in the same run; without it hbm_fraction is None.
-    plan: the rounds per point. The timed callables are named after their kernel
+    plan: the rounds per point. threads: torch's threads while timing (0: as they are), undone
+    after; each row reads the count back. The timed callables are named after their kernel
     (`fn.__name__` is "reference" or "triton"), so an injected timer can tell them apart.
     The Triton kernel needs CUDA, or CPU under TRITON_INTERPRET=1.
     """
@@ -195,13 +200,14 @@ def bench_kernels(
     timer = timer or (cuda_ms if device.type == "cuda" else host_ms)
     shape = dict(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     results: list[KernelTiming] = []
-    for seed, (rows, context) in enumerate(points):
-        args = point_inputs(
-            rows, context, device=device, dtype=dtype, block_size=block_size, seed=seed, **shape
-        )
-        with torch.no_grad():
-            results += _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape, plan)
-        del args  # the pools of the largest points are tens of GB
+    with threads_applied(threads):
+        for seed, (rows, context) in enumerate(points):
+            args = point_inputs(
+                rows, context, device=device, dtype=dtype, block_size=block_size, seed=seed, **shape
+            )
+            with torch.no_grad():
+                results += _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape, plan)
+            del args  # the pools of the largest points are tens of GB
     return results
 
 
@@ -257,6 +263,7 @@ def _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape, plan) -> lis
             speedup_high=speedup_high,
             hbm_fraction_low=low,
             hbm_fraction_high=high,
+            threads=torch.get_num_threads(),  # read where the point is timed, not the option
         )
 
     def reference():

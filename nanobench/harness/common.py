@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, BadInput
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,6 @@ def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
     return interval_gate(name, verdict, detail, interval, target)
 
 
-def gate_mark(g: Gate) -> str:
-    return {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "can't tell"}[g.verdict]
-
-
 def gate(name: str, check: Callable, *args, **kwargs) -> Gate:
     """Run one `check_*` function; its exception (named after the broken promise) fails it."""
     try:
@@ -106,6 +103,32 @@ def threads_option(threads: int) -> int:
     if threads < 0:
         raise BadInput(f"--threads {threads}: expected 0 (torch's default) or more")
     return threads
+
+
+def apply_threads(threads: int) -> int:
+    """torch's intra-op threads in this process set to `threads` (0 leaves torch's default).
+
+    Returns `torch.get_num_threads()` read afterwards: what a row timed in this process carries,
+    never the option echoed back.
+    """
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+@contextmanager
+def threads_applied(threads: int) -> Iterator[int]:
+    """`apply_threads` for one in-process run (capture, explain, the kernel bench), undone after:
+    a command called inside another program (a test, a notebook) leaves its setting alone."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        yield apply_threads(threads)
+    finally:
+        torch.set_num_threads(before)
 
 
 def int_list(name: str, text: str) -> list[int]:

@@ -1,7 +1,7 @@
 """Explain one decode forward: graphs, breaks, ops, guards and where each break comes from.
 
-What it is: `explain_forward`, which builds the engine at a given depth (same shapes, seeded
-random weights: explain needs shapes, not values), prepares one step, and runs
+What it is: `explain_forward`, which builds the engine at a given depth and dtype (same shapes,
+seeded random weights: explain needs shapes, not values), prepares one step, and runs
 `torch._dynamo.explain` over the planned or unplanned decode forward, or over the prefill.
 `ExplainRow` is its result (and a `--target`'s, `target_bench.explain_target`).
 What it is not: a compile. explain's backend never runs Inductor, and it sees one call, so it
@@ -42,6 +42,10 @@ class ExplainRow:
     break_reasons: list[dict]
     target: str = ""
     remedies: list[str] | None = None  # added by the command (engine) or explain_target
+    # Floating dtypes of the explained graphs' inputs (weights included), read off dynamo's graphs.
+    graph_dtypes: list[str] | None = None
+    dtype: str = ""  # the dtype the forward was built in (added by the command)
+    threads: int | None = None  # torch.get_num_threads() where it was explained (the command)
 
 
 STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")
@@ -92,12 +96,14 @@ def explain_forward(
     prefill: bool = False,
     attention: str = "reference",
     device: str = "cpu",
+    dtype: str = "float32",
 ) -> ExplainRow:
     config = EngineConfig(
         max_batch_size=rows,
         max_model_len=prompt_len + 8,
         attention=attention,
         device=device,
+        dtype=dtype,
         decode_path=path,
     )
     engine = Engine.build(model.with_layers(layers), None, config)
@@ -143,7 +149,19 @@ def explained_counts(out, breaks: list[dict], vguards: list[str]) -> dict:
         value_guards=len(vguards),
         value_guard_text=vguards,
         break_reasons=breaks,
+        graph_dtypes=graph_dtypes(out.graphs),
     )
+
+
+def graph_dtypes(graphs) -> list[str]:
+    """The floating dtypes of the graphs' placeholders: what the traced forward really ran in."""
+    found = set()
+    for g in graphs:
+        for node in g.graph.nodes:
+            value = node.meta.get("example_value") if node.op == "placeholder" else None
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                found.add(str(value.dtype).removeprefix("torch."))
+    return sorted(found)
 
 
 def scaling(rows: list[ExplainRow]) -> str:

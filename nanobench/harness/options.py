@@ -18,14 +18,16 @@ from typing import Annotated, Literal
 import typer
 
 from engine.config import CAPTURE_OUTPUTS, DECODE_PATHS, DTYPES, KERNELS
-from nanobench.compile.bench import BACKENDS, MODES
-from nanobench.decode.bench import SYSTEMS
-from nanobench.compile.reduce_overhead import REDUCE_OVERHEAD
-
-DEVICES = ("cpu", "cuda")
-CACHES = ("cold", "warm")
-HF_ATTENTION = ("sdpa", "eager")
-LAUNCHERS = ("local", "ray")
+from nanobench.harness.choices import (
+    BACKENDS,
+    CACHES,
+    DEVICES,
+    HF_ATTENTION,
+    LAUNCHERS,
+    MODES,
+    REDUCE_OVERHEAD,
+    SYSTEMS,
+)
 
 
 class Ints(tuple):
@@ -164,7 +166,10 @@ MemoryUtilization = Annotated[
 
 # -- how it is measured -------------------------------------------------------------------------
 Threads = Annotated[
-    int, typer.Option(min=0, help="torch threads in every worker (0: torch's default).")
+    int,
+    typer.Option(
+        min=0, help="torch threads in every process that runs the step (0: torch's default)."
+    ),
 ]
 Timeout = Annotated[int, typer.Option(min=1, help="Seconds before a worker is killed.")]
 Backend = Annotated[Literal[BACKENDS], typer.Option(help="torch.compile backend.")]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 
 CONFIDENCE = 0.95
 RESAMPLES = 10000

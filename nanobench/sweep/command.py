@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from nanobench.harness.common import INCONCLUSIVE, PASS, Gate, finish
+from nanobench.commands import Command
 from nanobench.harness.console import run_command, say_error, stdout_console
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
@@ -206,3 +207,6 @@ def sweep(
             ),
         )
     raise typer.Exit(code)
+
+
+SWEEP = Command("sweep", sweep, doc="docs/sweeps.md")

@@ -23,6 +23,7 @@ import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from nanobench.commands import command as registered
 from nanobench.harness.errors import BadInput
 from nanobench.harness.rows import RowSchemaError, rebuild
 
@@ -81,12 +82,10 @@ def command_options(command: str) -> dict[str, OptionSpec]:
     An option is declared as `Annotated[type, typer.Option(...)]` with a plain default
     (nanobench.harness.options); a `typer.Option(...)` default is read too, for a command added that way.
     """
-    from nanobench.cli import app
-
-    info = next(i for i in app.registered_commands if i.name == command)
-    hints = typing.get_type_hints(info.callback, include_extras=True)
+    run = registered(command).run
+    hints = typing.get_type_hints(run, include_extras=True)
     found = {}
-    for name, param in inspect.signature(info.callback).parameters.items():
+    for name, param in inspect.signature(run).parameters.items():
         if name in RESERVED:
             continue
         hint, extras = hints[name], ()
