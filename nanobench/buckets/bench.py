@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nanobench.buckets.rows import BucketsResult, CaptureRow, RunRow, RunTrace
+from nanobench.buckets.rows import BucketsResult, CaptureRow, RecommendedRow, RunRow, RunTrace
 
 if TYPE_CHECKING:
     from nanobench.buckets.spec import BucketsSpec
@@ -252,7 +252,94 @@ def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -
         traces.append(trace)
     status("pricing the capture list per width multiple")
     capture = [capture_row(spec, m) for m in spec.table_multiples]
-    return BucketsResult(runs=runs, capture=capture, traces=traces, spec=spec)
+    recommended = [] if spec.batches is None else recommended_rows(spec)
+    return BucketsResult(
+        runs=runs, capture=capture, traces=traces, spec=spec, recommended=recommended
+    )
+
+
+def recommended_rows(spec: BucketsSpec) -> list[RecommendedRow]:
+    """The list chosen for the trace (at most --max-graphs), then vLLM's and SGLang's on it."""
+    from engine.capture_sizes import sglang_sizes, vllm_sizes
+    from nanobench.cost.capture_list import (
+        batch_histogram,
+        computed_rows,
+        optimal_sizes,
+        pad_share,
+        padded_rows,
+        uncovered_steps,
+    )
+
+    mix = batch_histogram(spec.batches)
+    budget = target_budget(spec, mix) if spec.device_bytes else None
+    lists = {
+        "recommended": optimal_sizes(mix, spec.max_graphs) if budget is None else budget[0],
+        "vllm": vllm_sizes(spec.max_batch),
+        "sglang": sglang_sizes(spec.max_batch),
+    }
+    rows = []
+    for name, sizes in lists.items():
+        uncovered = uncovered_steps(sizes, mix)
+        padded = padded_rows(sizes, mix)
+        covered = len(spec.batches) - uncovered
+        rows.append(
+            RecommendedRow(
+                table="recommended",
+                list_name=name,
+                capture_sizes=list(sizes),
+                graphs=len(sizes),
+                max_graphs=spec.max_graphs,
+                mix_pad_share=pad_share(sizes, mix),
+                padded_rows=padded,
+                computed_rows=computed_rows(sizes, mix),
+                mean_pad_rows=padded / covered if covered else 0.0,
+                trace_steps=len(spec.batches),
+                trace_max_rows=max(mix),
+                uncovered_steps=uncovered,
+                max_batch=spec.max_batch,
+                **(budget[1] if budget and name == "recommended" else {}),
+            )
+        )
+    return rows
+
+
+def target_budget(spec: BucketsSpec, mix) -> tuple[tuple[int, ...], dict]:
+    """The least-padding list whose capture memory fits, and the budget fields of its row.
+
+    The target is priced at every batch size of the trace (`--capture-tokens - 1` of context,
+    one step). Beside the state at the largest batch and the shared pool (the largest
+    workspace of any candidate: a bound, whatever the list), each graph keeps its outputs; when
+    they are linear in rows (checked) the bytes left cap the rows the list may hold.
+    """
+    import math
+
+    from nanobench.cost.capture_list import optimal_sizes_within
+    from nanobench.harness.errors import BadInput
+    from nanobench.memory.target_memory import list_memory
+
+    memory = list_memory(
+        spec.target, tuple(mix), prompt_len=spec.capture_tokens - 1, steps=1, dtype=spec.dtype
+    )
+    usable = math.floor(spec.device_bytes * spec.gpu_memory_utilization)
+    fixed = memory.state_bytes + memory.shared_pool_bytes
+    outputs = {s.rows: s.outputs_bytes for s in memory.sizes}
+    top = max(outputs)
+    per_row = outputs[top] // top
+    if memory.shared_output:
+        fits = fixed + outputs[top] <= usable
+        cap_rows = sum(mix) if fits else -1
+    elif any(out != rows * per_row for rows, out in outputs.items()):
+        raise BadInput(
+            f"--target {spec.target!r}: its outputs are not linear in rows ({outputs}); the "
+            "memory-bounded list needs bytes per row"
+        )
+    else:
+        cap_rows = (usable - fixed) // per_row if usable >= fixed else -1
+    sizes = optimal_sizes_within(mix, spec.max_graphs, cap_rows) if cap_rows >= 0 else None
+    chosen = sizes or ()
+    kept = outputs[top] if memory.shared_output else per_row * sum(chosen)
+    need = fixed + kept
+    return chosen, {"usable_bytes": usable, "need_bytes": need, "fits": sizes is not None}
 
 
 def check_plans_match_arithmetic(row: RunRow) -> None:

@@ -3,7 +3,9 @@
 What it is: the command, its spec (`BucketsSpec`: every option's default and the cross-option
 rules) and its gates. It runs `nanobench.buckets.bench` on the host (a real cache and real
 plans, no weights, no compiler), prints table 1 (per run length) and table 2 (the capture list
-per width multiple, both kernels), writes `<out>/buckets.csv` and
+per width multiple, both kernels), with `--batch-trace FILE --max-graphs K` table 3 (the capture
+list chosen for the served trace, beside vLLM's and SGLang's priced on it), writes
+`<out>/buckets.csv` and
 `<out>/bucketed-decode-shape.png`, and turns the gates into an exit status under `--check`.
 What it is not: the measurement (`nanobench.buckets.bench`) or the formatting (`reports.buckets`).
 Invariant: a gate failure is exit 1 under --check and never exit 2; bad input leaves the out
@@ -19,23 +21,29 @@ from nanobench.harness.common import Gate, finish, gate
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.buckets.spec import CSV_NAME, PNG_NAME, OUT, BucketsSpec
 from nanobench.harness.options import (
+    BatchTrace,
     BlockSize,
     CaptureRows,
     CaptureSizes,
     CaptureTokens,
     CheckOpt,
+    DeviceMemory,
+    Dtype,
     Heads,
     JsonOpt,
     Kernel,
     MaxBatch,
+    MaxGraphs,
     MaxModelLen,
     MaxShapes,
     MaxWaste,
+    MemoryUtilization,
     Out,
     PromptLen,
     QuietOpt,
     Rows,
     RunLengths,
+    Target,
     WidthMultiple,
     WidthMultiples,
 )
@@ -56,6 +64,12 @@ def buckets(
     heads: Heads = BucketsSpec.heads,
     max_shapes: MaxShapes = BucketsSpec.max_shapes,
     max_waste: MaxWaste = BucketsSpec.max_waste,
+    batch_trace: BatchTrace = BucketsSpec.batch_trace,
+    max_graphs: MaxGraphs = BucketsSpec.max_graphs,
+    target: Target = BucketsSpec.target,
+    device_memory: DeviceMemory = BucketsSpec.device_memory,
+    gpu_memory_utilization: MemoryUtilization = BucketsSpec.gpu_memory_utilization,
+    dtype: Dtype = BucketsSpec.dtype,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -68,6 +82,8 @@ def buckets(
     Example: nanobench buckets --run-lengths 8,512 --width-multiples 128,2048 --check
 
     Example: nanobench buckets --kernel triton --capture-sizes vllm --max-batch 64
+
+    Example: nanobench buckets --batch-trace served.csv --max-graphs 8 --max-batch 64
     """
     with run_command(quiet) as status:
         spec = BucketsSpec(
@@ -86,9 +102,15 @@ def buckets(
             heads=heads,
             max_shapes=max_shapes,
             max_waste=max_waste,
+            batch_trace=batch_trace,
+            max_graphs=max_graphs,
+            target=target,
+            device_memory=device_memory,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype="float32" if dtype == "auto" else dtype,
         ).validate()
 
-        from nanobench.buckets.bench import CaptureRow, RunRow, measure
+        from nanobench.buckets.bench import CaptureRow, RecommendedRow, RunRow, measure
         from nanobench.harness.common import out_dir
         from nanobench.harness.rows import as_dicts, columns
 
@@ -110,7 +132,8 @@ def buckets(
         status("writing the CSV and the diagram")
         # Missing cells as "" rather than None: a None makes pandas turn a column of counts
         # into floats ("8.0" steps), and each table leaves the other's columns empty.
-        keys = list(dict.fromkeys([*columns(RunRow), *columns(CaptureRow)]))
+        keys = [*columns(RunRow), *columns(CaptureRow), *columns(RecommendedRow)]
+        keys = list(dict.fromkeys(keys))
         csv_rows = [{k: r.get(k, "") for k in keys} for r in result.rows]
         csv_path = write_rows(directory / CSV_NAME, csv_rows, BUCKETS_COLUMNS)
         runs, capture, chosen = (
@@ -134,21 +157,25 @@ def buckets(
                 render_short_answer(
                     console, chosen, found, outputs, kernel=kernel, max_shapes=max_shapes
                 )
-                return
-            render_buckets(
-                console,
-                runs,
-                capture,
-                found,
-                outputs,
-                kernel=kernel,
-                max_shapes=max_shapes,
-                explicit_len=bool(max_model_len),
-            )
-            if spec.sizes is not None:
+            else:
+                render_buckets(
+                    console,
+                    runs,
+                    capture,
+                    found,
+                    outputs,
+                    kernel=kernel,
+                    max_shapes=max_shapes,
+                    explicit_len=bool(max_model_len),
+                )
+            if spec.sizes is not None and not spec.short:
                 from reports.capture_sizes import capture_sizes_table
 
                 console.print(capture_sizes_table(result.chosen))
+            if result.recommended:
+                from reports.capture_sizes import recommended_table
+
+                console.print(recommended_table(as_dicts(result.recommended)))
 
         code = finish(
             "buckets",

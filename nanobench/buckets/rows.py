@@ -1,8 +1,10 @@
 """The bucket bench's rows: one frozen dataclass per table of `nanobench buckets`, and the result.
 
 What it is: `RunRow` (one run length priced open and bucketed, read off real plans), `CaptureRow`
-(the capture list at a serving configuration for one width multiple), `RunTrace` (per-step shapes
-the diagram draws) and `BucketsResult` (what `buckets_bench.measure` returns).
+(the capture list at a serving configuration for one width multiple), `RecommendedRow` (a
+capture list priced over a served batch trace: the one chosen for it, and vLLM's and SGLang's),
+`RunTrace` (per-step shapes the diagram draws) and `BucketsResult` (what
+`buckets.bench.measure` returns).
 What it is not: the measurement (`nanobench.buckets.bench`) or the formatting (`reports.buckets`).
 Invariant: the JSON document's and the CSV's keys are these fields; a row never gains a key
 outside its type.
@@ -95,17 +97,42 @@ class CaptureRow:
     mix_pad_share: float
 
 
+@dataclass(frozen=True)
+class RecommendedRow:
+    """One capture list priced over a served batch trace (`--batch-trace`, `--max-graphs`)."""
+
+    table: str  # "recommended"
+    list_name: str  # "recommended" (chosen for the trace), "vllm" or "sglang"
+    capture_sizes: list
+    graphs: int
+    max_graphs: int
+    mix_pad_share: float  # padded rows / computed rows over the trace's covered steps
+    padded_rows: int
+    computed_rows: int
+    mean_pad_rows: float  # padded rows per covered step
+    trace_steps: int
+    trace_max_rows: int
+    uncovered_steps: int  # steps above the list's largest size: they run eagerly
+    max_batch: int  # the --max-batch the servers' lists are built for
+    # With --target and --device-memory (the recommended row only; the servers' lists hold
+    # sizes the trace does not, which are not priced): the cap, the list's need, the verdict.
+    usable_bytes: int | None = None
+    need_bytes: int | None = None  # state + shared pool + outputs of this list
+    fits: bool | None = None
+
+
 @dataclass
 class BucketsResult:
     runs: list[RunRow]
     capture: list[CaptureRow]
     traces: list[RunTrace]
     spec: BucketsSpec
+    recommended: list[RecommendedRow] = field(default_factory=list)
 
     @property
     def rows(self) -> list[dict]:
-        """Both tables as dicts, run rows first: the JSON document's and the CSV's rows."""
-        return as_dicts([*self.runs, *self.capture])
+        """Every table as dicts, run rows first: the JSON document's and the CSV's rows."""
+        return as_dicts([*self.runs, *self.capture, *self.recommended])
 
     @property
     def chosen(self) -> CaptureRow:

@@ -1,12 +1,14 @@
-"""`nanobench buckets`'s spec: every option's default and the rules across options.
+"""`nanobench buckets`'s spec: every option's default, the rules across options, the trace.
 
-What it is: `BucketsSpec` (frozen; `validate()` resolves `--capture-sizes`) and the command's
-output names. What it is not: the command (`command.py`) or the pricing (`bench.py`).
+What it is: `BucketsSpec` (frozen; `validate()` resolves `--capture-sizes`, reads
+`--batch-trace` and the memory budget), `read_batch_trace` and the command's output names.
+What it is not: the command (`command.py`) or the pricing (`bench.py`).
 Invariant: a spec that validated prices without another check; a bad one is `BadInput`.
 """
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, replace
 
 from engine.config import KERNELS
@@ -45,8 +47,18 @@ class BucketsSpec:
     heads: int = 32
     max_shapes: int = 64
     max_waste: float = 0.6
-    # --capture-sizes resolved for --max-batch (validate() fills it).
+    # A CSV of served batch sizes (a `rows` column) and the graphs the list chosen for it holds.
+    batch_trace: str | None = None
+    max_graphs: int | None = None
+    # With --batch-trace: the user's step, whose capture memory bounds the recommended list.
+    target: str = ""
+    device_memory: str = ""  # "": no memory budget
+    gpu_memory_utilization: float = 0.9
+    dtype: str = "float32"
+    # --capture-sizes resolved for --max-batch, --batch-trace read (validate() fills them).
     sizes: tuple[int, ...] | None = None
+    batches: tuple[int, ...] | None = None
+    device_bytes: int = 0
 
     @property
     def width_free(self) -> bool:
@@ -111,4 +123,76 @@ class BucketsSpec:
                 f"--prompt-len {self.prompt_len}: leaves no decode step inside --capture-tokens "
                 f"{self.capture_tokens}"
             )
-        return replace(self, sizes=sizes)
+        return replace(
+            self, sizes=sizes, batches=self._batches(), device_bytes=self._device_bytes()
+        )
+
+    def _device_bytes(self) -> int:
+        """--target and --device-memory: the memory budget of the recommended list, or 0."""
+        if not self.target and not self.device_memory:
+            return 0
+        if not (self.target and self.device_memory and self.batch_trace):
+            raise BadInput(
+                "--target, --device-memory: bound the list chosen for --batch-trace; pass all "
+                "three (and --max-graphs)"
+            )
+        from nanobench.harness.targets import target_option
+        from nanobench.pool_budget.command import device_memory_bytes
+
+        target_option(self.target)
+        if self.gpu_memory_utilization <= 0.0:
+            raise BadInput(
+                f"--gpu-memory-utilization {self.gpu_memory_utilization}: expected a share in (0, 1]"
+            )
+        return device_memory_bytes(self.device_memory, "cpu")
+
+    def _batches(self) -> tuple[int, ...] | None:
+        """--batch-trace read and checked against --max-graphs and --max-batch."""
+        if self.batch_trace is None:
+            if self.max_graphs is not None:
+                raise BadInput(
+                    f"--max-graphs {self.max_graphs}: needs --batch-trace FILE.csv, the batch "
+                    "sizes the list is chosen for"
+                )
+            return None
+        if self.max_graphs is None:
+            raise BadInput(
+                f"--batch-trace {self.batch_trace}: needs --max-graphs K, the most graphs the "
+                "recommended list may hold"
+            )
+        batches = read_batch_trace(self.batch_trace)
+        if max(batches) > self.max_batch:
+            raise BadInput(
+                f"--batch-trace {self.batch_trace}: a step of {max(batches)} rows is above "
+                f"--max-batch {self.max_batch}; pass --max-batch {max(batches)} or more (the "
+                "servers' lists are built for it)"
+            )
+        return batches
+
+
+def read_batch_trace(path: str) -> tuple[int, ...]:
+    """The `rows` column of a CSV, one served decode step a line: positive ints, at least one."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if "rows" not in (reader.fieldnames or ()):
+                raise BadInput(
+                    f"--batch-trace {path}: expected a CSV with a rows column (the batch size of "
+                    f"each decode step), got columns {reader.fieldnames or []}"
+                )
+            cells = [(reader.line_num, line["rows"]) for line in reader]
+    except OSError as e:
+        raise BadInput(f"--batch-trace {path}: cannot read it ({e.strerror or e})") from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise BadInput(f"--batch-trace {path}: not a text CSV ({e})") from None
+    batches = []
+    for line, cell in cells:
+        text = (cell or "").strip()
+        if not text.isdigit() or int(text) < 1:
+            raise BadInput(
+                f"--batch-trace {path}: line {line}: rows {cell!r}, expected a positive integer"
+            )
+        batches.append(int(text))
+    if not batches:
+        raise BadInput(f"--batch-trace {path}: no decode step in it (expected rows lines)")
+    return tuple(batches)

@@ -63,6 +63,7 @@ from nanobench.harness.options import (
     Rounds,
     Rows,
     RunLengths,
+    Target,
     Threads,
     UpFront,
     WidthMultiple,
@@ -96,6 +97,8 @@ class CaptureSpec:
     budget_s: float = BUDGET_S  # shared by every run length
     threads: int = 0  # torch threads while both engines run and are timed (0: torch's default)
     out: str = "nanobench-out"
+    # module:factory or file.py:factory: the user's own step, its capture memory priced per size.
+    target: str = ""
     # Resolved by validate(): the concrete dtype and the capture list's rows.
     sizes: tuple[int, ...] | None = None
 
@@ -103,6 +106,10 @@ class CaptureSpec:
         """Cross-option rules; returns the spec with dtype and the list's rows resolved."""
         device_option(self.device)
         self.round_plan()
+        if self.target:
+            from nanobench.harness.targets import target_option
+
+            target_option(self.target)
         return replace(
             self,
             dtype=dtype_option(self.dtype, self.model, self.device),
@@ -136,6 +143,7 @@ def capture(
     budget_s: BudgetS = CaptureSpec.budget_s,
     threads: Threads = CaptureSpec.threads,
     out: Out = CaptureSpec.out,
+    target: Target = CaptureSpec.target,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -150,6 +158,8 @@ def capture(
     Example: nanobench capture --capture-sizes vllm --capture-rows 64 --width-multiples 128,512
 
     Example: nanobench capture --kernel triton --heads 32 --check
+
+    Example: nanobench capture --target my_step.py:factory --capture-sizes 1,8,64
 
     Example: nanobench capture --run-lengths 8,32 --threads 1
     """
@@ -175,7 +185,15 @@ def capture(
             budget_s=budget_s,
             threads=threads,
             out=out,
+            target=target,
         ).validate()
+        if spec.target:
+            from nanobench.memory.target_capture import capture_target
+
+            code = capture_target(
+                spec, target, out_dir(out), status, json_mode=json_mode, check=check
+            )
+            raise typer.Exit(code)
         dtype = spec.dtype
         directory, config = model_option(model)
         fits_option(config, dtype, device)

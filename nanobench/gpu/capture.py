@@ -207,3 +207,49 @@ def check_capture_path(
 def diff_pct(measured: int | None, traced: int) -> float | None:
     """100 x (measured - traced) / traced; None with nothing measured or nothing traced."""
     return 100.0 * (measured - traced) / traced if measured is not None and traced else None
+
+
+def check_target_reserved(
+    spec: str, rows: int, dtype: str = "bfloat16", prompt_len: int = 255, steps: int = 1
+) -> dict:
+    """Record one graph of a --target's step on CUDA; its pool's reserved growth beside the
+    priced figures (the meta trace's workspace and the caching-allocator model's reserved).
+
+    The step is warmed up on a side stream first (as `torch.cuda.graph` asks), so the growth
+    read around the recording is the graph's private pool: whole segments.
+    """
+    from nanobench.harness.targets import inputs_at, make_target
+    from nanobench.memory.reserved import reserved_bytes
+    from nanobench.memory.target_memory import size_memory
+
+    protocol = {"rows": rows, "prompt_len": prompt_len, "steps": steps, "dtype": dtype}
+    priced, _ = size_memory(spec, as_device="cuda", **protocol)
+    made = make_target(spec, device="cuda", **protocol)
+    args, kwargs = inputs_at(made, 0)
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            made.forward(*args, **kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_reserved()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = made.forward(*args, **kwargs)
+        torch.cuda.synchronize()
+        growth = torch.cuda.memory_reserved() - before
+    modelled = reserved_bytes(priced.events)
+    del out, graph, made
+    return {
+        "check": "target-memory",
+        "name": f"{spec} {rows} rows {dtype} one graph",
+        "rows": rows,
+        "traced_workspace_bytes": priced.workspace_bytes,
+        "traced_peak_bytes": priced.peak_bytes,
+        "model_reserved_bytes": modelled,
+        "measured_reserved_bytes": growth,
+        "diff_pct": diff_pct(growth, modelled),
+        # A pool holds at least its live peak; how far the model is off is reported, not gated.
+        "ok": growth >= priced.peak_bytes,
+    }

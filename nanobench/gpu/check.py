@@ -8,7 +8,9 @@ interleaved rounds, the speedup with its 95% interval, and the tri-state gate of
 the measured bandwidth at 64 rows x 8k on its interval: a `can't tell` row has ok empty);
 `capture` (the real capture path, `nanobench.gpu.capture`, for both kernels, each graph writing
 one shared logits buffer and each keeping its own; then one llama-3.2-1b-shaped graph's
-allocator peak against its traced peak, `capture_memory_check.cuda_capture_check`); `compile`
+allocator peak against its traced peak, `capture_memory_check.cuda_capture_check`; then the
+gpt-fast-style corpus step recorded at two sizes, its pool's reserved growth beside the traced
+workspace and the caching-allocator model, `gpu.capture.check_target_reserved`); `compile`
 (off / dynamic / static of `tiny` and `llama-3.2-1b` in bf16, each mode in a fresh process);
 `pytest` (`pytest -m gpu`).
 It runs with the interpreter that starts it and installs nothing. A time budget (`--budget-s`,
@@ -145,6 +147,29 @@ def capture_rows() -> Iterator[dict]:
                 gc.collect()
                 torch.cuda.empty_cache()
     yield from capture_memory_rows()
+    yield from target_memory_rows()
+
+
+# The gpt-fast-style step of the test corpus (a user's own step), recorded at two sizes.
+CHECKOUT = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
+TARGET_SPEC = str(CHECKOUT / "tests" / "corpus" / "memory_gptfast.py") + ":small"
+TARGET_SIZES = (8, 64)
+
+
+def target_memory_rows() -> Iterator[dict]:
+    import torch
+
+    from nanobench.gpu.capture import check_target_reserved
+
+    for rows in TARGET_SIZES:
+        try:
+            yield check_target_reserved(TARGET_SPEC, rows)
+        except Exception as e:
+            name = f"{TARGET_SPEC} {rows} rows bfloat16 one graph"
+            yield {"check": "target-memory", "name": name, "ok": False, "detail": first_line(e)}
+        finally:
+            gc.collect()
+            torch.cuda.empty_cache()
 
 
 # One graph of a llama-3.2-1b-shaped engine (random weights): traced peak against the allocator.

@@ -143,6 +143,17 @@ MaxShapes = Annotated[int, typer.Option(min=1, help="Capture budget: most shapes
 MaxWaste = Annotated[
     float, typer.Option(min=0.0, max=1.0, help="Largest share of bucketed cells that is padding.")
 ]
+BatchTrace = Annotated[
+    str | None,
+    typer.Option(
+        metavar="FILE.csv",
+        help="Batch sizes served: a CSV with a rows column, one decode step a line.",
+    ),
+]
+MaxGraphs = Annotated[
+    int | None,
+    typer.Option(min=1, help="With --batch-trace: most graphs the recommended list may hold."),
+]
 DeviceMemory = Annotated[
     str, typer.Option(help="Device bytes (80GiB, 24GB, ...) or probe (free memory, CUDA only).")
 ]

@@ -12,7 +12,8 @@ What it is not: a probe (the CLI reads free memory on CUDA) or a recorder. The a
 figure is an estimate of a decode step's largest live set at max batch, stated as a formula.
 Invariant: every figure is an int number of bytes; a list fits when the KV pool left over holds
 at least one sequence at max_model_len (vLLM's startup rule), checked by
-`nanobench.cost.pool.check_pool_budget`.
+`nanobench.cost.pool.check_pool_budget`; a list that does not fit is a row like any other, with
+the bytes it lacks (`shortfall_bytes`, 0 exactly when it fits).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 
 from engine.buckets import DecodeBuckets
 from engine.config import CAPTURE_OUTPUTS, KERNELS, ModelConfig
-from nanobench.memory.decode_workspace import decode_memory, list_memory
 from nanobench.cost.capture import input_buffer_bytes, shared_pool_bytes, slot_table_bytes
 from nanobench.cost.pool import (
     PoolUnsound,
@@ -31,8 +31,10 @@ from nanobench.cost.pool import (
     kv_blocks_needed,
     kv_bytes_per_block,
     kv_bytes_per_token,
+    kv_shortfall_bytes,
     weights_bytes,
 )
+from nanobench.memory.decode_workspace import decode_memory, list_memory
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # The reference read's softmax and the logits are fp32 whatever the model dtype.
@@ -68,6 +70,7 @@ class BudgetRow:
     kv_tokens: int
     kv_pool_bytes: int
     min_blocks: int
+    shortfall_bytes: int  # bytes the list lacks to fit (0 when it fits)
     fits: bool
     fits_detail: str
     full_batch_blocks: int
@@ -218,6 +221,7 @@ def budget_row(
         kv_tokens=blocks * block_size,
         kv_pool_bytes=blocks * per_block,
         min_blocks=min_blocks,
+        shortfall_bytes=kv_shortfall_bytes(free, per_block, min_blocks),
         fits=fits,
         fits_detail=why,
         full_batch_blocks=full_batch,
@@ -251,3 +255,97 @@ def smallest_fitting(model: ModelConfig, kernel: str, **budget) -> BudgetRow | N
         if row.fits:
             return row
     return None
+
+
+# -- a --target's capture list (nanobench.memory.target_memory) -------------------------------
+
+
+@dataclass(frozen=True)
+class TargetSizeRow:
+    """One capture size of the user's step, priced on the meta device."""
+
+    table: str  # "size"
+    target: str
+    rows: int
+    state_bytes: int  # what the factory left allocated at this many rows
+    workspace_bytes: int  # the step's transient peak: what a graph's pool must hold
+    reserved_bytes: int  # the segments a private pool for this step reserves (allocator model)
+    outputs_bytes: int  # what the step returns: what a recorded graph keeps
+    peak_bytes: int
+    allocations: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TargetFitRow:
+    """The user's capture list against a device: state + shared pool + outputs under the cap."""
+
+    table: str  # "fit"
+    target: str
+    capture_sizes: list[int]
+    graphs: int
+    state_bytes: int  # at the largest size: one set of weights and caches serves every graph
+    shared_pool_bytes: int  # the largest workspace
+    private_pools_bytes: int  # every workspace summed (a pool per graph)
+    shared_pool_reserved_bytes: int  # segments one pool reserves for the whole list
+    private_pools_reserved_bytes: int  # segments a pool per graph reserves, summed
+    outputs_bytes: int  # summed per graph, or one buffer when the target declares it shared
+    shared_output: bool
+    need_bytes: int  # state + shared pool + outputs
+    device_bytes: int
+    utilization: float
+    usable_bytes: int
+    fits: bool
+    shortfall_bytes: int  # need - usable when it does not fit, else 0
+    largest_fitting_sizes: list[int]  # the longest prefix of the list that fits
+    dtype: str
+
+
+def target_rows(
+    spec: str, memory, *, device_bytes: int, utilization: float, dtype: str
+) -> tuple[list[TargetSizeRow], TargetFitRow]:
+    """The per-size rows and the fit row of a `TargetListMemory`."""
+    import math
+
+    from nanobench.memory.reserved import reserved_bytes
+    from nanobench.memory.target_memory import largest_fitting
+
+    sizes = [
+        TargetSizeRow(
+            table="size",
+            target=spec,
+            rows=s.rows,
+            state_bytes=s.state_bytes,
+            workspace_bytes=s.workspace_bytes,
+            reserved_bytes=reserved_bytes(s.events),
+            outputs_bytes=s.outputs_bytes,
+            peak_bytes=s.peak_bytes,
+            allocations=s.allocations,
+            dtype=dtype,
+        )
+        for s in memory.sizes
+    ]
+    usable = math.floor(device_bytes * utilization)
+    need = memory.total_bytes
+    fit = TargetFitRow(
+        table="fit",
+        target=spec,
+        capture_sizes=[s.rows for s in memory.sizes],
+        graphs=len(memory.sizes),
+        state_bytes=memory.state_bytes,
+        shared_pool_bytes=memory.shared_pool_bytes,
+        private_pools_bytes=memory.private_pools_bytes,
+        shared_pool_reserved_bytes=memory.shared_reserved_bytes,
+        private_pools_reserved_bytes=memory.private_reserved_bytes,
+        outputs_bytes=memory.outputs_bytes,
+        shared_output=memory.shared_output,
+        need_bytes=need,
+        device_bytes=device_bytes,
+        utilization=utilization,
+        usable_bytes=usable,
+        fits=need <= usable,
+        shortfall_bytes=max(0, need - usable),
+        largest_fitting_sizes=list(largest_fitting(memory, usable)),
+        dtype=dtype,
+    )
+    return sizes, fit

@@ -4,8 +4,9 @@ What it is: the command, its spec (`PoolBudgetSpec`: every option's default and 
 cross-option rules) and its gates: one `check_pool_budget` per priced list.
 What it is not: the arithmetic (`nanobench.pool_budget.budget`, from a `ModelConfig` alone, no
 weights) or the table and diagram (`reports.pool_budget`).
-Invariant: bad input (a size that parses to nothing, no list that fits at all) is one line and
-exit 2 before anything is written; a list that does not fit is a failed gate, exit 1 under --check.
+Invariant: bad input (a size that parses to nothing, a share outside (0, 1]) is one line and
+exit 2 before anything is written; a list that does not fit, even when none fits at all, is a
+row with its shortfall and a failed gate: exit 1 under --check, 0 without.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from nanobench.harness.options import (
     Names,
     Out,
     QuietOpt,
+    Target,
     WidthMultiples,
 )
 
@@ -65,6 +67,8 @@ class PoolBudgetSpec:
     capture_output: str = "shared"
     dtype: str = "auto"
     device: str = "cpu"
+    # module:factory or file.py:factory: the user's own step, priced per capture size.
+    target: str = ""
     # Resolved by validate(): the list's rows, the device's bytes, the concrete dtype.
     sizes: tuple[int, ...] | None = None
     device_bytes: int = 0
@@ -78,6 +82,10 @@ class PoolBudgetSpec:
         if self.max_model_len < 1:
             raise BadInput(f"--max-model-len {self.max_model_len}: expected a positive integer")
         device_option(self.device)
+        if self.target:
+            from nanobench.harness.targets import target_option
+
+            target_option(self.target)
         return replace(
             self,
             dtype=dtype_option(self.dtype, self.model, self.device),
@@ -113,6 +121,7 @@ def pool_budget(
     capture_output: CaptureOutput = PoolBudgetSpec.capture_output,
     dtype: Dtype = PoolBudgetSpec.dtype,
     device: Device = PoolBudgetSpec.device,
+    target: Target = PoolBudgetSpec.target,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -127,6 +136,8 @@ def pool_budget(
     Example: nanobench pool-budget --capture-sizes vllm --max-batch 64 --kernels triton
 
     Example: nanobench pool-budget --capture-output per-graph --width-multiples 128,2048
+
+    Example: nanobench pool-budget --target my_step.py:factory --capture-sizes 1,8,64,256
     """
     with run_command(quiet) as status:
         spec = PoolBudgetSpec(
@@ -142,52 +153,24 @@ def pool_budget(
             capture_output=capture_output,
             dtype=dtype,
             device=device,
+            target=target,
         ).validate()
+        if spec.target:
+            raise typer.Exit(target_budget(spec, out_dir(out), status, json_mode, check))
         config = config_option(spec.model)
         target = out_dir(out)
 
-        from nanobench.pool_budget.budget import BudgetRow, budget_row, smallest_fitting
         from nanobench.harness.rows import as_dicts, columns
+        from nanobench.pool_budget.budget import BudgetRow
         from reports.csvio import write_rows
         from reports.pool_budget import plot_pool_budget, render_pool_budget
-        from reports.style import binary_bytes
 
         status("pricing the capture lists")
         rows, notes = [], []
         for k in spec.kernels:
-            best = smallest_fitting(config, k, **spec.budget)
-            if best is None:
-                coarsest = budget_row(
-                    config, kernel=k, width_multiple=spec.max_model_len, **spec.budget
-                )
-                raise BadInput(
-                    f"--device-memory {spec.device_memory}: no {k} capture list fits, not even "
-                    f"the coarsest ({coarsest.shapes} shapes): {coarsest.fits_detail}"
-                )
-            for multiple in spec.width_multiples if k == "reference" else spec.width_multiples[:1]:
-                row = budget_row(config, kernel=k, width_multiple=multiple, **spec.budget)
-                rows.append(
-                    replace(
-                        row,
-                        smallest_fitting_width_multiple=best.width_multiple,
-                        largest_fitting_shapes=best.shapes,
-                    )
-                )
-            if k == "reference" and spec.capture_output == "shared":
-                finest = min((r for r in rows if r.kernel == k), key=lambda r: r.width_multiple)
-                notes.append(
-                    "reference: with one shared logits buffer the pool is sized by the largest "
-                    "shape, not by the list: every width multiple needs the same "
-                    f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
-                    f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
-                    f"multiple {finest.width_multiple}: --capture-output per-graph)"
-                )
-            elif k == "reference":
-                notes.append(
-                    f"reference: the largest list that fits is width multiple "
-                    f"{best.width_multiple} ({best.shapes:,} shapes, "
-                    f"{best.kv_tokens:,} KV tokens left)"
-                )
+            priced, note = price_kernel(config, spec, k)
+            rows += priced
+            notes += [note] if note else []
         found = gates(spec, rows)
         csv_path = write_rows(target / "pool-budget.csv", as_dicts(rows), columns(BudgetRow))
         png_path = plot_pool_budget(target / "pool-budget.png", rows, model=spec.model)
@@ -201,6 +184,119 @@ def pool_budget(
             render=lambda: render_pool_budget(stdout_console(), rows, found, notes),
         )
     raise typer.Exit(code)
+
+
+def target_budget(spec: PoolBudgetSpec, directory, status, json_mode: bool, check: bool) -> int:
+    """--target: the user's step priced per capture size on the meta device, then the fit.
+
+    Each size builds the target at that many rows with prompt_len = max_model_len - 1 and one
+    step, and prices step 0: the last position of a full context, the widest step it takes.
+    """
+    from engine.buckets import DecodeBuckets
+    from nanobench.harness.rows import as_dicts, columns
+    from nanobench.memory.target_memory import list_memory
+    from nanobench.pool_budget.budget import TargetFitRow, TargetSizeRow, target_rows
+    from reports.csvio import write_rows
+    from reports.pool_budget import plot_target_budget, render_target_budget
+
+    ladder = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.max_model_len, True).rows
+    sizes = spec.sizes or ladder
+    status(f"pricing {spec.target} at {len(sizes)} capture sizes on the meta device")
+    memory = list_memory(
+        spec.target,
+        tuple(sizes),
+        prompt_len=spec.max_model_len - 1,
+        steps=1,
+        dtype=spec.dtype,
+        model=spec.model,
+        as_device=spec.device,
+    )
+    per_size, fit = target_rows(
+        spec.target,
+        memory,
+        device_bytes=spec.device_bytes,
+        utilization=spec.gpu_memory_utilization,
+        dtype=spec.dtype,
+    )
+    found = [Gate("check_pool_budget[target]", fit.fits, target_fit_detail(fit))]
+    rows = [*per_size, fit]
+    keys = list(dict.fromkeys([*columns(TargetSizeRow), *columns(TargetFitRow)]))
+    csv_path = write_rows(directory / "pool-budget.csv", as_dicts(rows), keys)
+    png_path = plot_target_budget(directory / "pool-budget.png", per_size, fit)
+    return finish(
+        "pool-budget",
+        as_dicts(rows),
+        found,
+        {"csv": str(csv_path), "png": str(png_path)},
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_target_budget(stdout_console(), per_size, fit, found),
+    )
+
+
+def target_fit_detail(fit) -> str:
+    """The fit gate's line: every byte figure through the one formatter."""
+    from reports.style import binary_bytes
+
+    need = (
+        f"state {binary_bytes(fit.state_bytes)} + shared pool "
+        f"{binary_bytes(fit.shared_pool_bytes)} + outputs {binary_bytes(fit.outputs_bytes)} = "
+        f"{binary_bytes(fit.need_bytes)} against {binary_bytes(fit.device_bytes)} x "
+        f"{fit.utilization:g} = {binary_bytes(fit.usable_bytes)}"
+    )
+    if fit.fits:
+        return f"{need}: fits"
+    largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"
+    return (
+        f"{need}: short by {binary_bytes(fit.shortfall_bytes)}; the largest list that fits is "
+        f"{largest}"
+    )
+
+
+def price_kernel(config, spec: PoolBudgetSpec, kernel: str) -> tuple[list, str | None]:
+    """One kernel's rows (each requested width multiple, or the one Triton list) and its note.
+
+    When no list fits at all the rows still come back, each with its shortfall: not fitting
+    is the answer to the question asked, so it is a failed gate, never bad input.
+    """
+    from nanobench.pool_budget.budget import budget_row, smallest_fitting
+    from reports.style import binary_bytes
+
+    best = smallest_fitting(config, kernel, **spec.budget)
+    multiples = spec.width_multiples if kernel == "reference" else spec.width_multiples[:1]
+    rows = [
+        replace(
+            budget_row(config, kernel=kernel, width_multiple=multiple, **spec.budget),
+            smallest_fitting_width_multiple=None if best is None else best.width_multiple,
+            largest_fitting_shapes=None if best is None else best.shapes,
+        )
+        for multiple in multiples
+    ]
+    if best is None:
+        coarsest = budget_row(
+            config, kernel=kernel, width_multiple=spec.max_model_len, **spec.budget
+        )
+        return rows, (
+            f"{kernel}: no capture list fits {spec.device_memory} x "
+            f"{spec.gpu_memory_utilization:g}, not even the coarsest ({coarsest.shapes:,} "
+            f"shapes): short by {binary_bytes(coarsest.shortfall_bytes)}"
+        )
+    if kernel == "reference" and spec.capture_output == "shared":
+        finest = min(rows, key=lambda r: r.width_multiple)
+        return rows, (
+            "reference: with one shared logits buffer the pool is sized by the largest "
+            "shape, not by the list: every width multiple needs the same "
+            f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
+            f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
+            f"multiple {finest.width_multiple}: --capture-output per-graph)"
+        )
+    if kernel == "reference":
+        return rows, (
+            f"reference: the largest list that fits is width multiple "
+            f"{best.width_multiple} ({best.shapes:,} shapes, "
+            f"{best.kv_tokens:,} KV tokens left)"
+        )
+    return rows, None
 
 
 def gates(spec: PoolBudgetSpec, rows) -> list[Gate]:
