@@ -205,7 +205,7 @@ def test_make_gpu_check_runs_the_system_python_and_installs_nothing():
 
 
 def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "requirements.lock"):
         (tmp_path / name).write_text((REPO / name).read_text())
     cpu, gpu = "torch==2.13.0", "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
     first = make_n(tmp_path, "setup", f"TORCH_SPEC={cpu}")
@@ -214,6 +214,7 @@ def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
     (tmp_path / ".venv/bin").mkdir(parents=True)
     (tmp_path / stamp).touch()
     os.utime(tmp_path / "pyproject.toml", (1, 1))
+    os.utime(tmp_path / "requirements.lock", (1, 1))
     (tmp_path / ".venv/bin/nanobench").touch()
     assert "pip" not in make_n(tmp_path, "setup", f"TORCH_SPEC={cpu}")
     again = make_n(tmp_path, "setup", f"TORCH_SPEC={gpu}")

@@ -39,7 +39,7 @@ from xml.etree import ElementTree
 from nanobench.harness.common import INCONCLUSIVE
 from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False; gpu-check needs a GPU"
 CHECKS = ("kernel", "capture", "compile", "pytest")
 BUDGET_S = 280
@@ -151,7 +151,7 @@ def capture_rows() -> Iterator[dict]:
 
 
 # The gpt-fast-style step of the test corpus (a user's own step), recorded at two sizes.
-CHECKOUT = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
+CHECKOUT = REPO
 TARGET_SPEC = str(CHECKOUT / "tests" / "corpus" / "memory_gptfast.py") + ":small"
 TARGET_SIZES = (8, 64)
 
