@@ -3,7 +3,8 @@
 What it is: `CompileRow` (the CSV's columns, in order: PyTorch's dynamo harness columns where
 they mean the same thing, then nanobench's), `from_worker(payload)` (a worker's JSON back into
 a row, loudly), and `derive(rows, horizon, windows)` (step-time spread; speedup, saving and
-breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell).
+breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell; a
+`suspect` note when an interval claims what the configuration cannot produce).
 What it is not: a measurement. The worker (`compile_session`) measures; this only names and
 combines what it reported.
 Invariant: a worker's `ok` payload carries every first-pass field under its own name; a
@@ -73,6 +74,7 @@ class CompileRow:
     worth_compiling: str | None = None  # yes | no | can't tell at this noise
     worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
     builds_in_windows: int | None = None  # frames built during the timed windows
+    suspect: str | None = None  # what the interval claims and the configuration cannot produce
     cache: str | None = None
     fxgraph_cache_hit: int | None = None
     fxgraph_cache_miss: int | None = None
@@ -125,7 +127,7 @@ def derive(
     comparison is paired by round; without (a one-shot run) the first pass's median stands
     alone and nothing has an interval, so `worth_compiling` cannot say yes or no.
     """
-    from nanobench.rounds import paired_medians
+    from nanobench.rounds import paired_rounds
     from nanobench.stats import spread
 
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
@@ -151,7 +153,7 @@ def derive(
             else ("eager-after-fall-back" if r.fell_back else "compiled"),
             # Past the limit dynamo still walks every cached entry's guards before running eagerly.
             guard_sets_checked=r.builds if r.fell_back else None,
-            **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling")},
+            **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling", "suspect")},
         )
         spread_rows.append(replace(r, abs_latency=r.step_ms, compilation_latency=r.compile_s))
     off = next((r for r in spread_rows if r.mode == "off" and r.step_ms), None)
@@ -160,13 +162,33 @@ def derive(
         if off is None or not r.step_ms:
             out.append(r)
             continue
-        off_ms, mode_ms = paired_medians(timed, "off", r.mode)
-        pair = ([off.step_ms], [r.step_ms]) if r is off or not off_ms else (off_ms, mode_ms)
-        out.append(compared(r, *pair, horizon))
+        off_ms, mode_ms, processes = paired_rounds(timed, "off", r.mode)
+        if r is off or not off_ms:
+            out.append(compared(r, [off.step_ms], [r.step_ms], horizon))
+        else:
+            out.append(compared(r, off_ms, mode_ms, horizon, processes))
     return out
 
 
-def compared(row: CompileRow, off_ms: list, mode_ms: list, horizon: int) -> CompileRow:
+def suspect(row: CompileRow, speedup) -> str | None:
+    """A note when the speedup's interval claims what this configuration cannot produce.
+
+    The eager backend runs the same aten kernels as `off`, behind dynamo's guards: its step can
+    be slower than off's, never faster by a margin. An interval wholly above 1 there is noise the
+    interval did not hold (a process effect, a loaded neighbour), so the row says so.
+    """
+    if row.backend == "eager" and speedup.low > 1:
+        return (
+            f"speedup [{speedup.low:.2f}, {speedup.high:.2f}] wholly above 1 with the eager "
+            "backend, which runs off's kernels behind guards: noise, not compiling "
+            "(more --processes, a quieter machine)"
+        )
+    return None
+
+
+def compared(
+    row: CompileRow, off_ms: list, mode_ms: list, horizon: int, processes: list | None = None
+) -> CompileRow:
     """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
     from nanobench.common import FAIL, PASS
     from nanobench.stats import (
@@ -176,11 +198,12 @@ def compared(row: CompileRow, off_ms: list, mode_ms: list, horizon: int) -> Comp
         verdict_at_least,
     )
 
-    speedup = ratio_interval(off_ms, mode_ms)
-    saving = difference_interval(off_ms, mode_ms)
+    speedup = ratio_interval(off_ms, mode_ms, processes)
+    saving = difference_interval(off_ms, mode_ms, processes)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
     if row.mode == "off":
         return row
+    row = replace(row, suspect=suspect(row, speedup))
     compile_s = row.compile_s or 0.0  # an ok row's compile_s is 0.0 when nothing compiled
     # Worth it when horizon * saving > compile_s: the saving must beat compile_s / horizon.
     needed_ms = compile_s * 1e3 / horizon

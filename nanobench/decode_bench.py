@@ -210,7 +210,7 @@ def derive(
     ratio to each transformers row and to the roofline floor, with 95% intervals paired by round.
     """
     from nanobench.roofline import roofline_ms
-    from nanobench.rounds import paired_medians
+    from nanobench.rounds import paired_rounds
     from nanobench.stats import ratio_interval, spread
 
     ref = reference_row(rows)
@@ -244,10 +244,13 @@ def derive(
             ("ratio_vs_hf_eager", "hf-eager"),
             ("ratio_vs_hf_compiled", "hf-static-compiled"),
         ):
-            ours_ms, theirs_ms = paired_medians(timed, r.system, theirs)
-            put_interval(d, column, ratio_interval(ours_ms, theirs_ms) if ok and ours_ms else None)
-        own = paired_medians(timed, r.system, r.system)[0]
-        floor_ratio = ratio_interval(own, [floor] * len(own)) if ok and own and floor else None
+            ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
+            found = ratio_interval(ours_ms, theirs_ms, processes) if ok and ours_ms else None
+            put_interval(d, column, found)
+        own, _, processes = paired_rounds(timed, r.system, r.system)
+        floor_ratio = (
+            ratio_interval(own, [floor] * len(own), processes) if ok and own and floor else None
+        )
         put_interval(d, "ratio_vs_floor", floor_ratio)
         d.update(
             bandwidth_gbs=measured.bandwidth_gbs,

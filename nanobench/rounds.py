@@ -3,14 +3,17 @@
 What it is: `Window` (one system's timed steps in one round) and `Sample` (one timed step, a row
 of `<command>-samples.csv`), `time_steps` (the timing loop every worker runs, with an injectable
 clock), `RoundPlan` (--rounds, --max-rounds, --rel-ci, --budget-s, validated), `rotation` (ABC,
-BCA, CAB, ...), `run_rounds` (hand one system at a time a window, rotating the order each round,
+BCA, CAB, ...), `spread_over` (a system's rounds dealt to its N worker processes in turn, each
+window stamped with its process), `run_rounds` (hand one system at a time a window, rotating the order each round,
 until every comparison's interval is as tight as asked, the rounds run out or the budget is
-spent) and `intervals` (each comparison's ratio interval from the windows).
+spent) and `intervals` (each comparison's ratio interval from the windows, hierarchical over processes
+when the rounds came from several).
 What it is not: a process manager (`nanobench.fresh.LiveWorker` is) or statistics
 (`nanobench.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
 windows and every window already returned is kept. Drift between rounds hits every system of a
-round alike, so a round's ratio is paired.
+round alike, so a round's ratio is paired; round r of every system runs in its process
+(r - 1) mod N + 1, so a pair's two windows come from the same process slot.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nanobench.errors import BadInput
 from nanobench.stats import Interval, ratio_interval
@@ -34,6 +37,7 @@ class Window:
     ms: tuple[float, ...] = ()
     built: tuple[int, ...] = ()
     steady: tuple[bool, ...] = ()
+    process: int = 1  # which of the system's worker processes timed it, from 1
 
     def __post_init__(self) -> None:
         # Rebuilt from JSON (lists) as from Python (tuples): the same frozen row either way.
@@ -53,7 +57,7 @@ class Window:
 
     def samples(self) -> list[Sample]:
         return [
-            Sample(self.system, self.round, i + 1, m, b, s)
+            Sample(self.system, self.round, i + 1, m, b, s, self.process)
             for i, (m, b, s) in enumerate(zip(self.ms, self.built, self.steady))
         ]
 
@@ -68,6 +72,7 @@ class Sample:
     ms: float
     built: int
     steady: bool
+    process: int = 1
 
 
 @dataclass(frozen=True)
@@ -127,24 +132,50 @@ def rotation(systems: list[str], round_index: int) -> list[str]:
     return systems[k:] + systems[:k]
 
 
+def paired_rounds(
+    windows: Iterable[Window], numerator: str, denominator: str
+) -> tuple[list[float], list[float], list[str]]:
+    """Window medians of the rounds in which both systems have a steady window, by round, and
+    each pair's process label ("1", or "1/2" should the two windows' processes differ)."""
+    by: dict[tuple[str, int], tuple[float, int]] = {}
+    for w in windows:
+        median = w.median_ms() if w.status == "ok" else None
+        if median:
+            by[(w.system, w.round)] = (median, w.process)
+    rounds = sorted({r for s, r in by if s == numerator} & {r for s, r in by if s == denominator})
+    num = [by[(numerator, r)] for r in rounds]
+    den = [by[(denominator, r)] for r in rounds]
+    labels = [str(p) if p == q else f"{p}/{q}" for (_, p), (_, q) in zip(num, den)]
+    return [m for m, _ in num], [m for m, _ in den], labels
+
+
 def paired_medians(
     windows: Iterable[Window], numerator: str, denominator: str
 ) -> tuple[list[float], list[float]]:
     """Window medians of the rounds in which both systems have a steady window, by round."""
-    by: dict[tuple[str, int], float] = {}
-    for w in windows:
-        median = w.median_ms() if w.status == "ok" else None
-        if median:
-            by[(w.system, w.round)] = median
-    rounds = sorted({r for s, r in by if s == numerator} & {r for s, r in by if s == denominator})
-    return [by[(numerator, r)] for r in rounds], [by[(denominator, r)] for r in rounds]
+    num, den, _ = paired_rounds(windows, numerator, denominator)
+    return num, den
 
 
 def intervals(windows: list[Window], comparisons: Iterable[Comparison]) -> dict[str, Interval]:
     return {
-        c.name: ratio_interval(*paired_medians(windows, c.numerator, c.denominator))
+        c.name: ratio_interval(*paired_rounds(windows, c.numerator, c.denominator))
         for c in comparisons
     }
+
+
+def spread_over(workers: list[Callable[[int], Window]]) -> Callable[[int], Window]:
+    """One system over N worker processes: round r goes to worker (r - 1) mod N, stamped 1..N.
+
+    Every system deals its rounds the same way, so a round's pair comes from one process slot
+    and the slots are independent of each other: what the hierarchical interval resamples.
+    """
+
+    def window(round_index: int) -> Window:
+        slot = (round_index - 1) % len(workers)
+        return replace(workers[slot](round_index), process=slot + 1)
+
+    return window
 
 
 def run_rounds(
@@ -190,9 +221,10 @@ def describe(name: str, interval: Interval) -> str:
         return f"{name} -"
     if math.isnan(interval.low):
         return f"{name} {interval.estimate:.2f}x ({interval.rounds} rounds, no interval yet)"
+    over = f" in {interval.processes} processes" if interval.processes > 1 else ""
     return (
         f"{name} {interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}] "
-        f"({interval.rounds} rounds)"
+        f"({interval.rounds} rounds{over})"
     )
 
 
@@ -218,11 +250,11 @@ def first_pass_window(system: str, row: dict) -> Window:
 def sample_rows(windows: Iterable[Window], label: str) -> list[dict]:
     """Every timed step as a long-format row; `label` names the system column (system, mode)."""
     return [
-        {label: s.system, "round": s.round, "step": s.step, "ms": round(s.ms, 5),
-         "built": s.built, "steady": s.steady}
+        {label: s.system, "process": s.process, "round": s.round, "step": s.step,
+         "ms": round(s.ms, 5), "built": s.built, "steady": s.steady}
         for w in windows
         for s in w.samples()
     ]  # fmt: skip
 
 
-SAMPLE_COLUMNS = ("round", "step", "ms", "built", "steady")
+SAMPLE_COLUMNS = ("process", "round", "step", "ms", "built", "steady")

@@ -113,6 +113,8 @@ def render_compile(console, rows: list, gates, title: str) -> None:
                 ),
                 markup=False,
             )
+        if r.suspect:
+            console.print(f"{r.mode}: suspect: {r.suspect}", markup=False)
         if r.cudagraph_skips is not None:
             console.print(
                 f"{r.mode}: CUDA graph skips {r.cudagraph_skips}, "

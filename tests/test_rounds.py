@@ -109,10 +109,10 @@ def test_a_live_worker_answers_each_request_and_its_final_row(tmp_path):
     # the samples CSV reads back with the dtypes it was written with
     path = write_rows(tmp_path / "s.csv", sample_rows(got, "system"), ["system", *SAMPLE_COLUMNS])
     frame = pd.read_csv(path)
-    assert list(frame.columns) == ["system", "round", "step", "ms", "built", "steady"]
+    assert list(frame.columns) == ["system", "process", "round", "step", "ms", "built", "steady"]
     types = pd.api.types
     assert types.is_string_dtype(frame["system"]) and types.is_bool_dtype(frame["steady"])
-    assert all(types.is_integer_dtype(frame[c]) for c in ("round", "step", "built"))
+    assert all(types.is_integer_dtype(frame[c]) for c in ("process", "round", "step", "built"))
     assert types.is_float_dtype(frame["ms"])
     assert list(frame["ms"]) == [1.0, 2.0, 2.0, 4.0]
     assert Window(**asdict(got[0])) == got[0]

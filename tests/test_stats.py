@@ -14,11 +14,20 @@ import pytest
 
 from nanobench.common import FAIL, INCONCLUSIVE, PASS, Gate, finish
 from nanobench.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from nanobench.rounds import Comparison, RoundPlan, Window, intervals, run_rounds, time_steps
+from nanobench.rounds import (
+    Comparison,
+    RoundPlan,
+    Window,
+    intervals,
+    run_rounds,
+    spread_over,
+    time_steps,
+)
 from nanobench.stats import (
     MIN_ROUNDS,
     Interval,
     difference_interval,
+    effective_df,
     ratio_interval,
     rounds_to_decide,
     spread,
@@ -161,3 +170,106 @@ def test_gates_keep_passed_as_verdict_pass_and_check_exits_0_1_3():
     assert code([Gate("a", True, "ok")]) == EXIT_OK
     assert code([Gate("a", True, "ok"), unsure]) == EXIT_INCONCLUSIVE == 3
     assert code([Gate("a", False, "no"), unsure]) == EXIT_FAILED
+
+
+# -- the null check: a system against itself, with process effects and heavy tails --------------
+
+NULL_RUNS = 20
+NULL_ROUNDS = 12
+# Of 20 null runs at the 95% level, more than 3 claiming "differs from 1.0" happens with
+# probability 1.6% (binomial, p = 0.05): the most an honest interval allows here.
+NULL_ALLOWED = 3
+
+
+def null_systems(processes: int, seed: int):
+    """Two identical systems, each over `processes` workers with their own process effects.
+
+    A process is 10 ms times a lognormal process effect (sigma 5%: what two runs of `decode`
+    disagreed by); a window is also hit, one time in ten, by a neighbour that slows only it 1.5
+    to 4 times; each step carries Student-t (2 dof) noise; a drift per round hits both alike.
+    """
+    rng = np.random.default_rng(seed)
+    now = [0.0]
+    drifts: dict[int, float] = {}
+    effects = {name: np.exp(0.05 * rng.standard_normal(processes)) for name in ("a", "b")}
+
+    def worker(name: str, slot: int):
+        def window(r: int) -> Window:
+            factor = drifts.setdefault(r, 1.0 + 0.10 * rng.uniform(-1, 1))
+            hit = rng.uniform(1.5, 4.0) if rng.uniform() < 0.1 else 1.0
+            mean_ms = 10.0 * effects[name][slot] * factor * hit
+
+            def step() -> int:
+                now[0] += mean_ms * math.exp(0.03 * rng.standard_t(2)) / 1e3
+                return 0
+
+            ms, built = time_steps(step, STEPS, clock=lambda: now[0])
+            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * STEPS)
+
+        return window
+
+    return {
+        name: spread_over([worker(name, slot) for slot in range(processes)]) for name in ("a", "b")
+    }
+
+
+def null_claims(processes: int) -> int:
+    """How many of NULL_RUNS seeded null runs say pass or fail on "a/b at most 1.0"."""
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(NULL_ROUNDS, NULL_ROUNDS, 0.03, 1e9)
+    decided = 0
+    for seed in range(NULL_RUNS):
+        windows = run_rounds(null_systems(processes, seed), plan, cmp)
+        found = intervals(windows, cmp)["a/b"]
+        assert found.rounds == NULL_ROUNDS and found.processes == processes
+        decided += verdict_at_most(found, 1.0) != INCONCLUSIVE
+    return decided
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_a_null_comparison_over_several_processes_decides_no_more_often_than_the_level(processes):
+    assert null_claims(processes) <= NULL_ALLOWED
+
+
+def test_the_flat_bootstrap_over_one_process_fails_the_null_check():
+    # One process per system: its process effect is a constant ratio in every round, which the
+    # rounds cannot see, so the interval excludes 1 whenever the two effects differ by more
+    # than its width.
+    assert null_claims(1) > NULL_ALLOWED
+
+
+def test_the_hierarchical_interval_is_the_t_interval_of_process_means_when_processes_dominate():
+    # Two processes, rounds identical within each: log ratios 0 and log 1.1. The pooled mean is
+    # log(1.1) / 2; the process means' standard error is log(1.1) / 2 with 1 degree of freedom,
+    # so the 95% interval is exp(mean +- t_1 * se) with t_1(0.975) = 12.706 (a t table).
+    a = [1.0] * 6 + [1.1] * 6
+    found = ratio_interval(a, [1.0] * 12, ["1"] * 6 + ["2"] * 6)
+    m = math.log(1.1) / 2
+    assert found.estimate == pytest.approx(math.exp(m))
+    assert found.processes == 2 and found.rounds == 12
+    # the bootstrap's se over two processes is (K - 1) / K of it, undone by sqrt(K / (K - 1))
+    assert math.log(found.high) == pytest.approx(m + 12.706 * m, rel=0.03)
+    assert math.log(found.low) == pytest.approx(m - 12.706 * m, rel=0.03)
+
+
+def test_effective_df_is_the_rounds_without_a_process_effect_and_k_minus_1_with_one():
+    rng = np.random.default_rng(3)
+    flat = [rng.standard_normal(10) for _ in range(3)]
+    # no process effect: about the rounds' own 3 * (10 - 1) = 27
+    assert 15 < effective_df(flat) <= 27 + 1e-9
+    # a process effect 100 times the rounds' spread: about K - 1 = 2
+    shifted = [g * 0.01 + 5.0 * k for k, g in enumerate(flat)]
+    assert effective_df(shifted) == pytest.approx(2.0, rel=0.01)
+
+
+def test_a_saving_over_several_processes_keeps_its_speedups_sign():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        a = 10.0 * rng.lognormal(0.0, 0.05, 10)
+        b = a / rng.choice([1.1, 0.9, 1.0]) * np.exp(0.1 * rng.standard_t(1.5, 10))
+        labels = ["1"] * 5 + ["2"] * 5
+        r, d = ratio_interval(a, b, labels), difference_interval(a, b, labels)
+        assert (r.estimate > 1) == (d.estimate > 0)
+        assert (r.low > 1) == (d.low > 0) and (r.high < 1) == (d.high < 0)
+        # gm(a) - gm(b), as over one process
+        assert d.estimate == pytest.approx(np.exp(np.log(a).mean()) - np.exp(np.log(b).mean()))
