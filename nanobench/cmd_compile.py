@@ -29,6 +29,7 @@ from nanobench.common import (
     interval_gate,
     model_option,
     out_dir,
+    positive,
 )
 from nanobench.compile_rows import CompileRow
 from nanobench.console import interrupted, run_command, stdout_console
@@ -49,6 +50,7 @@ class CompileSpec:
     steps: int = 16
     rounds: int = 3
     max_rounds: int = 30
+    processes: int = 2
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False
@@ -73,6 +75,7 @@ class CompileSpec:
         from nanobench.rounds import round_plan
 
         round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
+        positive("--processes", self.processes)
         if self.rows > self.max_batch:
             raise BadInput(f"--rows {self.rows}: above --max-batch {self.max_batch}")
         width = self.max_model_len or self.prompt_len + self.steps
@@ -211,6 +214,7 @@ def compile_command(
     steps: o.Steps = D.steps,
     rounds: o.Rounds = D.rounds,
     max_rounds: o.MaxRounds = D.max_rounds,
+    processes: o.Processes = D.processes,
     rel_ci: o.RelCi = D.rel_ci,
     budget_s: o.BudgetS = D.budget_s,
     bucketed: o.Bucketed = D.bucketed,
@@ -236,8 +240,9 @@ def compile_command(
 
     Each worker builds once and runs a first pass (builds, reuse, fall-back measured and
     predicted, guard kind, recompile reasons, compile seconds); then the modes take turns at
-    timed windows in rotating rounds: step ms (median, IQR), speedup against off, saving and
-    breakeven with 95% intervals, worth compiling yes / no / can't tell.
+    timed windows in rotating rounds, each mode's rounds dealt over --processes workers: step
+    ms (median, IQR), speedup against off, saving and breakeven with 95% intervals (between-
+    process variance inside them), worth compiling yes / no / can't tell.
 
     Example: nanobench compile --modes off,dynamic,static --steps 12 --bucketed
     Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
@@ -268,8 +273,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         target_option(spec.target)
     if not spec.target or spec.target in BUILTINS:
         directory, config = model_option(spec.model)
-        # Every mode's worker holds its model; one at a time also loads a probe to set up.
-        fits_option(config, dtype, spec.device, copies=len(spec.modes) + 1)
+        # Every worker of every mode holds its model; one at a time also loads a probe to set up.
+        fits_option(config, dtype, spec.device, copies=len(spec.modes) * spec.processes + 1)
         if spec.prompt_len + spec.steps > config.max_position_embeddings:
             raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
     where = out_dir(spec.out)
@@ -307,6 +312,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
             list(spec.modes),
             plan,
             timeout=spec.timeout,
+            processes=spec.processes,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,
@@ -325,7 +331,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,
-        steps=f"{spec.steps} x {rounds_run} rounds",
+        steps=f"{spec.steps} x {rounds_run} rounds in {spec.processes} processes",
         shapes="bucketed" if spec.bucketed else "open",
         inductor_cache=spec.cache,
         backend=spec.backend,

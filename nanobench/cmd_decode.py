@@ -43,6 +43,7 @@ from nanobench.options import (
     Model,
     Names,
     Out,
+    Processes,
     PromptLen,
     QuietOpt,
     RelCi,
@@ -78,6 +79,7 @@ class DecodeSpec:
     hf_attn: str = "sdpa"
     timeout: int = 900
     out: str = "nanobench-out"
+    processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
 
     def round_plan(self):
         from nanobench.rounds import round_plan
@@ -96,6 +98,8 @@ class DecodeSpec:
                 f"--max-model-len {self.max_model_len}"
             )
         self.round_plan()
+        if self.processes < 1:
+            raise BadInput(f"--processes {self.processes}: expected a positive integer")
 
 
 def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
@@ -176,6 +180,7 @@ def decode_command(
     hf_attn: HfAttention = DecodeSpec.hf_attn,
     timeout: Timeout = DecodeSpec.timeout,
     out: Out = DecodeSpec.out,
+    processes: Processes = DecodeSpec.processes,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -195,6 +200,7 @@ def decode_command(
     spec = DecodeSpec(
         model, systems, rows, prompt_len, steps, rounds, max_rounds, rel_ci, budget_s,
         max_model_len, width_multiple, device, dtype, threads, backend, hf_attn, timeout, out,
+        processes=processes,
     )  # fmt: skip
     with run_command(quiet) as status:
         code = run_decode(spec, status, json_mode=json_mode, check=check)
@@ -223,8 +229,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
     device_option(spec.device)
     directory, config = model_option(spec.model)
-    # Every system's worker holds its own copy of the weights for the whole run.
-    fits_option(config, dtype, spec.device, copies=len(spec.systems))
+    # Every worker of every system holds its own copy of the weights for the whole run.
+    fits_option(config, dtype, spec.device, copies=len(spec.systems) * spec.processes)
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
@@ -279,6 +285,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             spec.systems,
             plan,
             timeout=spec.timeout,
+            processes=spec.processes,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,
@@ -306,6 +313,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         steps=spec.steps,
         threads=spec.threads or "default",
         interleaved_rounds=rounds_run,
+        processes=spec.processes,
     )
     png = draw_decode(rows_out, target / "decode.png", heading)
     outputs = {"csv": str(csv_path), "png": str(png), "samples": str(samples_path)}

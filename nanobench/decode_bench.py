@@ -1,8 +1,8 @@
 """The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
 What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
-then one live worker per system, set up one at a time, then interleaved rounds of one timed
-generation each, `nanobench.rounds`), `derive(rows, spec, probe, windows)` (tokens against the
+then --processes live workers per system, set up one at a time, then interleaved rounds of one
+timed generation each, each system's rounds dealt over its workers, `nanobench.rounds`), `derive(rows, spec, probe, windows)` (tokens against the
 reference; step-time median and IQR over the rounds; each ratio to transformers and to the
 roofline floor with its 95% interval, paired by round) and the `check_*` functions the gates run.
 The worker side is `nanobench.decode_session`; the floor's arithmetic and probes are
@@ -128,24 +128,30 @@ def sweep(
     plan: RoundPlan,
     *,
     timeout: float,
+    processes: int = 1,
     on_status: Callable[[str], None] = lambda s: None,
     on_row: Callable[[SystemRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
 ) -> tuple[list[SystemRow], ProbeRow]:
-    """The probe, then a live worker per system set up one at a time, then interleaved rounds.
+    """The probe, then `processes` live workers per system set up one at a time, then
+    interleaved rounds, round r of every system in its worker (r - 1) mod processes.
 
-    Whatever ends it (an interrupt too), every worker's process group is killed and every
-    Inductor cache directory removed. Returns the system rows (not derived) and the probe row.
-    Each worker's payload is rebuilt into its row type: a renamed key is an error naming it.
+    A system's set-up facts (compile seconds, frames) are its first worker's; a later worker
+    shares the first's Inductor cache directory. Whatever ends it (an interrupt too), every
+    worker's process group is killed and every Inductor cache directory removed. Returns the
+    system rows (not derived) and the probe row. Each worker's payload is rebuilt into its row
+    type: a renamed key is an error naming it.
     """
     from nanobench.fresh import LiveWorker, run_fresh
-    from nanobench.rounds import live_window, run_rounds
+    from nanobench.rounds import live_window, run_rounds, spread_over
 
+    # A worker past the last round would set up and time nothing.
+    processes = min(processes, plan.max_rounds)
     env, cache = worker_env(spec.threads)
     caches = [cache]
-    workers: dict[str, LiveWorker] = {}
+    workers: dict[str, list[LiveWorker]] = {}
     rows: dict[str, SystemRow] = {}
 
     def keep(window: Window) -> None:
@@ -159,25 +165,57 @@ def sweep(
         probe = rebuild(ProbeRow, {"system": PROBE, **answer})
         on_probe(probe)
         for system in systems:
-            on_status(f"{system}: building and warming up in a fresh process")
             env, cache = worker_env(spec.threads)
             caches.append(cache)
-            workers[system] = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
-            rows[system] = rebuild(SystemRow, {"system": system, **workers[system].start(timeout)})
-            on_row(rows[system])
-        live = {s: live_window(w, s, timeout) for s, w in workers.items() if rows[s].status == "ok"}
+            workers[system] = []
+            for process in range(1, processes + 1):
+                tag = system if process == 1 else f"{system} (process {process})"
+                on_status(f"{tag}: building and warming up in a fresh process")
+                worker = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
+                workers[system].append(worker)
+                row = rebuild(SystemRow, {"system": system, **worker.start(timeout)})
+                if process == 1:
+                    rows[system] = row
+                    on_row(row)
+                elif row.status != "ok":
+                    rows[system] = replace(rows[system], status=f"process {process}: {row.status}")
+                if rows[system].status != "ok":
+                    break
+        live = {
+            s: spread_over([live_window(w, s, timeout) for w in ws])
+            for s, ws in workers.items()
+            if rows[s].status == "ok"
+        }
         run_rounds(live, plan, comparisons(list(live)), on_window=keep, on_round=on_round)
         for system in live:
-            final = workers[system].close(timeout)
-            if rows[system].status == "ok":
-                rows[system] = rebuild(SystemRow, {**asdict(rows[system]), **final})
+            rows[system] = closed_row(rows[system], workers[system], timeout)
             on_row(rows[system])
     finally:
-        for worker in workers.values():
+        for worker in (w for ws in workers.values() for w in ws):
             worker.kill()
         for cache in caches:
             shutil.rmtree(cache, ignore_errors=True)
     return list(rows.values()), probe
+
+
+def closed_row(row: SystemRow, workers: list, timeout: float) -> SystemRow:
+    """A system's row once every worker closed: the first worker's final row; builds while
+    timed summed over the workers; deterministic only when every worker repeated itself and
+    made the first's tokens; the first failure's status."""
+    finals = [worker.close(timeout) for worker in workers]
+    if row.status != "ok":
+        return row
+    done = [rebuild(SystemRow, {**asdict(row), **final}) for final in finals]
+    failed = [(p, r.status) for p, r in enumerate(done, 1) if r.status != "ok"]
+    if failed:
+        process, status = failed[0]
+        return replace(row, status=status if process == 1 else f"process {process}: {status}")
+    first = done[0]
+    return replace(
+        first,
+        builds_measured=sum(r.builds_measured or 0 for r in done),
+        deterministic=all(r.deterministic and r.tokens == first.tokens for r in done),
+    )
 
 
 # -- derived columns ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -187,6 +188,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         (["--rows", "0"], "--rows"),
         (["--rows", "9", "--max-batch", "8"], "--rows"),
         (["--steps", "-1"], "--steps"),
+        (["--processes", "0"], "--processes"),
         (["--device", "cuda"], "--device"),
         (["--model", str(tmp_path / "nope")], "--model"),
         (["--prompt-len", "16", "--steps", "20", "--max-model-len", "30"], "--max-model-len"),
@@ -221,3 +223,25 @@ def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
     assert row["builds"] == 1
     assert row["inductor_s"] > 0 and row["compile_s"] >= row["inductor_s"]
     assert row["cache"] == "cold"
+
+
+def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tmp_path):
+    # 4 rounds over 2 workers per mode: rounds 1, 3 in process 1 and 2, 4 in process 2
+    rows, doc = sweep(
+        tmp_path,
+        *("--modes", "off,dynamic", "--steps", "3", "--processes", "2"),
+        *("--rounds", "4", "--max-rounds", "4"),
+    )
+    assert all(r["status"] == "ok" and r["rounds"] == 4 for r in rows.values())
+    samples = pd.read_csv(doc["outputs"]["samples"])
+    by_round = samples.groupby(["mode", "round"])["process"].unique()
+    assert {k: list(v) for k, v in by_round.items()} == {
+        (mode, r): [p]
+        for mode in ("off", "dynamic")
+        for r, p in ((0, 1), (1, 1), (2, 2), (3, 1), (4, 2))
+    }
+    # the first pass (round 0) is process 1's: its builds are the row's
+    first = samples[(samples["mode"] == "dynamic") & (samples["round"] == 0)]
+    assert int(first["built"].sum()) == rows["dynamic"]["builds"] >= 1
+    # nothing built while timed, in either worker
+    assert rows["dynamic"]["builds_in_windows"] == 0

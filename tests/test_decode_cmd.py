@@ -495,3 +495,33 @@ def test_the_figure_draws_a_single_step_row_whose_rounded_rate_sits_above_its_qu
     assert 8097.17 > 1e3 / ms
     path = draw_decode([row], tmp_path / "decode.png", "decode: tiny, cpu float32")
     assert path.stat().st_size > 0
+
+
+class ClosingWorker:
+    """A live worker's close() and nothing else: the final row it would send."""
+
+    def __init__(self, final: dict) -> None:
+        self.final = final
+
+    def close(self, timeout: float) -> dict:
+        return self.final
+
+
+def test_a_system_over_two_processes_keeps_the_first_row_and_every_workers_builds():
+    from nanobench.decode_bench import closed_row
+    from nanobench.decode_rows import SystemRow
+
+    ready = SystemRow("engine-compiled", "ok", compile_s=3.0)
+    first = {"status": "ok", "builds_measured": 0, "deterministic": True, "tokens": [[1, 2]]}
+    second = {**first, "builds_measured": 2, "compile_s": 0.5}
+    got = closed_row(ready, [ClosingWorker(first), ClosingWorker(second)], 5)
+    # compile seconds are the first worker's; the second's two frames built while timed count
+    assert got.compile_s == 3.0 and got.builds_measured == 0 + 2 and got.deterministic
+    # a second worker that made other tokens: not deterministic across processes
+    other = closed_row(
+        ready, [ClosingWorker(first), ClosingWorker({**first, "tokens": [[1, 3]]})], 5
+    )
+    assert other.deterministic is False and other.tokens == [[1, 2]]
+    # a second worker that died names its process
+    dead = closed_row(ready, [ClosingWorker(first), ClosingWorker({"status": "timeout"})], 5)
+    assert dead.status == "process 2: timeout"

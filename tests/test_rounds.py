@@ -24,6 +24,7 @@ from nanobench.rounds import (
     rotation,
     run_rounds,
     sample_rows,
+    spread_over,
 )
 from reports.csvio import write_rows
 
@@ -146,3 +147,21 @@ def test_run_fresh_is_a_live_worker_without_requests(tmp_path):
     row = run_fresh("fake_worker", {"name": "once"}, timeout=60, env=env)
     assert row["name"] == "once" and row["served"] == 0 and row["status"] == "ok"
     assert row["worker_s"] >= 0
+
+
+def test_spread_over_deals_round_r_to_worker_r_minus_1_mod_n_and_stamps_it():
+    asked: list[tuple[int, int]] = []
+
+    def worker(slot: int):
+        def window(r: int) -> Window:
+            asked.append((slot, r))
+            return Window("a", r, "ok", (float(slot),), (0,), (True,))
+
+        return window
+
+    system = spread_over([worker(0), worker(1), worker(2)])
+    got = [system(r) for r in range(1, 8)]
+    # rounds 1..7 over three workers: 0, 1, 2, 0, 1, 2, 0 (by hand)
+    assert asked == [(0, 1), (1, 2), (2, 3), (0, 4), (1, 5), (2, 6), (0, 7)]
+    assert [w.process for w in got] == [1, 2, 3, 1, 2, 3, 1]
+    assert [s.process for s in got[4].samples()] == [2]
