@@ -259,7 +259,13 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     from nanobench.compile_bench import interleaved_sweep
     from nanobench.compile_rows import derive
     from nanobench.env_record import collect_env, write_env
-    from nanobench.rounds import SAMPLE_COLUMNS, describe, round_plan, sample_rows
+    from nanobench.rounds import (
+        SAMPLE_COLUMNS,
+        describe,
+        look_confidence,
+        round_plan,
+        sample_rows,
+    )
     from nanobench.rows import as_dicts, columns
     from reports.compile import draw_compiled_decode, render_compile
     from reports.csvio import write_rows
@@ -284,9 +290,11 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     env_path = write_env(where / "compile-env.json", record)
     done: dict[str, CompileRow] = {}
     windows: list = []
+    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
 
     def save() -> list[CompileRow]:
-        rows_now = derive(list(done.values()), spec.horizon, windows)
+        level = look_confidence(plan, max((w.round for w in windows), default=0))
+        rows_now = derive(list(done.values()), spec.horizon, windows, level)
         write_rows(csv_path, as_dicts(rows_now), columns(CompileRow))
         write_rows(samples_path, sample_rows(windows, "mode"), ["mode", *SAMPLE_COLUMNS])
         return rows_now
@@ -305,7 +313,11 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
             f"round {r}: " + "; ".join(describe(f"{m}/off speedup", i) for m, i in found.items())
         )
 
-    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
+    def decided(timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        rows_now = derive(list(done.values()), spec.horizon, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in gates(spec, rows_now))
+
     try:
         interleaved_sweep(
             worker_spec,
@@ -313,6 +325,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
             plan,
             timeout=spec.timeout,
             processes=spec.processes,
+            decided=decided,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import typer
 
 from nanobench.common import (
+    INCONCLUSIVE,
     Gate,
     device_option,
     dtype_option,
@@ -219,7 +220,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
     from nanobench.env_record import collect_env, write_env
     from nanobench.roofline import kv_read_bytes, step_flops, weight_bytes
-    from nanobench.rounds import SAMPLE_COLUMNS, describe, sample_rows
+    from nanobench.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
     from reports.csvio import write_rows
     from reports.decode import draw_decode, render_decode
     from reports.style import title
@@ -266,7 +267,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     probes: list[ProbeRow] = []
 
     def save() -> list[DecodeRow]:
-        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows)
+        level = look_confidence(plan, max((w.round for w in windows), default=0))
+        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows, level)
         write_rows(csv_path, public(rows_now), CSV_COLUMNS)
         write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
         return rows_now
@@ -279,6 +281,11 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         save()
         status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
+    def decided(timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in gates(spec, rows_now))
+
     try:
         system_rows, probe = sweep(
             run,
@@ -286,6 +293,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             plan,
             timeout=spec.timeout,
             processes=spec.processes,
+            decided=decided,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,

@@ -144,13 +144,15 @@ def interleaved_sweep(
     *,
     timeout: float,
     processes: int = 1,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_status: Callable[[str], None] = lambda s: None,
     on_row: Callable[[CompileRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
 ) -> tuple[list[CompileRow], list[Window]]:
     """`processes` live workers per mode, set up one at a time (no two compile at once), then
-    rounds, round r of every mode in its worker (r - 1) mod processes (`rounds.spread_over`).
+    rounds, round r of every mode in its worker (r - 1) mod processes (`rounds.spread_over`),
+    until `decided(windows, level)` says every gate is decided or the intervals are tight.
 
     A mode's row (builds, compile seconds, first pass) is its first worker's; a later worker of
     the mode shares the first's Inductor cache directory, so it mostly loads what the first
@@ -199,7 +201,9 @@ def interleaved_sweep(
             for m in workers
             if rows[m].status == "ok"
         }
-        run_rounds(live, plan, comparisons(modes), on_window=keep, on_round=on_round)
+        run_rounds(
+            live, plan, comparisons(modes), decided=decided, on_window=keep, on_round=on_round
+        )
         for mode in live:
             rows[mode] = closed_row(rows[mode], workers[mode], spec, timeout)
             on_row(rows[mode])

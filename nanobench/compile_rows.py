@@ -21,6 +21,7 @@ from typing import Any
 from nanobench.cost.compile import breakeven_steps
 from nanobench.rounds import Window
 from nanobench.rows import RowSchemaError, rebuild
+from nanobench.stats import CONFIDENCE
 
 CANT_TELL = "can't tell at this noise"
 
@@ -64,6 +65,7 @@ class CompileRow:
     guard_sets_checked: int | None = None  # after a fall-back: guard sets checked per call
     speedup_low: float | None = None  # 95% bootstrap interval over rounds, paired by round
     speedup_high: float | None = None
+    ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
     saving_per_step_ms_low: float | None = None
     saving_per_step_ms_high: float | None = None
@@ -119,13 +121,17 @@ def from_worker(payload: Mapping[str, Any], mode: str) -> CompileRow:
 
 
 def derive(
-    rows: list[CompileRow], horizon: int, windows: list[Window] | tuple = ()
+    rows: list[CompileRow],
+    horizon: int,
+    windows: list[Window] | tuple = (),
+    confidence: float = CONFIDENCE,
 ) -> list[CompileRow]:
     """Step-time spread, and speedup, saving and breakeven against `off` with their intervals.
 
     With windows (interleaved rounds) every timing is the rounds' steady samples and every
     comparison is paired by round; without (a one-shot run) the first pass's median stands
-    alone and nothing has an interval, so `worth_compiling` cannot say yes or no.
+    alone and nothing has an interval, so `worth_compiling` cannot say yes or no. `confidence`
+    is the level of every interval (`rounds.look_confidence` of the rounds run).
     """
     from nanobench.rounds import paired_rounds
     from nanobench.stats import spread
@@ -166,7 +172,7 @@ def derive(
         if r is off or not off_ms:
             out.append(compared(r, [off.step_ms], [r.step_ms], horizon))
         else:
-            out.append(compared(r, off_ms, mode_ms, horizon, processes))
+            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence))
     return out
 
 
@@ -187,7 +193,12 @@ def suspect(row: CompileRow, speedup) -> str | None:
 
 
 def compared(
-    row: CompileRow, off_ms: list, mode_ms: list, horizon: int, processes: list | None = None
+    row: CompileRow,
+    off_ms: list,
+    mode_ms: list,
+    horizon: int,
+    processes: list | None = None,
+    confidence: float = CONFIDENCE,
 ) -> CompileRow:
     """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
     from nanobench.common import FAIL, PASS
@@ -198,9 +209,11 @@ def compared(
         verdict_at_least,
     )
 
-    speedup = ratio_interval(off_ms, mode_ms, processes)
-    saving = difference_interval(off_ms, mode_ms, processes)
+    speedup = ratio_interval(off_ms, mode_ms, processes, confidence)
+    saving = difference_interval(off_ms, mode_ms, processes, confidence)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
+    if row.speedup_low is not None:
+        row = replace(row, ci_level=round(confidence, 4))
     if row.mode == "off":
         return row
     row = replace(row, suspect=suspect(row, speedup))
@@ -224,7 +237,7 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(CompileRow)
     if f.name.startswith(("speedup", "saving_per_step_ms", "breakeven_steps"))
-) + ("worth_rounds_to_decide", "saving_needed_ms")
+) + ("worth_rounds_to_decide", "saving_needed_ms", "ci_level")
 
 
 def ends(name: str, interval) -> dict[str, float | None]:

@@ -26,6 +26,7 @@ from nanobench.errors import BadInput
 from nanobench.roofline import PROBE
 from nanobench.rounds import Comparison, RoundPlan, Window
 from nanobench.rows import rebuild
+from nanobench.stats import CONFIDENCE
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode_session"
@@ -35,6 +36,7 @@ HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+INTERVAL_COLUMNS = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
 
 # A step reading fewer weight bytes than this is host-bound on a CPU (launches and Python).
 HOST_BOUND_BYTES = 256 << 20
@@ -129,6 +131,7 @@ def sweep(
     *,
     timeout: float,
     processes: int = 1,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_status: Callable[[str], None] = lambda s: None,
     on_row: Callable[[SystemRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
@@ -136,7 +139,8 @@ def sweep(
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
 ) -> tuple[list[SystemRow], ProbeRow]:
     """The probe, then `processes` live workers per system set up one at a time, then
-    interleaved rounds, round r of every system in its worker (r - 1) mod processes.
+    interleaved rounds, round r of every system in its worker (r - 1) mod processes, until
+    `decided(windows, level)` says every gate is decided or the intervals are tight.
 
     A system's set-up facts (compile seconds, frames) are its first worker's; a later worker
     shares the first's Inductor cache directory. Whatever ends it (an interrupt too), every
@@ -186,7 +190,14 @@ def sweep(
             for s, ws in workers.items()
             if rows[s].status == "ok"
         }
-        run_rounds(live, plan, comparisons(list(live)), on_window=keep, on_round=on_round)
+        run_rounds(
+            live,
+            plan,
+            comparisons(list(live)),
+            decided=decided,
+            on_window=keep,
+            on_round=on_round,
+        )
         for system in live:
             rows[system] = closed_row(rows[system], workers[system], timeout)
             on_row(rows[system])
@@ -242,10 +253,15 @@ def reference_row(rows: list[SystemRow]) -> SystemRow | None:
 
 
 def derive(
-    rows: list[SystemRow], spec: RunSpec, probe: ProbeRow | None, windows: list[Window] | tuple = ()
+    rows: list[SystemRow],
+    spec: RunSpec,
+    probe: ProbeRow | None,
+    windows: list[Window] | tuple = (),
+    confidence: float = CONFIDENCE,
 ) -> list[DecodeRow]:
     """tokens_match against the reference; each row's step-time spread over the rounds; its
-    ratio to each transformers row and to the roofline floor, with 95% intervals paired by round.
+    ratio to each transformers row and to the roofline floor, with intervals paired by round
+    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
     """
     from nanobench.roofline import roofline_ms
     from nanobench.rounds import paired_rounds
@@ -283,13 +299,21 @@ def derive(
             ("ratio_vs_hf_compiled", "hf-static-compiled"),
         ):
             ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
-            found = ratio_interval(ours_ms, theirs_ms, processes) if ok and ours_ms else None
+            found = (
+                ratio_interval(ours_ms, theirs_ms, processes, confidence)
+                if ok and ours_ms
+                else None
+            )
             put_interval(d, column, found)
         own, _, processes = paired_rounds(timed, r.system, r.system)
         floor_ratio = (
-            ratio_interval(own, [floor] * len(own), processes) if ok and own and floor else None
+            ratio_interval(own, [floor] * len(own), processes, confidence)
+            if ok and own and floor
+            else None
         )
         put_interval(d, "ratio_vs_floor", floor_ratio)
+        if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
+            d["ci_level"] = round(confidence, 4)
         d.update(
             bandwidth_gbs=measured.bandwidth_gbs,
             bandwidth_median_gbs=measured.bandwidth_median_gbs,

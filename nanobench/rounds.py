@@ -4,10 +4,11 @@ What it is: `Window` (one system's timed steps in one round) and `Sample` (one t
 of `<command>-samples.csv`), `time_steps` (the timing loop every worker runs, with an injectable
 clock), `RoundPlan` (--rounds, --max-rounds, --rel-ci, --budget-s, validated), `rotation` (ABC,
 BCA, CAB, ...), `spread_over` (a system's rounds dealt to its N worker processes in turn, each
-window stamped with its process), `run_rounds` (hand one system at a time a window, rotating the order each round,
-until every comparison's interval is as tight as asked, the rounds run out or the budget is
-spent) and `intervals` (each comparison's ratio interval from the windows, hierarchical over processes
-when the rounds came from several).
+window stamped with its process), `looks` and `look_confidence` (the fixed look schedule and
+the alpha each look spends), `run_rounds` (hand one system at a time a window, rotating the
+order each round, until at a look every comparison's interval is as tight as asked or every
+gate is decided, the rounds run out or the budget is spent) and `intervals` (each comparison's
+ratio interval from the windows, hierarchical over processes when the rounds came from several).
 What it is not: a process manager (`nanobench.fresh.LiveWorker` is) or statistics
 (`nanobench.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from nanobench.errors import BadInput
-from nanobench.stats import Interval, ratio_interval
+from nanobench.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
 
 
 @dataclass(frozen=True)
@@ -157,9 +158,11 @@ def paired_medians(
     return num, den
 
 
-def intervals(windows: list[Window], comparisons: Iterable[Comparison]) -> dict[str, Interval]:
+def intervals(
+    windows: list[Window], comparisons: Iterable[Comparison], confidence: float = CONFIDENCE
+) -> dict[str, Interval]:
     return {
-        c.name: ratio_interval(*paired_rounds(windows, c.numerator, c.denominator))
+        c.name: ratio_interval(*paired_rounds(windows, c.numerator, c.denominator), confidence)
         for c in comparisons
     }
 
@@ -178,37 +181,80 @@ def spread_over(workers: list[Callable[[int], Window]]) -> Callable[[int], Windo
     return window
 
 
+# Looks grow by half each time: 5, 8, 12, 18 and the cap of 30, so a run that is decided early
+# stops early, and the 5% is not cut into thirty slivers by looking after every round.
+LOOK_GROWTH = 1.5
+
+
+def looks(plan: RoundPlan) -> tuple[int, ...]:
+    """The rounds after which the stop rule looks at the intervals, fixed before any timing."""
+    first = min(max(plan.min_rounds, MIN_ROUNDS), plan.max_rounds)
+    found = [first]
+    while found[-1] < plan.max_rounds:
+        found.append(min(plan.max_rounds, math.ceil(found[-1] * LOOK_GROWTH)))
+    if len(found) > 2 and found[-2] * math.sqrt(LOOK_GROWTH) > plan.max_rounds:
+        del found[-2]  # 27 just before a cap of 30 would leave the cap a sliver of the 5%
+    return tuple(found)
+
+
+def look_confidence(plan: RoundPlan, rounds: int) -> float:
+    """The level of an interval read after `rounds` rounds: 1 - the alpha its look may spend.
+
+    Alpha spending (Lan and DeMets, the Pocock-type function alpha(t) = alpha ln(1 + (e - 1) t),
+    t = rounds / max_rounds): look j spends alpha(t_j) - alpha(t_{j-1}), so the levels of all
+    the looks together (a union bound) still miss at most 5%, however often the run looks and
+    whichever look it stops at. A run stopped between looks (the budget) spends the next look's.
+    """
+    alpha = 1 - CONFIDENCE
+    schedule = looks(plan)
+    j = next((i for i, r in enumerate(schedule) if r >= rounds), len(schedule) - 1)
+
+    def spent(r: int) -> float:
+        return alpha * math.log(1 + (math.e - 1) * r / plan.max_rounds)
+
+    return 1 - (spent(schedule[j]) - (spent(schedule[j - 1]) if j else 0.0))
+
+
 def run_rounds(
     systems: Mapping[str, Callable[[int], Window]],
     plan: RoundPlan,
     comparisons: list[Comparison],
     *,
     clock: Callable[[], float] = time.monotonic,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict[str, Interval]], None] = lambda r, i: None,
 ) -> list[Window]:
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
-    Stop after round r (counting from 1) when r >= min_rounds and every comparison between two
-    live systems has rel_half_width <= rel_ci, or r == max_rounds, or budget_s has passed.
+    Stop after round r (counting from 1) when r is a look (`looks`) and either every
+    comparison between two live systems has rel_half_width <= rel_ci or `decided(windows,
+    level)` says every gate of the run is decided at that look's level (`look_confidence`);
+    or when r >= min_rounds and no comparison is open; or r == max_rounds, or budget_s has
+    passed. on_round sees the intervals at the level a stop after round r would report.
     """
     start = clock()
     live = list(systems)
     windows: list[Window] = []
-    for r in range(plan.max_rounds):
-        for name in rotation(live, r):
-            window = systems[name](r + 1)
+    schedule = looks(plan)
+    for r in range(1, plan.max_rounds + 1):
+        for name in rotation(live, r - 1):
+            window = systems[name](r)
             windows.append(window)
             on_window(window)
             if window.status != "ok":
                 live.remove(name)
-        found = intervals(windows, comparisons)
-        on_round(r + 1, found)
+        level = look_confidence(plan, r)
+        found = intervals(windows, comparisons, level)
+        on_round(r, found)
         open_ones = [
             found[c.name] for c in comparisons if c.numerator in live and c.denominator in live
         ]
-        tight = all(i.rel_half_width <= plan.rel_ci for i in open_ones)
-        if not live or (r + 1 >= plan.min_rounds and tight):
+        if not live or (r >= plan.min_rounds and not open_ones):
+            break
+        if r in schedule and (
+            all(i.rel_half_width <= plan.rel_ci for i in open_ones) or decided(windows, level)
+        ):
             break
         if clock() - start >= plan.budget_s:
             break

@@ -92,7 +92,7 @@ def _geometric_mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> 
     return np.exp(np.mean(np.log(a), axis=axis)) - np.exp(np.mean(np.log(b), axis=axis))
 
 
-def _bootstrap(a, b, statistic) -> Interval:
+def _bootstrap(a, b, statistic, confidence: float = CONFIDENCE) -> Interval:
     from scipy.stats import bootstrap
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -111,7 +111,7 @@ def _bootstrap(a, b, statistic) -> Interval:
         statistic,
         paired=True,
         vectorized=True,
-        confidence_level=expanded_level(int(a.size)),
+        confidence_level=expanded_level(int(a.size), confidence),
         n_resamples=RESAMPLES,
         method="percentile",
         rng=np.random.default_rng(SEED),
@@ -120,8 +120,9 @@ def _bootstrap(a, b, statistic) -> Interval:
     return Interval(estimate, float(ci.low), float(ci.high), int(a.size))
 
 
-def expanded_level(n: int) -> float:
-    """2 Phi(sqrt(n / (n - 1)) t_{n-1}) - 1: the percentile level that covers 95% at n rounds.
+def expanded_level(n: int, confidence: float = CONFIDENCE) -> float:
+    """2 Phi(sqrt(n / (n - 1)) t_{n-1}) - 1: the percentile level that covers `confidence` (95%)
+    at n rounds.
 
     A percentile bootstrap of n rounds is as narrow as a z-interval with the sample's own
     spread; over few rounds that undercovers. Hesterberg's expanded percentile interval widens
@@ -129,7 +130,7 @@ def expanded_level(n: int) -> float:
     """
     from scipy.stats import norm, t
 
-    z = math.sqrt(n / (n - 1)) * t.ppf(0.5 + CONFIDENCE / 2, n - 1)
+    z = math.sqrt(n / (n - 1)) * t.ppf(0.5 + confidence / 2, n - 1)
     return float(2 * norm.cdf(z) - 1)
 
 
@@ -138,21 +139,22 @@ def several(processes) -> bool:
     return processes is not None and len(set(processes)) > 1
 
 
-def ratio_interval(num_ms, den_ms, processes=None) -> Interval:
+def ratio_interval(num_ms, den_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
     """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired interval.
 
     Each round contributes one pair (the two systems' window medians of that round), so drift
     between rounds, which hits both windows of a round alike, cancels in the ratio.
     `processes[r]` names the worker process pair round r ran in; rounds from several processes
     get the hierarchical interval, which holds the between-process variance (memory layout,
-    allocator state, CPU placement) that one process's rounds cannot show.
+    allocator state, CPU placement) that one process's rounds cannot show. `confidence` is 95%
+    unless a stopping rule that looked earlier spent some of the 5% (`rounds.look_confidence`).
     """
     if several(processes):
-        return _hierarchical(num_ms, den_ms, processes)
-    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio)
+        return _hierarchical(num_ms, den_ms, processes, confidence)
+    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
-def difference_interval(a_ms, b_ms, processes=None) -> Interval:
+def difference_interval(a_ms, b_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
     """Geometric mean of a_ms minus that of b_ms over rounds, with its paired interval.
 
     Not the mean of per-round differences: under heavy-tailed noise that mean can be negative
@@ -163,14 +165,14 @@ def difference_interval(a_ms, b_ms, processes=None) -> Interval:
     same sign rule by construction; gm(b)'s own spread is second order where a saving is small.
     """
     if not several(processes):
-        return _bootstrap(a_ms, b_ms, _geometric_mean_difference)
-    ratio = _hierarchical(a_ms, b_ms, processes)
+        return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
+    ratio = _hierarchical(a_ms, b_ms, processes, confidence)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
     return Interval(gm_b * (ratio.estimate - 1), low, high, ratio.rounds, ratio.processes)
 
 
-def _hierarchical(a, b, processes) -> Interval:
+def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
     """exp(mean log(a / b)) and exp(mean +- q SE): SE from resampling processes, then rounds.
 
     A percentile interval over two processes cannot reach past their two means (it covers about
@@ -191,7 +193,7 @@ def _hierarchical(a, b, processes) -> Interval:
         return Interval(point, point, point, int(y.size), len(groups))
     se = float(hierarchical_means(groups).std(ddof=1))
     df = effective_df(groups)
-    q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + CONFIDENCE / 2, df))
+    q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + confidence / 2, df))
     low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
     return Interval(math.exp(estimate), low, high, int(y.size), len(groups))
 

@@ -7,6 +7,7 @@ limit are the same; Inductor codegen is not what is under test) except in the on
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pandas as pd
@@ -245,3 +246,20 @@ def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tm
     assert int(first["built"].sum()) == rows["dynamic"]["builds"] >= 1
     # nothing built while timed, in either worker
     assert rows["dynamic"]["builds_in_windows"] == 0
+
+
+def test_rounds_stop_at_the_first_look_once_every_gate_is_decided(tmp_path):
+    # A horizon of 1 step must repay the whole compile in one step: hundreds of ms a step
+    # against a saving of well under one, so worth_compiling is "no" at the first look (round
+    # 5), while --rel-ci 1e-6 would never call the intervals tight before --max-rounds 30.
+    rows, doc = sweep(
+        tmp_path,
+        *("--modes", "off,dynamic", "--steps", "3", "--processes", "1", "--horizon", "1"),
+        *("--rounds", "1", "--max-rounds", "30", "--rel-ci", "0.000001", "--budget-s", "600"),
+    )
+    dynamic = rows["dynamic"]
+    assert dynamic["worth_compiling"] == "no" and dynamic["rounds"] == 5
+    # the first look spends alpha(5 / 30) = 0.05 ln(1 + (e - 1) / 6) of the 5%
+    assert dynamic["ci_level"] == pytest.approx(1 - 0.05 * math.log(1 + (math.e - 1) / 6), abs=1e-4)
+    gate = next(g for g in doc["gates"] if g["name"] == "check_compile_amortised[dynamic]")
+    assert gate["verdict"] == "fail"

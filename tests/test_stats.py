@@ -19,6 +19,9 @@ from nanobench.rounds import (
     RoundPlan,
     Window,
     intervals,
+    look_confidence,
+    looks,
+    rotation,
     run_rounds,
     spread_over,
     time_steps,
@@ -181,7 +184,7 @@ NULL_ROUNDS = 12
 NULL_ALLOWED = 3
 
 
-def null_systems(processes: int, seed: int):
+def null_systems(processes: int, seed: int, effect: float = 0.05):
     """Two identical systems, each over `processes` workers with their own process effects.
 
     A process is 10 ms times a lognormal process effect (sigma 5%: what two runs of `decode`
@@ -191,7 +194,7 @@ def null_systems(processes: int, seed: int):
     rng = np.random.default_rng(seed)
     now = [0.0]
     drifts: dict[int, float] = {}
-    effects = {name: np.exp(0.05 * rng.standard_normal(processes)) for name in ("a", "b")}
+    effects = {name: np.exp(effect * rng.standard_normal(processes)) for name in ("a", "b")}
 
     def worker(name: str, slot: int):
         def window(r: int) -> Window:
@@ -273,3 +276,70 @@ def test_a_saving_over_several_processes_keeps_its_speedups_sign():
         assert (r.low > 1) == (d.low > 0) and (r.high < 1) == (d.high < 0)
         # gm(a) - gm(b), as over one process
         assert d.estimate == pytest.approx(np.exp(np.log(a).mean()) - np.exp(np.log(b).mean()))
+
+
+# -- the stopping rule: looking after every round must not spend more than the 5% ---------------
+
+
+def test_looks_are_fixed_before_timing_and_their_alphas_sum_to_five_percent():
+    plan = RoundPlan(3, 30, 0.03, 1e9)
+    # 5 (the first interval), then x1.5 rounded up: 8, 12, 18, 27; 27 sits too near 30: dropped
+    assert looks(plan) == (5, 8, 12, 18, 30)
+
+    def spent(r: int) -> float:  # Lan-DeMets Pocock-type spending, written out again
+        return 0.05 * math.log(1 + (math.e - 1) * r / 30)
+
+    assert 1 - look_confidence(plan, 5) == pytest.approx(spent(5))
+    assert 1 - look_confidence(plan, 12) == pytest.approx(spent(12) - spent(8))
+    # a stop between looks (the budget) spends the next look's share
+    assert look_confidence(plan, 10) == look_confidence(plan, 12)
+    assert sum(1 - look_confidence(plan, r) for r in looks(plan)) == pytest.approx(0.05)
+    assert looks(RoundPlan(1, 1, 0.03, 1e9)) == (1,) and look_confidence(RoundPlan(1, 1), 1) == 0.95
+
+
+def test_rounds_stop_at_the_first_look_at_which_every_gate_is_decided():
+    wild = fake_systems({"a": 10.0, "b": 10.0}, noise=0.5, seed=1)
+    asked: list[tuple[int, float]] = []
+
+    def decided(windows: list[Window], level: float) -> bool:
+        rounds = max(w.round for w in windows)
+        asked.append((rounds, level))
+        return rounds >= 7
+
+    plan = RoundPlan(3, 30, 0.001, 1e9)
+    cmp = [Comparison("a/b", "a", "b")]
+    got = run_rounds(wild, plan, cmp, decided=decided)
+    # asked at the looks only (5, then 8), each at its own level; 8 is the first look past 7
+    assert [r for r, _ in asked] == [5, 8] and max(w.round for w in got) == 8
+    assert [c for _, c in asked] == [look_confidence(plan, 5), look_confidence(plan, 8)]
+
+
+def null_stop(seed: int, every_round: bool) -> bool:
+    """One null run (a against itself, heavy tails, one process, no process effect) that stops
+    as soon as "a/b at most 1.0" is decided: True when it stopped on a decision."""
+    systems = null_systems(1, seed, effect=0.0)
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(3, 30, 1e-9, 1e9)
+    if every_round:  # the naive rule: a 95% interval after every round from the fifth
+        windows: list[Window] = []
+        for r in range(1, 31):
+            windows += [systems[n](r) for n in rotation(["a", "b"], r - 1)]
+            found = intervals(windows, cmp)["a/b"]
+            if r >= MIN_ROUNDS and verdict_at_most(found, 1.0) != INCONCLUSIVE:
+                return True
+        return False
+
+    def decided(windows: list[Window], level: float) -> bool:
+        return verdict_at_most(intervals(windows, cmp, level)["a/b"], 1.0) != INCONCLUSIVE
+
+    windows = run_rounds(systems, plan, cmp, decided=decided)
+    rounds = max(w.round for w in windows)
+    return decided(windows, look_confidence(plan, rounds))
+
+
+def test_stopping_once_decided_keeps_the_null_claims_within_the_level():
+    assert sum(null_stop(seed, every_round=False) for seed in range(NULL_RUNS)) <= NULL_ALLOWED
+
+
+def test_a_95_percent_look_after_every_round_claims_too_often():
+    assert sum(null_stop(seed, every_round=True) for seed in range(NULL_RUNS)) > NULL_ALLOWED
