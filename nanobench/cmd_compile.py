@@ -258,7 +258,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     """Resolve the model, run the sweep in rounds, write the outputs and exit with the gates."""
     from nanobench.compile_bench import interleaved_sweep
     from nanobench.compile_rows import derive
-    from nanobench.env_record import collect_env, write_env
+    from nanobench.env_record import collect_env, with_load, write_env
+    from nanobench.load import crowded_note, look_before_timing, sample_load
     from nanobench.rounds import (
         SAMPLE_COLUMNS,
         describe,
@@ -287,6 +288,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     worker_spec = spec.worker(str(directory), dtype, str(trace_root(where)) if spec.trace else "")
     csv_path, samples_path = where / "compile.csv", where / "compile-samples.csv"
     record = collect_env(spec.threads, sys.argv)
+    before, note = look_before_timing(record.threads)
+    record = with_load(record, before)
     env_path = write_env(where / "compile-env.json", record)
     done: dict[str, CompileRow] = {}
     windows: list = []
@@ -295,6 +298,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     def save() -> list[CompileRow]:
         level = look_confidence(plan, max((w.round for w in windows), default=0))
         rows_now = derive(list(done.values()), spec.horizon, windows, level)
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
         write_rows(csv_path, as_dicts(rows_now), columns(CompileRow))
         write_rows(samples_path, sample_rows(windows, "mode"), ["mode", *SAMPLE_COLUMNS])
         return rows_now
@@ -335,6 +340,10 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         save()
         missing = [m for m in spec.modes if m not in done]
         raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
+    after = sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    note = note or crowded_note(record.threads, after)
     rows_out = save()
     found = gates(spec, rows_out)
     rounds_run = max((r.rounds or 0 for r in rows_out), default=0)

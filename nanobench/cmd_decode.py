@@ -218,7 +218,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         transformers_can_load,
     )
     from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
-    from nanobench.env_record import collect_env, write_env
+    from nanobench.env_record import collect_env, with_load, write_env
+    from nanobench.load import crowded_note, look_before_timing, sample_load
     from nanobench.roofline import kv_read_bytes, step_flops, weight_bytes
     from nanobench.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
     from reports.csvio import write_rows
@@ -261,6 +262,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     csv_path = target / "decode.csv"
     samples_path = target / "decode-samples.csv"
     record = collect_env(spec.threads, sys.argv)
+    before, note = look_before_timing(record.threads)
+    record = with_load(record, before)
     env_path = write_env(target / "decode-env.json", record)
     done: dict[str, SystemRow] = {}
     windows: list = []
@@ -269,6 +272,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     def save() -> list[DecodeRow]:
         level = look_confidence(plan, max((w.round for w in windows), default=0))
         rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows, level)
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
         write_rows(csv_path, public(rows_now), CSV_COLUMNS)
         write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
         return rows_now
@@ -306,6 +311,10 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
     for row in system_rows:
         done[row.system] = row
+    after = sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    note = note or crowded_note(record.threads, after)
     rows_out = add_samples(save(), directory)
     written = public(rows_out)
     found = gates(spec, rows_out)

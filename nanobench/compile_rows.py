@@ -77,6 +77,7 @@ class CompileRow:
     worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
     builds_in_windows: int | None = None  # frames built during the timed windows
     suspect: str | None = None  # what the interval claims and the configuration cannot produce
+    load_note: str | None = None  # timed while other processes held cores the threads needed
     cache: str | None = None
     fxgraph_cache_hit: int | None = None
     fxgraph_cache_miss: int | None = None

@@ -114,6 +114,7 @@ class DecodeRow:
     ratio_vs_floor_low: float | None = None
     ratio_vs_floor_high: float | None = None
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
+    load_note: str | None = None  # timed while other processes held cores the threads needed
     peak_rss_mb: float | None = None  # the worker's ru_maxrss in MiB
     mean_ms_per_step: float | None = None  # decode wall time / decode steps, median of rounds
     cpu_ms_per_step: float | None = None  # thread CPU time per decode step, median of rounds

@@ -118,6 +118,9 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
                 f"{r.capture_s:.2f} s; {r.recorded_mid_run} recorded mid-run",
                 markup=False,
             )
+    note = next((r.load_note for r in rows if r.load_note), None)
+    if note:
+        console.print(f"every row: {note}", markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 

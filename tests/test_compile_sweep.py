@@ -112,7 +112,7 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     first = samples[(samples["mode"] == "static") & (samples["round"] == 0)]
     assert list(first["built"])[:8] == [1] * 8 and not first["steady"].iloc[0]
     env = doc["env"]
-    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 1
+    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 2
     assert env["argv"] == sys.argv  # the process's own command line (here, pytest's)
 
 
