@@ -139,8 +139,13 @@ def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
     best = best_engine_row(rows)
     if targets.best_vs_floor is not None and best is not None:
         what = f"{best.system} (the fastest engine mode) / the {best.floor_bound} floor"
-        interval = ratio_of(best, "ratio_vs_floor")
-        found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
+        if (best.floor_probe or "").startswith("failed"):
+            # A floor the step beat is no floor: nothing can be judged against it.
+            detail = f"{what}: can't tell, the floor probe {best.floor_probe}"
+            found.append(Gate("best_engine_vs_floor", False, detail, INCONCLUSIVE))
+        else:
+            interval = ratio_of(best, "ratio_vs_floor")
+            found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
     return found
 
 

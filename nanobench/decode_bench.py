@@ -332,7 +332,17 @@ def derive(
             model=spec.model,
         )
         out.append(DecodeRow(**{**asdict(r), **d}))
-    return out
+    return mark_floor(out)
+
+
+def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
+    """Every row's floor_probe: ok, or failed once any row's step ran below the shared floor."""
+    from nanobench.roofline import floor_beaten
+
+    failed = next(
+        (f for r in rows if (f := floor_beaten(r.system, r.ms_per_step, r.floor_ms))), None
+    )
+    return [replace(r, floor_probe=failed or ("ok" if r.floor_ms else None)) for r in rows]
 
 
 def put_interval(row: dict, column: str, interval) -> None:
