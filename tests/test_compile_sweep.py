@@ -105,7 +105,7 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
     # every timed step of every mode: the first pass (round 0, builds shown) and the round
     samples = pd.read_csv(doc["outputs"]["samples"])
-    assert list(samples.columns) == ["mode", "round", "step", "ms", "built", "steady"]
+    assert list(samples.columns) == ["mode", "process", "round", "step", "ms", "built", "steady"]
     for mode in ("off", "dynamic", "static"):
         mine = samples[samples["mode"] == mode]
         assert sorted(set(mine["round"])) == [0, 1] and len(mine) == 2 * 12
