@@ -185,8 +185,10 @@ def sweep(
                     rows[system] = replace(rows[system], status=f"process {process}: {row.status}")
                 if rows[system].status != "ok":
                     break
+        ready = [rows[s] for s in workers if rows[s].status == "ok"]
+        slices = round_slices(ready, spec, plan, on_status)
         live = {
-            s: spread_over([live_window(w, s, timeout) for w in ws])
+            s: spread_over([live_window(w, s, timeout, slices) for w in ws])
             for s, ws in workers.items()
             if rows[s].status == "ok"
         }
@@ -207,6 +209,22 @@ def sweep(
         for cache in caches:
             shutil.rmtree(cache, ignore_errors=True)
     return list(rows.values()), probe
+
+
+def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:
+    """How many slices each generation is cut into so that 8 rounds fit the budget, said up
+    front. A generation's seconds are its untimed warm-up's, less what compiling took there."""
+    from nanobench.slices import ROUNDS_IN_BUDGET, slices_for
+
+    round_s = sum(max(0.0, (r.warmup_s or 0.0) - (r.compile_s or 0.0)) for r in ready)
+    slices = slices_for(round_s, plan.budget_s, spec.steps - 1)
+    if slices > 1:
+        on_status(
+            f"a round of whole generations takes about {round_s:.1f} s: {ROUNDS_IN_BUDGET} would "
+            f"not fit --budget-s {plan.budget_s:g}, so each generation is cut into {slices} "
+            "slices the systems take turns at (each slice a paired round)"
+        )
+    return slices
 
 
 def closed_row(row: SystemRow, workers: list, timeout: float) -> SystemRow:

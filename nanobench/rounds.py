@@ -274,11 +274,18 @@ def describe(name: str, interval: Interval) -> str:
     )
 
 
-def live_window(worker, system: str, timeout: float) -> Callable[[int], Window]:
-    """A live worker (`nanobench.fresh.LiveWorker`) as a system: each round one request."""
+def live_window(worker, system: str, timeout: float, slices: int = 1) -> Callable[[int], Window]:
+    """A live worker (`nanobench.fresh.LiveWorker`) as a system: each round one request; with
+    `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
+    (`nanobench.slices`), whichever rounds the worker is dealt."""
+    served = [0]
 
     def window(round_index: int) -> Window:
-        row = worker.request({"op": "window", "round": round_index}, timeout)
+        request = {"op": "window", "round": round_index}
+        if slices > 1:
+            request.update(slice=served[0] % slices + 1, slices=slices)
+        served[0] += 1
+        row = worker.request(request, timeout)
         if row.get("status") != "ok":
             return Window(system, round_index, str(row.get("status")))
         return Window(**{**row, "system": system})

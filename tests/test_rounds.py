@@ -165,3 +165,26 @@ def test_spread_over_deals_round_r_to_worker_r_minus_1_mod_n_and_stamps_it():
     assert asked == [(0, 1), (1, 2), (2, 3), (0, 4), (1, 5), (2, 6), (0, 7)]
     assert [w.process for w in got] == [1, 2, 3, 1, 2, 3, 1]
     assert [s.process for s in got[4].samples()] == [2]
+
+
+def test_sliced_rounds_keep_each_generation_in_its_worker_slice_after_slice():
+    class Recorder:
+        def __init__(self) -> None:
+            self.asked: list[dict] = []
+
+        def request(self, payload: dict, timeout: float) -> dict:
+            self.asked.append(payload)
+            return asdict(Window("a", payload["round"], "ok", (1.0,), (0,), (True,)))
+
+    one, two = Recorder(), Recorder()
+    system = spread_over([live_window(one, "a", 5, slices=2), live_window(two, "a", 5, slices=2)])
+    got = [system(r) for r in range(1, 7)]
+    # rounds 1..6 dealt 1, 2, 1, 2, 1, 2; each worker's requests are its own slices 1, 2, 1
+    assert [(p["round"], p["slice"]) for p in one.asked] == [(1, 1), (3, 2), (5, 1)]
+    assert [(p["round"], p["slice"]) for p in two.asked] == [(2, 1), (4, 2), (6, 1)]
+    assert {p["slices"] for p in one.asked + two.asked} == {2}
+    assert [w.process for w in got] == [1, 2, 1, 2, 1, 2]
+    # whole windows ask for no slice
+    whole = Recorder()
+    live_window(whole, "a", 5)(1)
+    assert whole.asked == [{"op": "window", "round": 1}]
