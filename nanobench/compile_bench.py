@@ -185,8 +185,10 @@ def interleaved_sweep(
             fresh_dirs.extend([fresh] if fresh else [])
             workers[mode] = []
             for process in range(1, processes + 1):
-                worker, row = start_mode_worker(spec, mode, process, env, timeout, on_status)
+                worker = mode_worker(spec, mode, process, env, on_status)
+                # Registered before it is waited for: an interrupt during set-up kills it too.
                 workers[mode].append(worker)
+                row = annotate(worker.start(timeout), spec, mode)
                 if process == 1:
                     rows[mode] = row
                     if row.status == "ok":
@@ -215,11 +217,9 @@ def interleaved_sweep(
     return list(rows.values()), windows
 
 
-def start_mode_worker(spec: dict, mode: str, process: int, env: dict, timeout: float, on_status):
-    """Worker `process` of a mode, started and waited for: (the worker, its ready row).
-
-    Only the first worker is traced: its first pass is the mode's row.
-    """
+def mode_worker(spec: dict, mode: str, process: int, env: dict, on_status):
+    """Worker `process` of a mode, spawned (not yet waited for). Only the first is traced: its
+    first pass is the mode's row."""
     from nanobench.fresh import LiveWorker
 
     tag = f"{mode}" if process == 1 else f"{mode} (process {process})"
@@ -236,7 +236,7 @@ def start_mode_worker(spec: dict, mode: str, process: int, env: dict, timeout: f
             + (" (building)" if e.get("built") else "")
         ),
     )
-    return worker, annotate(worker.start(timeout), spec, mode)
+    return worker
 
 
 def closed_row(row: CompileRow, workers: list, spec: dict, timeout: float) -> CompileRow:
