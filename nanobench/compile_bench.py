@@ -3,8 +3,9 @@
 What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
 running), the pieces the worker (`nanobench.compile_session`) uses, `interleaved_sweep(...)`
 (--processes live workers per mode, set up one at a time, then timed windows in rotating rounds,
-each mode's rounds dealt over its workers, until every speedup's interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh
-process, what the GPU check runs) and `spec_for` (the spec a worker reads).
+each mode's rounds dealt over its workers, until every gate is decided or every speedup's
+interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
+GPU check runs) and `spec_for` (the spec a worker reads).
 What it is not: the CLI, the row type and its derived columns (`compile_rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
 `get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by

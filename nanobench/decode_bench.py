@@ -2,9 +2,11 @@
 
 What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
 then --processes live workers per system, set up one at a time, then interleaved rounds of one
-timed generation each, each system's rounds dealt over its workers, `nanobench.rounds`), `derive(rows, spec, probe, windows)` (tokens against the
-reference; step-time median and IQR over the rounds; each ratio to transformers and to the
-roofline floor with its 95% interval, paired by round) and the `check_*` functions the gates run.
+timed generation each, or of its slices when whole ones would not fit the budget, each
+system's rounds dealt over its workers, `nanobench.rounds`), `derive(rows, spec, probe,
+windows)` (tokens against the reference; step-time median and IQR over the rounds; each ratio
+to transformers and to the roofline floor with its interval, paired by round; the floor probe
+failed when a step beats it) and the `check_*` functions the gates run.
 The worker side is `nanobench.decode_session`; the floor's arithmetic and probes are
 `nanobench.roofline`.
 What it is not: the CLI or the report, and not a unit test: its milliseconds are what this
