@@ -20,7 +20,8 @@ inconclusive: ratio_vs_eager at most 1.0 on that interval; a gate on CUDA, infor
 CPU), rounds (paired rounds), max_abs_diff (replayed against eager logits over every step of
 the untimed correctness drive), mode, captured_up_front, capture_s, capture_pool_bytes (CUDA:
 the pool's reserved growth over the up-front walk). Every timed step is in
-`capture-samples.csv` (run_length, system = eager | replayed, round, step, ms, built, steady).
+`capture-samples.csv` (run_length, system = eager | replayed, process, round, step, ms, built,
+steady).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
 private_pools_bytes (their sum), sharing_ratio (these three are the score-rectangle
 formula), traced_shared_pool_bytes (the largest traced workspace of the list),

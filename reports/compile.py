@@ -109,6 +109,8 @@ def render_compile(console, rows: list, gates, title: str) -> None:
                 ),
                 markup=False,
             )
+        if r.suspect:
+            console.print(f"{r.mode}: suspect: {r.suspect}", markup=False)
         if r.cudagraph_skips is not None:
             console.print(
                 f"{r.mode}: CUDA graph skips {r.cudagraph_skips}, "
@@ -119,6 +121,9 @@ def render_compile(console, rows: list, gates, title: str) -> None:
             console.print(f"{r.mode}: remedy {remedy}", markup=False)
         if r.trace_index or r.trace_dir:
             console.print(f"{r.mode}: trace {r.trace_index or r.trace_dir}", markup=False)
+    note = next((r.load_note for r in rows if r.load_note), None)
+    if note:
+        console.print(f"every row: {note}", markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 

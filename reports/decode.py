@@ -94,10 +94,12 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
             f"floor ({m.floor_bound}-bound) = {m.floor_ms:.2f} ms: the larger of "
             f"{binary_bytes(m.step_bytes)} per step (weights {binary_bytes(m.weight_bytes)} + "
             f"K/V {binary_bytes(m.kv_bytes)}) / {m.bandwidth_gbs or 0:.1f} GB/s = {memory:.2f} ms "
-            f"and {m.step_flops / 1e9:.3f} GFLOP / {m.gemm_gflops or 0:.1f} GFLOP/s (the step's "
-            f"own matmuls) = {compute:.2f} ms, both measured in this run",
+            f"and {m.step_flops / 1e9:.3f} GFLOP / {m.gemm_gflops or 0:.1f} GFLOP/s (a large "
+            f"square GEMM's peak) = {compute:.2f} ms, both peaks probed in this run",
             markup=False,
         )
+        if m.floor_probe and m.floor_probe != "ok":
+            console.print(f"floor: the probe {m.floor_probe}", markup=False)
     elif probe is not None and probe.status != "ok":
         console.print(f"floor: the roofline probe failed ({probe.status})", markup=False)
     for r in rows:
@@ -114,6 +116,9 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
                 f"{r.capture_s:.2f} s; {r.recorded_mid_run} recorded mid-run",
                 markup=False,
             )
+    note = next((r.load_note for r in rows if r.load_note), None)
+    if note:
+        console.print(f"every row: {note}", markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 

@@ -132,8 +132,9 @@ def test_every_timed_step_is_on_disk_with_the_env(day54):
 
     out, doc = day54
     samples = pd.read_csv(out / "capture-samples.csv")
-    assert list(samples.columns) == ["run_length", "system", "round", "step", "ms", "built"] + [
-        "steady"
+    assert list(samples.columns) == ["run_length", "system", "process", "round", "step", "ms"] + [
+        "built",
+        "steady",
     ]
     assert samples["run_length"].dtype.kind == "i" and samples["ms"].dtype.kind == "f"
     assert samples["steady"].dtype == bool and set(samples["system"]) == {"eager", "replayed"}

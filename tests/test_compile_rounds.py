@@ -6,6 +6,9 @@ so speedup, saving, breakeven and `worth_compiling` follow by arithmetic written
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from nanobench.compile.command import amortised_gate
@@ -98,4 +101,35 @@ def test_without_rounds_nothing_has_an_interval_and_nothing_is_decided():
     one_shot = rows(step_ms=(10.0, 5.0))
     got = derive(one_shot, 10_000)[1]
     assert got.speedup == 2.0 and got.speedup_low is None
+    assert got.worth_compiling == CANT_TELL
+
+
+def backend_rows(backend: str) -> list[CompileRow]:
+    return [replace(r, backend=backend) for r in rows()]
+
+
+def test_an_eager_backend_speedup_wholly_above_1_is_suspect_and_a_straddling_one_is_not():
+    # off 10 ms, static 8 ms every round: 1.25x [1.25, 1.25], which eager cannot produce
+    clear = windows({"off": [10.0] * 5, "static": [8.0] * 5})
+    eager = derive(backend_rows("eager"), 10_000, clear)[1]
+    assert eager.suspect and "eager backend" in eager.suspect and "[1.25, 1.25]" in eager.suspect
+    # the same rounds under inductor are a plausible speedup; off is never suspect
+    inductor = derive(backend_rows("inductor"), 10_000, clear)
+    assert inductor[1].suspect is None and inductor[0].suspect is None
+    # per-round speedups 1.25, 0.8, ...: the interval straddles 1, nothing to flag
+    mixed = windows({"off": [10.0, 8.0] * 3, "static": [8.0, 10.0] * 3})
+    assert derive(backend_rows("eager"), 10_000, mixed)[1].suspect is None
+
+
+def test_rounds_from_two_processes_take_the_hierarchical_interval():
+    # Process 1: static 8 ms against off 10 every round (1.25x); process 2: 10 against 10 (1x).
+    # One process's rounds show nothing of the other's: flat, the interval would be a point
+    # per process; over both it must hold the two process means, log 1.25 / 2 either side.
+    spread_rounds = [
+        replace(w, process=1 + (w.round - 1) % 2)
+        for w in windows({"off": [10.0] * 8, "static": [8.0, 10.0] * 4})
+    ]
+    got = derive(rows(), 10_000, spread_rounds)[1]
+    assert got.speedup == pytest.approx(math.sqrt(1.25), abs=1e-4)
+    assert got.speedup_low < 1.0 < 1.25 < got.speedup_high
     assert got.worth_compiling == CANT_TELL

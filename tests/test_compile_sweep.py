@@ -7,8 +7,10 @@ limit are the same; Inductor codegen is not what is under test) except in the on
 from __future__ import annotations
 
 import json
+import math
 import sys
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -103,14 +105,14 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     assert Path(doc["outputs"]["png"]).stat().st_size > 10_000
     # every timed step of every mode: the first pass (round 0, builds shown) and the round
     samples = pd.read_csv(doc["outputs"]["samples"])
-    assert list(samples.columns) == ["mode", "round", "step", "ms", "built", "steady"]
+    assert list(samples.columns) == ["mode", "process", "round", "step", "ms", "built", "steady"]
     for mode in ("off", "dynamic", "static"):
         mine = samples[samples["mode"] == mode]
         assert sorted(set(mine["round"])) == [0, 1] and len(mine) == 2 * 12
     first = samples[(samples["mode"] == "static") & (samples["round"] == 0)]
     assert list(first["built"])[:8] == [1] * 8 and not first["steady"].iloc[0]
     env = doc["env"]
-    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 1
+    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 2
     assert env["argv"] == sys.argv  # the process's own command line (here, pytest's)
 
 
@@ -187,6 +189,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         (["--rows", "0"], "--rows"),
         (["--rows", "9", "--max-batch", "8"], "--rows"),
         (["--steps", "-1"], "--steps"),
+        (["--processes", "0"], "--processes"),
         (["--device", "cuda"], "--device"),
         (["--model", str(tmp_path / "nope")], "--model"),
         (["--prompt-len", "16", "--steps", "20", "--max-model-len", "30"], "--max-model-len"),
@@ -221,3 +224,42 @@ def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
     assert row["builds"] == 1
     assert row["inductor_s"] > 0 and row["compile_s"] >= row["inductor_s"]
     assert row["cache"] == "cold"
+
+
+def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tmp_path):
+    # 4 rounds over 2 workers per mode: rounds 1, 3 in process 1 and 2, 4 in process 2
+    rows, doc = sweep(
+        tmp_path,
+        *("--modes", "off,dynamic", "--steps", "3", "--processes", "2"),
+        *("--rounds", "4", "--max-rounds", "4"),
+    )
+    assert all(r["status"] == "ok" and r["rounds"] == 4 for r in rows.values())
+    samples = pd.read_csv(doc["outputs"]["samples"])
+    by_round = samples.groupby(["mode", "round"])["process"].unique()
+    assert {k: list(v) for k, v in by_round.items()} == {
+        (mode, r): [p]
+        for mode in ("off", "dynamic")
+        for r, p in ((0, 1), (1, 1), (2, 2), (3, 1), (4, 2))
+    }
+    # the first pass (round 0) is process 1's: its builds are the row's
+    first = samples[(samples["mode"] == "dynamic") & (samples["round"] == 0)]
+    assert int(first["built"].sum()) == rows["dynamic"]["builds"] >= 1
+    # nothing built while timed, in either worker
+    assert rows["dynamic"]["builds_in_windows"] == 0
+
+
+def test_rounds_stop_at_the_first_look_once_every_gate_is_decided(tmp_path):
+    # A horizon of 1 step must repay the whole compile in one step: hundreds of ms a step
+    # against a saving of well under one, so worth_compiling is "no" at the first look (round
+    # 5), while --rel-ci 1e-6 would never call the intervals tight before --max-rounds 30.
+    rows, doc = sweep(
+        tmp_path,
+        *("--modes", "off,dynamic", "--steps", "3", "--processes", "1", "--horizon", "1"),
+        *("--rounds", "1", "--max-rounds", "30", "--rel-ci", "0.000001", "--budget-s", "600"),
+    )
+    dynamic = rows["dynamic"]
+    assert dynamic["worth_compiling"] == "no" and dynamic["rounds"] == 5
+    # the first look spends alpha(5 / 30) = 0.05 ln(1 + (e - 1) / 6) of the 5%
+    assert dynamic["ci_level"] == pytest.approx(1 - 0.05 * math.log(1 + (math.e - 1) / 6), abs=1e-4)
+    gate = next(g for g in doc["gates"] if g["name"] == "check_compile_amortised[dynamic]")
+    assert gate["verdict"] == "fail"

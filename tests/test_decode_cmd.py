@@ -271,7 +271,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     gate = {g["name"]: g for g in doc["gates"]}["engine_eager_vs_hf_eager"]
     assert gate["verdict"] == "inconclusive" and gate["passed"] is False
     assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
-    assert doc["env"]["schema_version"] == 1 and doc["env"]["argv"]
+    assert doc["env"]["schema_version"] == 2 and doc["env"]["argv"]
     assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
     assert asdict(read_env(tmp_path / "decode-env.json")) == doc["env"], "it rebuilds from JSON"
     samples = pd.read_csv(doc["outputs"]["samples"])
@@ -496,3 +496,64 @@ def test_the_figure_draws_a_single_step_row_whose_rounded_rate_sits_above_its_qu
     assert 8097.17 > 1e3 / ms
     path = draw_decode([row], tmp_path / "decode.png", "decode: tiny, cpu float32")
     assert path.stat().st_size > 0
+
+
+class ClosingWorker:
+    """A live worker's close() and nothing else: the final row it would send."""
+
+    def __init__(self, final: dict) -> None:
+        self.final = final
+
+    def close(self, timeout: float) -> dict:
+        return self.final
+
+
+def test_a_system_over_two_processes_keeps_the_first_row_and_every_workers_builds():
+    from nanobench.decode.bench import closed_row
+    from nanobench.decode.rows import SystemRow
+
+    ready = SystemRow("engine-compiled", "ok", compile_s=3.0)
+    first = {"status": "ok", "builds_measured": 0, "deterministic": True, "tokens": [[1, 2]]}
+    second = {**first, "builds_measured": 2, "compile_s": 0.5}
+    got = closed_row(ready, [ClosingWorker(first), ClosingWorker(second)], 5)
+    # compile seconds are the first worker's; the second's two frames built while timed count
+    assert got.compile_s == 3.0 and got.builds_measured == 0 + 2 and got.deterministic
+    # a second worker that made other tokens: not deterministic across processes
+    other = closed_row(
+        ready, [ClosingWorker(first), ClosingWorker({**first, "tokens": [[1, 3]]})], 5
+    )
+    assert other.deterministic is False and other.tokens == [[1, 2]]
+    # a second worker that died names its process
+    dead = closed_row(ready, [ClosingWorker(first), ClosingWorker({"status": "timeout"})], 5)
+    assert dead.status == "process 2: timeout"
+
+
+def test_a_step_below_its_floor_fails_the_probe_on_every_row_and_the_floor_gate_cannot_tell(
+    monkeypatch,
+):
+    # 10 MB a step at 2 GB/s: a 5 ms floor; engine-eager ran 4.0 ms, engine-compiled 3.0
+    spec = run_spec(weight_bytes=8_000_000, kv_bytes=2_000_000)
+    windows = fake_windows({s: [ms] * 5 for s, ms in STEADY_MS.items()})
+    slow_probe = ProbeRow("ok", bandwidth_gbs=2.0, gemm_gflops=1e6)
+    rows = derive(fake_rows([[1, 2], [3, 4]]), spec, slow_probe, windows)
+    assert [r.floor_ms for r in rows] == [pytest.approx(5.0)] * len(rows)
+    assert len({r.floor_probe for r in rows}) == 1
+    assert rows[0].floor_probe.startswith("failed: engine-eager ran 4.000 ms/step, below the 5.000")
+    every = DecodeTargets(best_vs_floor=1.5)
+    floor = gates_at(every, rows, monkeypatch)["best_engine_vs_floor"]
+    # 3.0 / 5.0 = 0.6x would "pass" a 1.5x target on a floor that is not one
+    assert floor.verdict == "inconclusive" and "probe failed" in floor.detail
+    # at 20 GB/s the floor is 0.5 ms, under every step: the probe holds
+    fine = derive(
+        fake_rows([[1, 2], [3, 4]]), spec, replace(slow_probe, bandwidth_gbs=20.0), windows
+    )
+    assert {r.floor_probe for r in fine} == {"ok"}
+
+
+def test_the_gemm_probe_is_a_large_square_product_not_the_steps_own():
+    from nanobench.decode.roofline import probe_gemm
+
+    got = probe_gemm(run_spec(rows=1))
+    # 1024 x 1024 by 1024 x 1024: 2 n^3 flops a pass, whatever the model's shapes
+    assert got["gemm_side"] == 1024 and got["gemm_flops"] == 2 * 1024**3
+    assert got["gemm_gflops"] > 0 and got["gemm_ms"] > 0

@@ -24,6 +24,7 @@ from nanobench.harness.rounds import (
     rotation,
     run_rounds,
     sample_rows,
+    spread_over,
 )
 from reports.csvio import write_rows
 
@@ -109,10 +110,10 @@ def test_a_live_worker_answers_each_request_and_its_final_row(tmp_path):
     # the samples CSV reads back with the dtypes it was written with
     path = write_rows(tmp_path / "s.csv", sample_rows(got, "system"), ["system", *SAMPLE_COLUMNS])
     frame = pd.read_csv(path)
-    assert list(frame.columns) == ["system", "round", "step", "ms", "built", "steady"]
+    assert list(frame.columns) == ["system", "process", "round", "step", "ms", "built", "steady"]
     types = pd.api.types
     assert types.is_string_dtype(frame["system"]) and types.is_bool_dtype(frame["steady"])
-    assert all(types.is_integer_dtype(frame[c]) for c in ("round", "step", "built"))
+    assert all(types.is_integer_dtype(frame[c]) for c in ("process", "round", "step", "built"))
     assert types.is_float_dtype(frame["ms"])
     assert list(frame["ms"]) == [1.0, 2.0, 2.0, 4.0]
     assert Window(**asdict(got[0])) == got[0]
@@ -146,3 +147,44 @@ def test_run_fresh_is_a_live_worker_without_requests(tmp_path):
     row = run_fresh("fake_worker", {"name": "once"}, timeout=60, env=env)
     assert row["name"] == "once" and row["served"] == 0 and row["status"] == "ok"
     assert row["worker_s"] >= 0
+
+
+def test_spread_over_deals_round_r_to_worker_r_minus_1_mod_n_and_stamps_it():
+    asked: list[tuple[int, int]] = []
+
+    def worker(slot: int):
+        def window(r: int) -> Window:
+            asked.append((slot, r))
+            return Window("a", r, "ok", (float(slot),), (0,), (True,))
+
+        return window
+
+    system = spread_over([worker(0), worker(1), worker(2)])
+    got = [system(r) for r in range(1, 8)]
+    # rounds 1..7 over three workers: 0, 1, 2, 0, 1, 2, 0 (by hand)
+    assert asked == [(0, 1), (1, 2), (2, 3), (0, 4), (1, 5), (2, 6), (0, 7)]
+    assert [w.process for w in got] == [1, 2, 3, 1, 2, 3, 1]
+    assert [s.process for s in got[4].samples()] == [2]
+
+
+def test_sliced_rounds_keep_each_generation_in_its_worker_slice_after_slice():
+    class Recorder:
+        def __init__(self) -> None:
+            self.asked: list[dict] = []
+
+        def request(self, payload: dict, timeout: float) -> dict:
+            self.asked.append(payload)
+            return asdict(Window("a", payload["round"], "ok", (1.0,), (0,), (True,)))
+
+    one, two = Recorder(), Recorder()
+    system = spread_over([live_window(one, "a", 5, slices=2), live_window(two, "a", 5, slices=2)])
+    got = [system(r) for r in range(1, 7)]
+    # rounds 1..6 dealt 1, 2, 1, 2, 1, 2; each worker's requests are its own slices 1, 2, 1
+    assert [(p["round"], p["slice"]) for p in one.asked] == [(1, 1), (3, 2), (5, 1)]
+    assert [(p["round"], p["slice"]) for p in two.asked] == [(2, 1), (4, 2), (6, 1)]
+    assert {p["slices"] for p in one.asked + two.asked} == {2}
+    assert [w.process for w in got] == [1, 2, 1, 2, 1, 2]
+    # whole windows ask for no slice
+    whole = Recorder()
+    live_window(whole, "a", 5)(1)
+    assert whole.asked == [{"op": "window", "round": 1}]

@@ -19,13 +19,18 @@ from nanobench.harness.rounds import (
     RoundPlan,
     Window,
     intervals,
+    look_confidence,
+    looks,
+    rotation,
     run_rounds,
+    spread_over,
     time_steps,
 )
 from nanobench.harness.stats import (
     MIN_ROUNDS,
     Interval,
     difference_interval,
+    effective_df,
     ratio_interval,
     rounds_to_decide,
     spread,
@@ -168,3 +173,173 @@ def test_gates_keep_passed_as_verdict_pass_and_check_exits_0_1_3():
     assert code([Gate("a", True, "ok")]) == EXIT_OK
     assert code([Gate("a", True, "ok"), unsure]) == EXIT_INCONCLUSIVE == 3
     assert code([Gate("a", False, "no"), unsure]) == EXIT_FAILED
+
+
+# -- the null check: a system against itself, with process effects and heavy tails --------------
+
+NULL_RUNS = 20
+NULL_ROUNDS = 12
+# Of 20 null runs at the 95% level, more than 3 claiming "differs from 1.0" happens with
+# probability 1.6% (binomial, p = 0.05): the most an honest interval allows here.
+NULL_ALLOWED = 3
+
+
+def null_systems(processes: int, seed: int, effect: float = 0.05):
+    """Two identical systems, each over `processes` workers with their own process effects.
+
+    A process is 10 ms times a lognormal process effect (sigma 5%: what two runs of `decode`
+    disagreed by); a window is also hit, one time in ten, by a neighbour that slows only it 1.5
+    to 4 times; each step carries Student-t (2 dof) noise; a drift per round hits both alike.
+    """
+    rng = np.random.default_rng(seed)
+    now = [0.0]
+    drifts: dict[int, float] = {}
+    effects = {name: np.exp(effect * rng.standard_normal(processes)) for name in ("a", "b")}
+
+    def worker(name: str, slot: int):
+        def window(r: int) -> Window:
+            factor = drifts.setdefault(r, 1.0 + 0.10 * rng.uniform(-1, 1))
+            hit = rng.uniform(1.5, 4.0) if rng.uniform() < 0.1 else 1.0
+            mean_ms = 10.0 * effects[name][slot] * factor * hit
+
+            def step() -> int:
+                now[0] += mean_ms * math.exp(0.03 * rng.standard_t(2)) / 1e3
+                return 0
+
+            ms, built = time_steps(step, STEPS, clock=lambda: now[0])
+            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * STEPS)
+
+        return window
+
+    return {
+        name: spread_over([worker(name, slot) for slot in range(processes)]) for name in ("a", "b")
+    }
+
+
+def null_claims(processes: int) -> int:
+    """How many of NULL_RUNS seeded null runs say pass or fail on "a/b at most 1.0"."""
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(NULL_ROUNDS, NULL_ROUNDS, 0.03, 1e9)
+    decided = 0
+    for seed in range(NULL_RUNS):
+        windows = run_rounds(null_systems(processes, seed), plan, cmp)
+        found = intervals(windows, cmp)["a/b"]
+        assert found.rounds == NULL_ROUNDS and found.processes == processes
+        decided += verdict_at_most(found, 1.0) != INCONCLUSIVE
+    return decided
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_a_null_comparison_over_several_processes_decides_no_more_often_than_the_level(processes):
+    assert null_claims(processes) <= NULL_ALLOWED
+
+
+def test_the_flat_bootstrap_over_one_process_fails_the_null_check():
+    # One process per system: its process effect is a constant ratio in every round, which the
+    # rounds cannot see, so the interval excludes 1 whenever the two effects differ by more
+    # than its width.
+    assert null_claims(1) > NULL_ALLOWED
+
+
+def test_the_hierarchical_interval_is_the_t_interval_of_process_means_when_processes_dominate():
+    # Two processes, rounds identical within each: log ratios 0 and log 1.1. The pooled mean is
+    # log(1.1) / 2; the process means' standard error is log(1.1) / 2 with 1 degree of freedom,
+    # so the 95% interval is exp(mean +- t_1 * se) with t_1(0.975) = 12.706 (a t table).
+    a = [1.0] * 6 + [1.1] * 6
+    found = ratio_interval(a, [1.0] * 12, ["1"] * 6 + ["2"] * 6)
+    m = math.log(1.1) / 2
+    assert found.estimate == pytest.approx(math.exp(m))
+    assert found.processes == 2 and found.rounds == 12
+    # the bootstrap's se over two processes is (K - 1) / K of it, undone by sqrt(K / (K - 1))
+    assert math.log(found.high) == pytest.approx(m + 12.706 * m, rel=0.03)
+    assert math.log(found.low) == pytest.approx(m - 12.706 * m, rel=0.03)
+
+
+def test_effective_df_is_the_rounds_without_a_process_effect_and_k_minus_1_with_one():
+    rng = np.random.default_rng(3)
+    flat = [rng.standard_normal(10) for _ in range(3)]
+    # no process effect: about the rounds' own 3 * (10 - 1) = 27
+    assert 15 < effective_df(flat) <= 27 + 1e-9
+    # a process effect 100 times the rounds' spread: about K - 1 = 2
+    shifted = [g * 0.01 + 5.0 * k for k, g in enumerate(flat)]
+    assert effective_df(shifted) == pytest.approx(2.0, rel=0.01)
+
+
+def test_a_saving_over_several_processes_keeps_its_speedups_sign():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        a = 10.0 * rng.lognormal(0.0, 0.05, 10)
+        b = a / rng.choice([1.1, 0.9, 1.0]) * np.exp(0.1 * rng.standard_t(1.5, 10))
+        labels = ["1"] * 5 + ["2"] * 5
+        r, d = ratio_interval(a, b, labels), difference_interval(a, b, labels)
+        assert (r.estimate > 1) == (d.estimate > 0)
+        assert (r.low > 1) == (d.low > 0) and (r.high < 1) == (d.high < 0)
+        # gm(a) - gm(b), as over one process
+        assert d.estimate == pytest.approx(np.exp(np.log(a).mean()) - np.exp(np.log(b).mean()))
+
+
+# -- the stopping rule: looking after every round must not spend more than the 5% ---------------
+
+
+def test_looks_are_fixed_before_timing_and_their_alphas_sum_to_five_percent():
+    plan = RoundPlan(3, 30, 0.03, 1e9)
+    # 5 (the first interval), then x1.5 rounded up: 8, 12, 18, 27; 27 sits too near 30: dropped
+    assert looks(plan) == (5, 8, 12, 18, 30)
+
+    def spent(r: int) -> float:  # Lan-DeMets Pocock-type spending, written out again
+        return 0.05 * math.log(1 + (math.e - 1) * r / 30)
+
+    assert 1 - look_confidence(plan, 5) == pytest.approx(spent(5))
+    assert 1 - look_confidence(plan, 12) == pytest.approx(spent(12) - spent(8))
+    # a stop between looks (the budget) spends the next look's share
+    assert look_confidence(plan, 10) == look_confidence(plan, 12)
+    assert sum(1 - look_confidence(plan, r) for r in looks(plan)) == pytest.approx(0.05)
+    assert looks(RoundPlan(1, 1, 0.03, 1e9)) == (1,) and look_confidence(RoundPlan(1, 1), 1) == 0.95
+
+
+def test_rounds_stop_at_the_first_look_at_which_every_gate_is_decided():
+    wild = fake_systems({"a": 10.0, "b": 10.0}, noise=0.5, seed=1)
+    asked: list[tuple[int, float]] = []
+
+    def decided(windows: list[Window], level: float) -> bool:
+        rounds = max(w.round for w in windows)
+        asked.append((rounds, level))
+        return rounds >= 7
+
+    plan = RoundPlan(3, 30, 0.001, 1e9)
+    cmp = [Comparison("a/b", "a", "b")]
+    got = run_rounds(wild, plan, cmp, decided=decided)
+    # asked at the looks only (5, then 8), each at its own level; 8 is the first look past 7
+    assert [r for r, _ in asked] == [5, 8] and max(w.round for w in got) == 8
+    assert [c for _, c in asked] == [look_confidence(plan, 5), look_confidence(plan, 8)]
+
+
+def null_stop(seed: int, every_round: bool) -> bool:
+    """One null run (a against itself, heavy tails, one process, no process effect) that stops
+    as soon as "a/b at most 1.0" is decided: True when it stopped on a decision."""
+    systems = null_systems(1, seed, effect=0.0)
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(3, 30, 1e-9, 1e9)
+    if every_round:  # the naive rule: a 95% interval after every round from the fifth
+        windows: list[Window] = []
+        for r in range(1, 31):
+            windows += [systems[n](r) for n in rotation(["a", "b"], r - 1)]
+            found = intervals(windows, cmp)["a/b"]
+            if r >= MIN_ROUNDS and verdict_at_most(found, 1.0) != INCONCLUSIVE:
+                return True
+        return False
+
+    def decided(windows: list[Window], level: float) -> bool:
+        return verdict_at_most(intervals(windows, cmp, level)["a/b"], 1.0) != INCONCLUSIVE
+
+    windows = run_rounds(systems, plan, cmp, decided=decided)
+    rounds = max(w.round for w in windows)
+    return decided(windows, look_confidence(plan, rounds))
+
+
+def test_stopping_once_decided_keeps_the_null_claims_within_the_level():
+    assert sum(null_stop(seed, every_round=False) for seed in range(NULL_RUNS)) <= NULL_ALLOWED
+
+
+def test_a_95_percent_look_after_every_round_claims_too_often():
+    assert sum(null_stop(seed, every_round=True) for seed in range(NULL_RUNS)) > NULL_ALLOWED

@@ -2,9 +2,10 @@
 
 What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
 running), the pieces the worker (`nanobench.compile.session`) uses, `interleaved_sweep(...)`
-(one live worker per mode, set up one at a time, then timed windows in rotating rounds until
-every speedup's interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh
-process, what the GPU check runs) and `spec_for` (the spec a worker reads).
+(--processes live workers per mode, set up one at a time, then timed windows in rotating rounds,
+each mode's rounds dealt over its workers, until every gate is decided or every speedup's
+interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
+GPU check runs) and `spec_for` (the spec a worker reads).
 What it is not: the CLI, the row type and its derived columns (`compile_rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
 `get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by
@@ -142,23 +143,32 @@ def interleaved_sweep(
     plan: RoundPlan,
     *,
     timeout: float,
+    processes: int = 1,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_status: Callable[[str], None] = lambda s: None,
     on_row: Callable[[CompileRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
 ) -> tuple[list[CompileRow], list[Window]]:
-    """A live worker per mode, set up one at a time (no two compile at once), then rounds.
+    """`processes` live workers per mode, set up one at a time (no two compile at once), then
+    rounds, round r of every mode in its worker (r - 1) mod processes (`rounds.spread_over`),
+    until `decided(windows, level)` says every gate is decided or the intervals are tight.
 
-    on_row sees each row when its worker is ready and again when it closes; on_window every
-    window, the first pass (round 0) included. Whatever ends the sweep (an interrupt too),
-    every worker's process group is killed and every cold cache directory removed.
+    A mode's row (builds, compile seconds, first pass) is its first worker's; a later worker of
+    the mode shares the first's Inductor cache directory, so it mostly loads what the first
+    built, and only its status and the frames its windows built count. on_row sees each row
+    when its first worker is ready and again when the mode closes; on_window every window, the
+    first pass (round 0) included. Whatever ends the sweep (an interrupt too), every worker's
+    process group is killed and every cold cache directory removed.
     """
     import shutil
 
     from nanobench.harness.fresh import LiveWorker
-    from nanobench.harness.rounds import first_pass_window, live_window, run_rounds
+    from nanobench.harness.rounds import first_pass_window, live_window, run_rounds, spread_over
 
-    workers: dict[str, LiveWorker] = {}
+    # A worker past the last round would set up and time nothing.
+    processes = min(processes, plan.max_rounds)
+    workers: dict[str, list[LiveWorker]] = {}
     rows: dict[str, CompileRow] = {}
     fresh_dirs: list[str] = []
     windows: list[Window] = []
@@ -171,41 +181,76 @@ def interleaved_sweep(
 
     try:
         for mode in modes:
-            on_status(f"{mode}: starting a fresh process")
             env, fresh = cache_env(spec["cache"], mode, spec["device"])
-            if spec.get("trace"):
-                env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
-            if fresh:
-                fresh_dirs.append(fresh)
-            worker = LiveWorker(
-                WORKER,
-                {**spec, "mode": mode},
-                env=env,
-                on_progress=lambda e, m=mode: on_status(
-                    f"{m}: first pass, step {e.get('step')}/{e.get('steps')}"
-                    + (" (building)" if e.get("built") else "")
-                ),
-            )
-            workers[mode] = worker
-            row = rows[mode] = annotate(worker.start(timeout), spec, mode)
-            if row.status == "ok":
-                keep(first_pass_window(mode, asdict(row)))
-            on_row(row)
-        live = {m: live_window(w, m, timeout) for m, w in workers.items() if rows[m].status == "ok"}
-        run_rounds(live, plan, comparisons(modes), on_window=keep, on_round=on_round)
+            fresh_dirs.extend([fresh] if fresh else [])
+            workers[mode] = []
+            for process in range(1, processes + 1):
+                worker = mode_worker(spec, mode, process, env, on_status)
+                # Registered before it is waited for: an interrupt during set-up kills it too.
+                workers[mode].append(worker)
+                row = annotate(worker.start(timeout), spec, mode)
+                if process == 1:
+                    rows[mode] = row
+                    if row.status == "ok":
+                        keep(first_pass_window(mode, asdict(row)))
+                    on_row(row)
+                elif rows[mode].status == "ok" and row.status != "ok":
+                    rows[mode] = replace(rows[mode], status=f"process {process}: {row.status}")
+                if rows[mode].status != "ok":
+                    break
+        live = {
+            m: spread_over([live_window(w, m, timeout) for w in workers[m]])
+            for m in workers
+            if rows[m].status == "ok"
+        }
+        run_rounds(
+            live, plan, comparisons(modes), decided=decided, on_window=keep, on_round=on_round
+        )
         for mode in live:
-            final = workers[mode].close(timeout)
-            if rows[mode].status == "ok" and final.get("status", "ok") != "ok":
-                rows[mode] = replace(rows[mode], status=str(final["status"]))
-            elif rows[mode].status == "ok":
-                rows[mode] = annotate(final, spec, mode)
+            rows[mode] = closed_row(rows[mode], workers[mode], spec, timeout)
             on_row(rows[mode])
     finally:
-        for worker in workers.values():
+        for worker in (w for ws in workers.values() for w in ws):
             worker.kill()
         for fresh in fresh_dirs:
             shutil.rmtree(fresh, ignore_errors=True)
     return list(rows.values()), windows
+
+
+def mode_worker(spec: dict, mode: str, process: int, env: dict, on_status):
+    """Worker `process` of a mode, spawned (not yet waited for). Only the first is traced: its
+    first pass is the mode's row."""
+    from nanobench.harness.fresh import LiveWorker
+
+    tag = f"{mode}" if process == 1 else f"{mode} (process {process})"
+    on_status(f"{tag}: starting a fresh process")
+    env = dict(env)
+    if spec.get("trace") and process == 1:
+        env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
+    worker = LiveWorker(
+        WORKER,
+        {**spec, "mode": mode},
+        env=env,
+        on_progress=lambda e: on_status(
+            f"{tag}: first pass, step {e.get('step')}/{e.get('steps')}"
+            + (" (building)" if e.get("built") else "")
+        ),
+    )
+    return worker
+
+
+def closed_row(row: CompileRow, workers: list, spec: dict, timeout: float) -> CompileRow:
+    """A mode's row once every worker closed: the first's final row, every worker's builds in
+    windows summed (any of them would have timed a compile), the first failure's status."""
+    finals = [annotate(worker.close(timeout), spec, row.mode) for worker in workers]
+    failed = [(p, f.status) for p, f in enumerate(finals, 1) if f.status != "ok"]
+    if row.status != "ok":
+        return row
+    if failed:
+        process, status = failed[0]
+        return replace(row, status=status if process == 1 else f"process {process}: {status}")
+    built = sum(f.builds_in_windows or 0 for f in finals)
+    return replace(finals[0], builds_in_windows=built)
 
 
 def spec_for(**kw) -> dict:

@@ -29,6 +29,7 @@ from nanobench.harness.common import (
     interval_gate,
     model_option,
     out_dir,
+    positive,
 )
 from nanobench.compile.rows import CompileRow
 from nanobench.harness.console import interrupted, run_command, stdout_console
@@ -49,6 +50,7 @@ class CompileSpec:
     steps: int = 16
     rounds: int = 3
     max_rounds: int = 30
+    processes: int = 2
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False
@@ -73,6 +75,7 @@ class CompileSpec:
         from nanobench.harness.rounds import round_plan
 
         round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
+        positive("--processes", self.processes)
         if self.rows > self.max_batch:
             raise BadInput(f"--rows {self.rows}: above --max-batch {self.max_batch}")
         width = self.max_model_len or self.prompt_len + self.steps
@@ -211,6 +214,7 @@ def compile_command(
     steps: o.Steps = D.steps,
     rounds: o.Rounds = D.rounds,
     max_rounds: o.MaxRounds = D.max_rounds,
+    processes: o.Processes = D.processes,
     rel_ci: o.RelCi = D.rel_ci,
     budget_s: o.BudgetS = D.budget_s,
     bucketed: o.Bucketed = D.bucketed,
@@ -236,8 +240,9 @@ def compile_command(
 
     Each worker builds once and runs a first pass (builds, reuse, fall-back measured and
     predicted, guard kind, recompile reasons, compile seconds); then the modes take turns at
-    timed windows in rotating rounds: step ms (median, IQR), speedup against off, saving and
-    breakeven with 95% intervals, worth compiling yes / no / can't tell.
+    timed windows in rotating rounds, each mode's rounds dealt over --processes workers: step
+    ms (median, IQR), speedup against off, saving and breakeven with 95% intervals (between-
+    process variance inside them), worth compiling yes / no / can't tell.
 
     Example: nanobench compile --modes off,dynamic,static --steps 12 --bucketed
     Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
@@ -253,8 +258,15 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     """Resolve the model, run the sweep in rounds, write the outputs and exit with the gates."""
     from nanobench.compile.bench import interleaved_sweep
     from nanobench.compile.rows import derive
-    from nanobench.harness.env_record import collect_env, write_env
-    from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, round_plan, sample_rows
+    from nanobench.harness.env_record import collect_env, with_load, write_env
+    from nanobench.harness.load import crowded_note, look_before_timing, sample_load
+    from nanobench.harness.rounds import (
+        SAMPLE_COLUMNS,
+        describe,
+        look_confidence,
+        round_plan,
+        sample_rows,
+    )
     from nanobench.harness.rows import as_dicts, columns
     from reports.compile import draw_compiled_decode, render_compile
     from reports.csvio import write_rows
@@ -268,20 +280,26 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         target_option(spec.target)
     if not spec.target or spec.target in BUILTINS:
         directory, config = model_option(spec.model)
-        # Every mode's worker holds its model; one at a time also loads a probe to set up.
-        fits_option(config, dtype, spec.device, copies=len(spec.modes) + 1)
+        # Every worker of every mode holds its model; one at a time also loads a probe to set up.
+        fits_option(config, dtype, spec.device, copies=len(spec.modes) * spec.processes + 1)
         if spec.prompt_len + spec.steps > config.max_position_embeddings:
             raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
     where = out_dir(spec.out)
     worker_spec = spec.worker(str(directory), dtype, str(trace_root(where)) if spec.trace else "")
     csv_path, samples_path = where / "compile.csv", where / "compile-samples.csv"
     record = collect_env(spec.threads, sys.argv)
+    before, note = look_before_timing(record.threads)
+    record = with_load(record, before)
     env_path = write_env(where / "compile-env.json", record)
     done: dict[str, CompileRow] = {}
     windows: list = []
+    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
 
     def save() -> list[CompileRow]:
-        rows_now = derive(list(done.values()), spec.horizon, windows)
+        level = look_confidence(plan, max((w.round for w in windows), default=0))
+        rows_now = derive(list(done.values()), spec.horizon, windows, level)
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
         write_rows(csv_path, as_dicts(rows_now), columns(CompileRow))
         write_rows(samples_path, sample_rows(windows, "mode"), ["mode", *SAMPLE_COLUMNS])
         return rows_now
@@ -300,13 +318,19 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
             f"round {r}: " + "; ".join(describe(f"{m}/off speedup", i) for m, i in found.items())
         )
 
-    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
+    def decided(timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        rows_now = derive(list(done.values()), spec.horizon, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in gates(spec, rows_now))
+
     try:
         interleaved_sweep(
             worker_spec,
             list(spec.modes),
             plan,
             timeout=spec.timeout,
+            processes=spec.processes,
+            decided=decided,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,
@@ -316,6 +340,10 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         save()
         missing = [m for m in spec.modes if m not in done]
         raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
+    after = sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    note = note or crowded_note(record.threads, after)
     rows_out = save()
     found = gates(spec, rows_out)
     rounds_run = max((r.rounds or 0 for r in rows_out), default=0)
@@ -325,7 +353,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,
-        steps=f"{spec.steps} x {rounds_run} rounds",
+        steps=f"{spec.steps} x {rounds_run} rounds in {spec.processes} processes",
         shapes="bucketed" if spec.bucketed else "open",
         inductor_cache=spec.cache,
         backend=spec.backend,

@@ -3,7 +3,8 @@
 What it is: `CompileRow` (the CSV's columns, in order: PyTorch's dynamo harness columns where
 they mean the same thing, then nanobench's), `from_worker(payload)` (a worker's JSON back into
 a row, loudly), and `derive(rows, horizon, windows)` (step-time spread; speedup, saving and
-breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell).
+breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell; a
+`suspect` note when an interval claims what the configuration cannot produce).
 What it is not: a measurement. The worker (`compile_session`) measures; this only names and
 combines what it reported.
 Invariant: a worker's `ok` payload carries every first-pass field under its own name; a
@@ -20,6 +21,7 @@ from typing import Any
 from nanobench.cost.compile import breakeven_steps
 from nanobench.harness.rounds import Window
 from nanobench.harness.rows import RowSchemaError, rebuild
+from nanobench.harness.stats import CONFIDENCE
 
 CANT_TELL = "can't tell at this noise"
 
@@ -63,6 +65,7 @@ class CompileRow:
     guard_sets_checked: int | None = None  # after a fall-back: guard sets checked per call
     speedup_low: float | None = None  # 95% bootstrap interval over rounds, paired by round
     speedup_high: float | None = None
+    ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
     saving_per_step_ms_low: float | None = None
     saving_per_step_ms_high: float | None = None
@@ -73,6 +76,8 @@ class CompileRow:
     worth_compiling: str | None = None  # yes | no | can't tell at this noise
     worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
     builds_in_windows: int | None = None  # frames built during the timed windows
+    suspect: str | None = None  # what the interval claims and the configuration cannot produce
+    load_note: str | None = None  # timed while other processes held cores the threads needed
     cache: str | None = None
     fxgraph_cache_hit: int | None = None
     fxgraph_cache_miss: int | None = None
@@ -117,15 +122,19 @@ def from_worker(payload: Mapping[str, Any], mode: str) -> CompileRow:
 
 
 def derive(
-    rows: list[CompileRow], horizon: int, windows: list[Window] | tuple = ()
+    rows: list[CompileRow],
+    horizon: int,
+    windows: list[Window] | tuple = (),
+    confidence: float = CONFIDENCE,
 ) -> list[CompileRow]:
     """Step-time spread, and speedup, saving and breakeven against `off` with their intervals.
 
     With windows (interleaved rounds) every timing is the rounds' steady samples and every
     comparison is paired by round; without (a one-shot run) the first pass's median stands
-    alone and nothing has an interval, so `worth_compiling` cannot say yes or no.
+    alone and nothing has an interval, so `worth_compiling` cannot say yes or no. `confidence`
+    is the level of every interval (`rounds.look_confidence` of the rounds run).
     """
-    from nanobench.harness.rounds import paired_medians
+    from nanobench.harness.rounds import paired_rounds
     from nanobench.harness.stats import spread
 
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
@@ -151,7 +160,7 @@ def derive(
             else ("eager-after-fall-back" if r.fell_back else "compiled"),
             # Past the limit dynamo still walks every cached entry's guards before running eagerly.
             guard_sets_checked=r.builds if r.fell_back else None,
-            **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling")},
+            **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling", "suspect")},
         )
         spread_rows.append(replace(r, abs_latency=r.step_ms, compilation_latency=r.compile_s))
     off = next((r for r in spread_rows if r.mode == "off" and r.step_ms), None)
@@ -160,13 +169,38 @@ def derive(
         if off is None or not r.step_ms:
             out.append(r)
             continue
-        off_ms, mode_ms = paired_medians(timed, "off", r.mode)
-        pair = ([off.step_ms], [r.step_ms]) if r is off or not off_ms else (off_ms, mode_ms)
-        out.append(compared(r, *pair, horizon))
+        off_ms, mode_ms, processes = paired_rounds(timed, "off", r.mode)
+        if r is off or not off_ms:
+            out.append(compared(r, [off.step_ms], [r.step_ms], horizon))
+        else:
+            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence))
     return out
 
 
-def compared(row: CompileRow, off_ms: list, mode_ms: list, horizon: int) -> CompileRow:
+def suspect(row: CompileRow, speedup) -> str | None:
+    """A note when the speedup's interval claims what this configuration cannot produce.
+
+    The eager backend runs the same aten kernels as `off`, behind dynamo's guards: its step can
+    be slower than off's, never faster by a margin. An interval wholly above 1 there is noise the
+    interval did not hold (a process effect, a loaded neighbour), so the row says so.
+    """
+    if row.backend == "eager" and speedup.low > 1:
+        return (
+            f"speedup [{speedup.low:.2f}, {speedup.high:.2f}] wholly above 1 with the eager "
+            "backend, which runs off's kernels behind guards: noise, not compiling "
+            "(more --processes, a quieter machine)"
+        )
+    return None
+
+
+def compared(
+    row: CompileRow,
+    off_ms: list,
+    mode_ms: list,
+    horizon: int,
+    processes: list | None = None,
+    confidence: float = CONFIDENCE,
+) -> CompileRow:
     """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
     from nanobench.harness.common import FAIL, PASS
     from nanobench.harness.stats import (
@@ -176,11 +210,14 @@ def compared(row: CompileRow, off_ms: list, mode_ms: list, horizon: int) -> Comp
         verdict_at_least,
     )
 
-    speedup = ratio_interval(off_ms, mode_ms)
-    saving = difference_interval(off_ms, mode_ms)
+    speedup = ratio_interval(off_ms, mode_ms, processes, confidence)
+    saving = difference_interval(off_ms, mode_ms, processes, confidence)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
+    if row.speedup_low is not None:
+        row = replace(row, ci_level=round(confidence, 4))
     if row.mode == "off":
         return row
+    row = replace(row, suspect=suspect(row, speedup))
     compile_s = row.compile_s or 0.0  # an ok row's compile_s is 0.0 when nothing compiled
     # Worth it when horizon * saving > compile_s: the saving must beat compile_s / horizon.
     needed_ms = compile_s * 1e3 / horizon
@@ -201,7 +238,7 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(CompileRow)
     if f.name.startswith(("speedup", "saving_per_step_ms", "breakeven_steps"))
-) + ("worth_rounds_to_decide", "saving_needed_ms")
+) + ("worth_rounds_to_decide", "saving_needed_ms", "ci_level")
 
 
 def ends(name: str, interval) -> dict[str, float | None]:

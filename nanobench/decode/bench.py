@@ -1,10 +1,12 @@
 """The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
 What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
-then one live worker per system, set up one at a time, then interleaved rounds of one timed
-generation each, `nanobench.harness.rounds`), `derive(rows, spec, probe, windows)` (tokens against the
-reference; step-time median and IQR over the rounds; each ratio to transformers and to the
-roofline floor with its 95% interval, paired by round) and the `check_*` functions the gates run.
+then --processes live workers per system, set up one at a time, then interleaved rounds of one
+timed generation each, or of its slices when whole ones would not fit the budget, each
+system's rounds dealt over its workers, `nanobench.harness.rounds`), `derive(rows, spec, probe,
+windows)` (tokens against the reference; step-time median and IQR over the rounds; each ratio
+to transformers and to the roofline floor with its interval, paired by round; the floor probe
+failed when a step beats it) and the `check_*` functions the gates run.
 The worker side is `nanobench.decode.session`; the floor's arithmetic and probes are
 `nanobench.decode.roofline`.
 What it is not: the CLI or the report, and not a unit test: its milliseconds are what this
@@ -24,9 +26,10 @@ from dataclasses import asdict, dataclass, replace
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.errors import BadInput
 from nanobench.decode.roofline import PROBE
-from nanobench.harness.choices import SYSTEMS
+from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.rounds import Comparison, RoundPlan, Window
 from nanobench.harness.rows import rebuild
+from nanobench.harness.stats import CONFIDENCE
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode.session"
@@ -35,6 +38,7 @@ HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+INTERVAL_COLUMNS = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
 
 # A step reading fewer weight bytes than this is host-bound on a CPU (launches and Python).
 HOST_BOUND_BYTES = 256 << 20
@@ -128,24 +132,32 @@ def sweep(
     plan: RoundPlan,
     *,
     timeout: float,
+    processes: int = 1,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_status: Callable[[str], None] = lambda s: None,
     on_row: Callable[[SystemRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
 ) -> tuple[list[SystemRow], ProbeRow]:
-    """The probe, then a live worker per system set up one at a time, then interleaved rounds.
+    """The probe, then `processes` live workers per system set up one at a time, then
+    interleaved rounds, round r of every system in its worker (r - 1) mod processes, until
+    `decided(windows, level)` says every gate is decided or the intervals are tight.
 
-    Whatever ends it (an interrupt too), every worker's process group is killed and every
-    Inductor cache directory removed. Returns the system rows (not derived) and the probe row.
-    Each worker's payload is rebuilt into its row type: a renamed key is an error naming it.
+    A system's set-up facts (compile seconds, frames) are its first worker's; a later worker
+    shares the first's Inductor cache directory. Whatever ends it (an interrupt too), every
+    worker's process group is killed and every Inductor cache directory removed. Returns the
+    system rows (not derived) and the probe row. Each worker's payload is rebuilt into its row
+    type: a renamed key is an error naming it.
     """
     from nanobench.harness.fresh import LiveWorker, run_fresh
-    from nanobench.harness.rounds import live_window, run_rounds
+    from nanobench.harness.rounds import live_window, run_rounds, spread_over
 
+    # A worker past the last round would set up and time nothing.
+    processes = min(processes, plan.max_rounds)
     env, cache = worker_env(spec.threads)
     caches = [cache]
-    workers: dict[str, LiveWorker] = {}
+    workers: dict[str, list[LiveWorker]] = {}
     rows: dict[str, SystemRow] = {}
 
     def keep(window: Window) -> None:
@@ -159,25 +171,82 @@ def sweep(
         probe = rebuild(ProbeRow, {"system": PROBE, **answer})
         on_probe(probe)
         for system in systems:
-            on_status(f"{system}: building and warming up in a fresh process")
             env, cache = worker_env(spec.threads)
             caches.append(cache)
-            workers[system] = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
-            rows[system] = rebuild(SystemRow, {"system": system, **workers[system].start(timeout)})
-            on_row(rows[system])
-        live = {s: live_window(w, s, timeout) for s, w in workers.items() if rows[s].status == "ok"}
-        run_rounds(live, plan, comparisons(list(live)), on_window=keep, on_round=on_round)
+            workers[system] = []
+            for process in range(1, processes + 1):
+                tag = system if process == 1 else f"{system} (process {process})"
+                on_status(f"{tag}: building and warming up in a fresh process")
+                worker = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
+                workers[system].append(worker)
+                row = rebuild(SystemRow, {"system": system, **worker.start(timeout)})
+                if process == 1:
+                    rows[system] = row
+                    on_row(row)
+                elif row.status != "ok":
+                    rows[system] = replace(rows[system], status=f"process {process}: {row.status}")
+                if rows[system].status != "ok":
+                    break
+        ready = [rows[s] for s in workers if rows[s].status == "ok"]
+        slices = round_slices(ready, spec, plan, on_status)
+        live = {
+            s: spread_over([live_window(w, s, timeout, slices) for w in ws])
+            for s, ws in workers.items()
+            if rows[s].status == "ok"
+        }
+        run_rounds(
+            live,
+            plan,
+            comparisons(list(live)),
+            decided=decided,
+            on_window=keep,
+            on_round=on_round,
+        )
         for system in live:
-            final = workers[system].close(timeout)
-            if rows[system].status == "ok":
-                rows[system] = rebuild(SystemRow, {**asdict(rows[system]), **final})
+            rows[system] = closed_row(rows[system], workers[system], timeout)
             on_row(rows[system])
     finally:
-        for worker in workers.values():
+        for worker in (w for ws in workers.values() for w in ws):
             worker.kill()
         for cache in caches:
             shutil.rmtree(cache, ignore_errors=True)
     return list(rows.values()), probe
+
+
+def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:
+    """How many slices each generation is cut into so that 8 rounds fit the budget, said up
+    front. A generation's seconds are its untimed warm-up's, less what compiling took there."""
+    from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
+
+    round_s = sum(max(0.0, (r.warmup_s or 0.0) - (r.compile_s or 0.0)) for r in ready)
+    slices = slices_for(round_s, plan.budget_s, spec.steps - 1)
+    if slices > 1:
+        on_status(
+            f"a round of whole generations takes about {round_s:.1f} s: {ROUNDS_IN_BUDGET} would "
+            f"not fit --budget-s {plan.budget_s:g}, so each generation is cut into {slices} "
+            "slices the systems take turns at (each slice a paired round)"
+        )
+    return slices
+
+
+def closed_row(row: SystemRow, workers: list, timeout: float) -> SystemRow:
+    """A system's row once every worker closed: the first worker's final row; builds while
+    timed summed over the workers; deterministic only when every worker repeated itself and
+    made the first's tokens; the first failure's status."""
+    finals = [worker.close(timeout) for worker in workers]
+    if row.status != "ok":
+        return row
+    done = [rebuild(SystemRow, {**asdict(row), **final}) for final in finals]
+    failed = [(p, r.status) for p, r in enumerate(done, 1) if r.status != "ok"]
+    if failed:
+        process, status = failed[0]
+        return replace(row, status=status if process == 1 else f"process {process}: {status}")
+    first = done[0]
+    return replace(
+        first,
+        builds_measured=sum(r.builds_measured or 0 for r in done),
+        deterministic=all(r.deterministic and r.tokens == first.tokens for r in done),
+    )
 
 
 # -- derived columns ----------------------------------------------------------------------------
@@ -204,13 +273,18 @@ def reference_row(rows: list[SystemRow]) -> SystemRow | None:
 
 
 def derive(
-    rows: list[SystemRow], spec: RunSpec, probe: ProbeRow | None, windows: list[Window] | tuple = ()
+    rows: list[SystemRow],
+    spec: RunSpec,
+    probe: ProbeRow | None,
+    windows: list[Window] | tuple = (),
+    confidence: float = CONFIDENCE,
 ) -> list[DecodeRow]:
     """tokens_match against the reference; each row's step-time spread over the rounds; its
-    ratio to each transformers row and to the roofline floor, with 95% intervals paired by round.
+    ratio to each transformers row and to the roofline floor, with intervals paired by round
+    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
     """
     from nanobench.decode.roofline import roofline_ms
-    from nanobench.harness.rounds import paired_medians
+    from nanobench.harness.rounds import paired_rounds
     from nanobench.harness.stats import ratio_interval, spread
 
     ref = reference_row(rows)
@@ -244,11 +318,22 @@ def derive(
             ("ratio_vs_hf_eager", "hf-eager"),
             ("ratio_vs_hf_compiled", "hf-static-compiled"),
         ):
-            ours_ms, theirs_ms = paired_medians(timed, r.system, theirs)
-            put_interval(d, column, ratio_interval(ours_ms, theirs_ms) if ok and ours_ms else None)
-        own = paired_medians(timed, r.system, r.system)[0]
-        floor_ratio = ratio_interval(own, [floor] * len(own)) if ok and own and floor else None
+            ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
+            found = (
+                ratio_interval(ours_ms, theirs_ms, processes, confidence)
+                if ok and ours_ms
+                else None
+            )
+            put_interval(d, column, found)
+        own, _, processes = paired_rounds(timed, r.system, r.system)
+        floor_ratio = (
+            ratio_interval(own, [floor] * len(own), processes, confidence)
+            if ok and own and floor
+            else None
+        )
         put_interval(d, "ratio_vs_floor", floor_ratio)
+        if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
+            d["ci_level"] = round(confidence, 4)
         d.update(
             bandwidth_gbs=measured.bandwidth_gbs,
             bandwidth_median_gbs=measured.bandwidth_median_gbs,
@@ -267,7 +352,17 @@ def derive(
             model=spec.model,
         )
         out.append(DecodeRow(**{**asdict(r), **d}))
-    return out
+    return mark_floor(out)
+
+
+def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
+    """Every row's floor_probe: ok, or failed once any row's step ran below the shared floor."""
+    from nanobench.decode.roofline import floor_beaten
+
+    failed = next(
+        (f for r in rows if (f := floor_beaten(r.system, r.ms_per_step, r.floor_ms))), None
+    )
+    return [replace(r, floor_probe=failed or ("ok" if r.floor_ms else None)) for r in rows]
 
 
 def put_interval(row: dict, column: str, interval) -> None:

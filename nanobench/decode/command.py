@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import typer
 
 from nanobench.harness.common import (
+    INCONCLUSIVE,
     Gate,
     device_option,
     dtype_option,
@@ -43,6 +44,7 @@ from nanobench.harness.options import (
     Model,
     Names,
     Out,
+    Processes,
     PromptLen,
     QuietOpt,
     RelCi,
@@ -78,6 +80,7 @@ class DecodeSpec:
     hf_attn: str = "sdpa"
     timeout: int = 900
     out: str = "nanobench-out"
+    processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
 
     def round_plan(self):
         from nanobench.harness.rounds import round_plan
@@ -96,6 +99,8 @@ class DecodeSpec:
                 f"--max-model-len {self.max_model_len}"
             )
         self.round_plan()
+        if self.processes < 1:
+            raise BadInput(f"--processes {self.processes}: expected a positive integer")
 
 
 def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
@@ -134,8 +139,13 @@ def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
     best = best_engine_row(rows)
     if targets.best_vs_floor is not None and best is not None:
         what = f"{best.system} (the fastest engine mode) / the {best.floor_bound} floor"
-        interval = ratio_of(best, "ratio_vs_floor")
-        found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
+        if (best.floor_probe or "").startswith("failed"):
+            # A floor the step beat is no floor: nothing can be judged against it.
+            detail = f"{what}: can't tell, the floor probe {best.floor_probe}"
+            found.append(Gate("best_engine_vs_floor", False, detail, INCONCLUSIVE))
+        else:
+            interval = ratio_of(best, "ratio_vs_floor")
+            found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
     return found
 
 
@@ -176,6 +186,7 @@ def decode_command(
     hf_attn: HfAttention = DecodeSpec.hf_attn,
     timeout: Timeout = DecodeSpec.timeout,
     out: Out = DecodeSpec.out,
+    processes: Processes = DecodeSpec.processes,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -195,6 +206,7 @@ def decode_command(
     spec = DecodeSpec(
         model, systems, rows, prompt_len, steps, rounds, max_rounds, rel_ci, budget_s,
         max_model_len, width_multiple, device, dtype, threads, backend, hf_attn, timeout, out,
+        processes=processes,
     )  # fmt: skip
     with run_command(quiet) as status:
         code = run_decode(spec, status, json_mode=json_mode, check=check)
@@ -211,9 +223,10 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         transformers_can_load,
     )
     from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
-    from nanobench.harness.env_record import collect_env, write_env
+    from nanobench.harness.env_record import collect_env, with_load, write_env
+    from nanobench.harness.load import crowded_note, look_before_timing, sample_load
     from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
-    from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, sample_rows
+    from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
     from reports.csvio import write_rows
     from reports.decode import draw_decode, render_decode
     from reports.style import title
@@ -223,8 +236,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
     device_option(spec.device)
     directory, config = model_option(spec.model)
-    # Every system's worker holds its own copy of the weights for the whole run.
-    fits_option(config, dtype, spec.device, copies=len(spec.systems))
+    # Every worker of every system holds its own copy of the weights for the whole run.
+    fits_option(config, dtype, spec.device, copies=len(spec.systems) * spec.processes)
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
@@ -259,13 +272,18 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     csv_path = target / "decode.csv"
     samples_path = target / "decode-samples.csv"
     record = collect_env(spec.threads, sys.argv)
+    before, note = look_before_timing(record.threads)
+    record = with_load(record, before)
     env_path = write_env(target / "decode-env.json", record)
     done: dict[str, SystemRow] = {}
     windows: list = []
     probes: list[ProbeRow] = []
 
     def save() -> list[DecodeRow]:
-        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows)
+        level = look_confidence(plan, max((w.round for w in windows), default=0))
+        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows, level)
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
         write_rows(csv_path, public(rows_now), CSV_COLUMNS)
         write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
         return rows_now
@@ -278,12 +296,19 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         save()
         status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
+    def decided(timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in gates(spec, rows_now))
+
     try:
         system_rows, probe = sweep(
             run,
             spec.systems,
             plan,
             timeout=spec.timeout,
+            processes=spec.processes,
+            decided=decided,
             on_status=status,
             on_row=on_row,
             on_window=windows.append,
@@ -296,6 +321,10 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
     for row in system_rows:
         done[row.system] = row
+    after = sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    note = note or crowded_note(record.threads, after)
     rows_out = add_samples(save(), directory)
     written = public(rows_out)
     found = gates(spec, rows_out)
@@ -311,6 +340,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         steps=spec.steps,
         threads=spec.threads or "default",
         interleaved_rounds=rounds_run,
+        processes=spec.processes,
     )
     png = draw_decode(rows_out, target / "decode.png", heading)
     outputs = {"csv": str(csv_path), "png": str(png), "samples": str(samples_path)}

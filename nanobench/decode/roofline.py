@@ -4,11 +4,13 @@ What it is: the step's cost in bytes and flops (`weight_bytes`, `kv_read_bytes`,
 `matmul_params`, `step_flops`; numbers in, numbers out), `roofline_ms` (the larger of bytes /
 bandwidth and flops / GEMM rate, and which bound it is), the probes that measure both rates on
 the device (`probe_bandwidth`: the fastest full read of a weight-sized tensor; `probe_gemm`: the
-step's own matmuls, one layer's weights at the step's rows, every layer and the head) and
-`ProbeSession`, the worker session that runs them.
+peak rate of a large square GEMM, never the step's own small products), `floor_beaten` (a
+measured step below its floor fails the probe) and `ProbeSession`, the worker session that
+runs the probes.
 What it is not: a model of the step. Launches, Python and attention's softmax are above it.
-Invariant: both rates come from this run on this device and dtype; a floor says which bound
-it is held to, and a floor above a measured step is a probe that ran slow, not a fast step.
+Invariant: both rates are peaks probed in this run on this device and dtype; a floor says
+which bound it is held to, and a floor above a measured step is a failed probe (the row says
+so), never a fast step.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from nanobench.decode.rows import RunSpec
 
@@ -117,11 +118,18 @@ def probe_bandwidth(spec: RunSpec) -> dict:
     }
 
 
-def probe_gemm(spec: RunSpec, config) -> dict:
-    """GFLOP/s of the step's own matmuls: rows x hidden through one layer's weights, every layer.
+# The square GEMM's side: large enough that packing and launches are noise beside the flops
+# (2 n^3: 2.1 GFLOP on a CPU, 137 GFLOP on a GPU), small enough to run in a second or so.
+GEMM_SIDE = {"cpu": 1024, "cuda": 4096}
 
-    One layer's matrices stand for all of them (the same shapes); the fastest of several passes,
-    for the reason the bandwidth probe takes its fastest read.
+
+def probe_gemm(spec: RunSpec) -> dict:
+    """The device's peak GEMM rate: GFLOP/s of a large square matmul in the step's dtype.
+
+    Never the step's own products: at a handful of rows those are bandwidth-bound, slower than
+    the peak, and a floor drawn from them is an achieved rate that a compiled step can beat (a
+    compiled step once ran at 0.78x of such a "floor"). The fastest of several passes, for the
+    reason the bandwidth probe takes its fastest read.
     """
     import torch
 
@@ -129,36 +137,39 @@ def probe_gemm(spec: RunSpec, config) -> dict:
 
     dtype, device = DTYPES[spec.dtype], spec.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    h, q, kv, inter = config.hidden_size, config.q_size, config.kv_size, config.intermediate_size
-    rows = spec.rows
-
-    def rand(*shape):
-        return torch.randn(*shape, device=device).to(dtype)
-
-    w_qkv, w_o, w_gu, w_down = rand(h, q + 2 * kv), rand(q, h), rand(h, 2 * inter), rand(inter, h)
-    w_head = rand(h, config.vocab_size)
-    x, a, m = rand(rows, h), rand(rows, q), rand(rows, inter)  # (B, hidden), (B, q), (B, inter)
-
-    def one_pass() -> None:
-        for _ in range(config.num_layers):
-            x @ w_qkv, a @ w_o, x @ w_gu, m @ w_down
-        x @ w_head
-
+    n = GEMM_SIDE[device]
+    a = torch.randn(n, n, device=device).to(dtype)  # (n, n)
+    b = torch.randn(n, n, device=device).to(dtype)  # (n, n)
     seconds = []
     for i in range(GEMM_REPEATS + 2):
         sync()
         t0 = time.perf_counter()
-        one_pass()
+        a @ b  # (n, n)
         sync()
-        if i >= 2:  # the first passes warm the caches and the kernels
+        if i >= 2:  # the first passes warm the caches and pick the kernels
             seconds.append(time.perf_counter() - t0)
-    flops = 2 * rows * matmul_params(config)
+    flops = 2 * n**3
     return {
         "gemm_flops": flops,
+        "gemm_side": n,
         "gemm_gflops": round(flops / min(seconds) / 1e9, 3),
         "gemm_median_gflops": round(flops / statistics.median(seconds) / 1e9, 3),
         "gemm_ms": round(min(seconds) * 1e3, 4),
     }
+
+
+def floor_beaten(system: str, ms_per_step: float | None, floor: float | None) -> str | None:
+    """A measured step below its floor: the probe did not find the peak, so it failed.
+
+    A floor is a lower bound; a step that beats it proves a probe ran slow (a busy neighbour, a
+    rate that was not a peak), never that the step is faster than the machine.
+    """
+    if ms_per_step is None or not floor or ms_per_step >= floor:
+        return None
+    return (
+        f"failed: {system} ran {ms_per_step:.3f} ms/step, below the {floor:.3f} ms floor, "
+        "so a probed rate was not this machine's peak"
+    )
 
 
 class ProbeSession:
@@ -167,14 +178,12 @@ class ProbeSession:
     def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
         import torch
 
-        from engine.weights import read_config
-
         if spec.threads:
             torch.set_num_threads(spec.threads)
         progress({"phase": "bandwidth probe", "i": 0, "of": 2})
         row = probe_bandwidth(spec)
         progress({"phase": "GEMM probe", "i": 1, "of": 2})
-        row.update(probe_gemm(spec, read_config(Path(spec.model))))
+        row.update(probe_gemm(spec))
         row["threads"] = torch.get_num_threads()
         self.ready = row
 

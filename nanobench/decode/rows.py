@@ -47,6 +47,7 @@ class ProbeRow:
     bandwidth_median_gbs: float | None = None
     probe_ms: float | None = None
     gemm_flops: int | None = None
+    gemm_side: int | None = None  # the square GEMM's n: 2 n^3 flops a pass
     gemm_gflops: float | None = None
     gemm_median_gflops: float | None = None
     gemm_ms: float | None = None
@@ -110,15 +111,18 @@ class DecodeRow:
     ratio_vs_hf_compiled_high: float | None = None
     floor_ms: float | None = None  # max(step_bytes / bandwidth, step_flops / GEMM rate)
     floor_bound: str | None = None  # memory | compute
+    floor_probe: str | None = None  # ok, or failed: a measured step ran below the floor
     ratio_vs_floor: float | None = None
     ratio_vs_floor_low: float | None = None
     ratio_vs_floor_high: float | None = None
+    ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
+    load_note: str | None = None  # timed while other processes held cores the threads needed
     peak_rss_mb: float | None = None  # the worker's ru_maxrss in MiB
     mean_ms_per_step: float | None = None  # decode wall time / decode steps, median of rounds
     cpu_ms_per_step: float | None = None  # thread CPU time per decode step, median of rounds
     bandwidth_gbs: float | None = None  # the probe: fastest full read of a weight-sized tensor
     bandwidth_median_gbs: float | None = None
-    gemm_gflops: float | None = None  # the probe: the step's own matmuls, fastest pass
+    gemm_gflops: float | None = None  # the probe: a large square GEMM, fastest pass (a peak)
     step_flops: int | None = None  # 2 rows matmul_params + attention's scores and values
     step_bytes: int | None = None  # weight_bytes + kv_bytes
     weight_bytes: int | None = None  # every matrix once (a tied head counted once)

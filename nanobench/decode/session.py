@@ -5,8 +5,9 @@ built by then), the systems (`engine_system`: the engine eager, compiled or capt
 `hf_system`: transformers' `generate`, default cache or static cache + compiled forward) and
 `DecodeSession`, the session this module serves (`python -m nanobench.decode.session`, the probe's
 too): set-up builds the system and runs one untimed warm-up generation (where compiling happens);
-each request is one timed greedy generation, a window of `steps - 1` decode steps; `finish`
-reports tokens, determinism and what was built while timed.
+each request is one timed greedy generation, a window of `steps - 1` decode steps, or one
+slice of a generation that the systems take turns at (`nanobench.harness.slices`); `finish` reports
+tokens, determinism and what was built while timed.
 What it is not: the sweep, the floor or the gates (`nanobench.decode.bench`).
 Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps
 on the same thread count. The first token (the prefill) is timed on its own and never enters a
@@ -264,6 +265,7 @@ class DecodeSession:
         self.frames_before = self.frames()
         self.deterministic = True
         self.clocks: list[dict] = []
+        self.sliced = None  # the generation a sliced round is part-way through
         self.ready = {
             "system": system,
             "status": "ok",
@@ -281,22 +283,44 @@ class DecodeSession:
         }
 
     def serve(self, request: dict) -> dict:
-        """One timed generation: its decode steps are the window (all steady: warmed up)."""
+        """One timed generation: its decode steps are the window (all steady: warmed up).
+
+        A request with `slice` k of `slices` n times only the k-th slice of a generation that
+        slice 1 started (`nanobench.harness.slices`): the systems take turns mid-generation.
+        """
+        if "slices" in request:
+            return self.serve_slice(int(request["round"]), request["slice"], request["slices"])
         clock = TokenClock(self.frames)
         tokens = self.generate(clock)
         self.deterministic &= tokens == self.tokens
         summary = clock.summary()
         self.clocks.append(summary)
-        ms = summary["step_ms"]
-        window = Window(
-            self.spec.system,
-            int(request["round"]),
-            "ok",
-            tuple(ms),
-            tuple(summary["built"]),
-            (True,) * len(ms),
-        )
-        return asdict(window)
+        return self.window(int(request["round"]), summary["step_ms"], summary["built"])
+
+    def window(self, round_index: int, ms: list[float], built: list[int]) -> dict:
+        steady = (True,) * len(ms)
+        return asdict(Window(self.spec.system, round_index, "ok", tuple(ms), tuple(built), steady))
+
+    def threaded(self, clock: TokenClock) -> list:
+        """`generate` on a thread of its own: the same torch thread count as the main one."""
+        import torch
+
+        if self.spec.threads:
+            torch.set_num_threads(self.spec.threads)
+        return self.generate(clock)
+
+    def serve_slice(self, round_index: int, k: int, n: int) -> dict:
+        """Slice k (from 1) of n of the current generation; slice 1 starts a new one."""
+        from nanobench.harness.slices import SlicedGeneration, slice_bounds
+
+        if k == 1:
+            bounds = slice_bounds(self.spec.steps - 1, n)
+            self.sliced = SlicedGeneration(self.threaded, TokenClock(self.frames), bounds)
+        ms, built = self.sliced.next_slice()
+        if k == n:
+            self.deterministic &= self.sliced.result() == self.tokens
+            self.clocks.append(self.sliced.summary())
+        return self.window(round_index, ms, built)
 
     def finish(self) -> dict:
         import resource

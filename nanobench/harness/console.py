@@ -38,6 +38,13 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     return (BadInput, ConfigError, CheckpointError, EngineLimitError)
 
 
+def say_warning(message: str) -> None:
+    """One line on stderr that --quiet does not hide: a condition the numbers were taken under."""
+    line = " ".join(str(message).split())
+    sys.stderr.write(f"nanobench: warning: {line}\n")
+    sys.stderr.flush()
+
+
 def say_error(message: str) -> None:
     line = " ".join(str(message).split())
     sys.stderr.write(f"nanobench: error: {line}\n")

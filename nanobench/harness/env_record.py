@@ -2,8 +2,10 @@
 
 What it is: `EnvRecord` (frozen: schema version, nanobench version and git commit, torch,
 triton and transformers versions, CPU model, cores, torch threads, the CPU capability ATen
-dispatches to, CUDA device and driver, argv), `collect_env(threads, argv)` and
-`write_env(path, record)`, which writes `<out>/<command>-env.json` whole or not at all.
+dispatches to, CUDA device and driver, argv, and the machine's load before and after the run:
+1-minute load average and the cores other processes kept busy, `nanobench.harness.load`),
+`collect_env(threads, argv)`, `with_load(record, before, after)` and `write_env(path,
+record)`, which writes `<out>/<command>-env.json` whole or not at all.
 What it is not: a check. Nothing here refuses to run; a missing piece is null.
 Invariant: reads only this machine (no network); `read_env(path)` rebuilds what `write_env`
 wrote (`rows.rebuild`: a renamed or dropped key is an error naming it), the same row the run had.
@@ -18,7 +20,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the load before and after the run
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class EnvRecord:
     cuda_device: str | None
     cuda_driver: str | None
     argv: list[str]
+    load_avg_1m_before: float | None = None
+    others_cores_before: float | None = None  # cores other processes kept busy before timing
+    load_avg_1m_after: float | None = None
+    others_cores_after: float | None = None
 
 
 def _version(module: str) -> str | None:
@@ -102,6 +108,18 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
         cuda_driver=_cuda_driver() if cuda else None,
         argv=list(argv),
     )
+
+
+def with_load(record: EnvRecord, before=None, after=None) -> EnvRecord:
+    """The record with `nanobench.harness.load.LoadSample`s taken before and after the timed run."""
+    from dataclasses import replace
+
+    found = {}
+    for when, sample in (("before", before), ("after", after)):
+        if sample is not None:
+            found[f"load_avg_1m_{when}"] = sample.load_avg_1m
+            found[f"others_cores_{when}"] = sample.others_cores
+    return replace(record, **found)
 
 
 def read_env(path: Path) -> EnvRecord:

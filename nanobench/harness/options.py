@@ -190,6 +190,12 @@ Horizon = Annotated[
     int, typer.Option(min=1, help="Decode steps a served process runs: the amortisation horizon.")
 ]
 Rounds = Annotated[int, typer.Option(min=1, help="Interleaved rounds at least.")]
+Processes = Annotated[
+    int,
+    typer.Option(
+        min=1, help="Fresh worker processes per mode or system; its rounds are dealt over them."
+    ),
+]
 MaxRounds = Annotated[int, typer.Option(min=1, help="Interleaved rounds at most.")]
 RelCi = Annotated[
     float, typer.Option(min=0.0, help="Stop once every ratio's 95% interval is this tight.")

@@ -3,14 +3,18 @@
 What it is: `Window` (one system's timed steps in one round) and `Sample` (one timed step, a row
 of `<command>-samples.csv`), `time_steps` (the timing loop every worker runs, with an injectable
 clock), `RoundPlan` (--rounds, --max-rounds, --rel-ci, --budget-s, validated), `rotation` (ABC,
-BCA, CAB, ...), `run_rounds` (hand one system at a time a window, rotating the order each round,
-until every comparison's interval is as tight as asked, the rounds run out or the budget is
-spent) and `intervals` (each comparison's ratio interval from the windows).
+BCA, CAB, ...), `spread_over` (a system's rounds dealt to its N worker processes in turn, each
+window stamped with its process), `looks` and `look_confidence` (the fixed look schedule and
+the alpha each look spends), `run_rounds` (hand one system at a time a window, rotating the
+order each round, until at a look every comparison's interval is as tight as asked or every
+gate is decided, the rounds run out or the budget is spent) and `intervals` (each comparison's
+ratio interval from the windows, hierarchical over processes when the rounds came from several).
 What it is not: a process manager (`nanobench.harness.fresh.LiveWorker` is) or statistics
 (`nanobench.harness.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
 windows and every window already returned is kept. Drift between rounds hits every system of a
-round alike, so a round's ratio is paired.
+round alike, so a round's ratio is paired; round r of every system runs in its process
+(r - 1) mod N + 1, so a pair's two windows come from the same process slot.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.stats import Interval, ratio_interval
+from nanobench.harness.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Window:
     ms: tuple[float, ...] = ()
     built: tuple[int, ...] = ()
     steady: tuple[bool, ...] = ()
+    process: int = 1  # which of the system's worker processes timed it, from 1
 
     def __post_init__(self) -> None:
         # Rebuilt from JSON (lists) as from Python (tuples): the same frozen row either way.
@@ -53,7 +58,7 @@ class Window:
 
     def samples(self) -> list[Sample]:
         return [
-            Sample(self.system, self.round, i + 1, m, b, s)
+            Sample(self.system, self.round, i + 1, m, b, s, self.process)
             for i, (m, b, s) in enumerate(zip(self.ms, self.built, self.steady))
         ]
 
@@ -68,6 +73,7 @@ class Sample:
     ms: float
     built: int
     steady: bool
+    process: int = 1
 
 
 @dataclass(frozen=True)
@@ -127,24 +133,86 @@ def rotation(systems: list[str], round_index: int) -> list[str]:
     return systems[k:] + systems[:k]
 
 
+def paired_rounds(
+    windows: Iterable[Window], numerator: str, denominator: str
+) -> tuple[list[float], list[float], list[str]]:
+    """Window medians of the rounds in which both systems have a steady window, by round, and
+    each pair's process label ("1", or "1/2" should the two windows' processes differ)."""
+    by: dict[tuple[str, int], tuple[float, int]] = {}
+    for w in windows:
+        median = w.median_ms() if w.status == "ok" else None
+        if median:
+            by[(w.system, w.round)] = (median, w.process)
+    rounds = sorted({r for s, r in by if s == numerator} & {r for s, r in by if s == denominator})
+    num = [by[(numerator, r)] for r in rounds]
+    den = [by[(denominator, r)] for r in rounds]
+    labels = [str(p) if p == q else f"{p}/{q}" for (_, p), (_, q) in zip(num, den)]
+    return [m for m, _ in num], [m for m, _ in den], labels
+
+
 def paired_medians(
     windows: Iterable[Window], numerator: str, denominator: str
 ) -> tuple[list[float], list[float]]:
     """Window medians of the rounds in which both systems have a steady window, by round."""
-    by: dict[tuple[str, int], float] = {}
-    for w in windows:
-        median = w.median_ms() if w.status == "ok" else None
-        if median:
-            by[(w.system, w.round)] = median
-    rounds = sorted({r for s, r in by if s == numerator} & {r for s, r in by if s == denominator})
-    return [by[(numerator, r)] for r in rounds], [by[(denominator, r)] for r in rounds]
+    num, den, _ = paired_rounds(windows, numerator, denominator)
+    return num, den
 
 
-def intervals(windows: list[Window], comparisons: Iterable[Comparison]) -> dict[str, Interval]:
+def intervals(
+    windows: list[Window], comparisons: Iterable[Comparison], confidence: float = CONFIDENCE
+) -> dict[str, Interval]:
     return {
-        c.name: ratio_interval(*paired_medians(windows, c.numerator, c.denominator))
+        c.name: ratio_interval(*paired_rounds(windows, c.numerator, c.denominator), confidence)
         for c in comparisons
     }
+
+
+def spread_over(workers: list[Callable[[int], Window]]) -> Callable[[int], Window]:
+    """One system over N worker processes: round r goes to worker (r - 1) mod N, stamped 1..N.
+
+    Every system deals its rounds the same way, so a round's pair comes from one process slot
+    and the slots are independent of each other: what the hierarchical interval resamples.
+    """
+
+    def window(round_index: int) -> Window:
+        slot = (round_index - 1) % len(workers)
+        return replace(workers[slot](round_index), process=slot + 1)
+
+    return window
+
+
+# Looks grow by half each time: 5, 8, 12, 18 and the cap of 30, so a run that is decided early
+# stops early, and the 5% is not cut into thirty slivers by looking after every round.
+LOOK_GROWTH = 1.5
+
+
+def looks(plan: RoundPlan) -> tuple[int, ...]:
+    """The rounds after which the stop rule looks at the intervals, fixed before any timing."""
+    first = min(max(plan.min_rounds, MIN_ROUNDS), plan.max_rounds)
+    found = [first]
+    while found[-1] < plan.max_rounds:
+        found.append(min(plan.max_rounds, math.ceil(found[-1] * LOOK_GROWTH)))
+    if len(found) > 2 and found[-2] * math.sqrt(LOOK_GROWTH) > plan.max_rounds:
+        del found[-2]  # 27 just before a cap of 30 would leave the cap a sliver of the 5%
+    return tuple(found)
+
+
+def look_confidence(plan: RoundPlan, rounds: int) -> float:
+    """The level of an interval read after `rounds` rounds: 1 - the alpha its look may spend.
+
+    Alpha spending (Lan and DeMets, the Pocock-type function alpha(t) = alpha ln(1 + (e - 1) t),
+    t = rounds / max_rounds): look j spends alpha(t_j) - alpha(t_{j-1}), so the levels of all
+    the looks together (a union bound) still miss at most 5%, however often the run looks and
+    whichever look it stops at. A run stopped between looks (the budget) spends the next look's.
+    """
+    alpha = 1 - CONFIDENCE
+    schedule = looks(plan)
+    j = next((i for i, r in enumerate(schedule) if r >= rounds), len(schedule) - 1)
+
+    def spent(r: int) -> float:
+        return alpha * math.log(1 + (math.e - 1) * r / plan.max_rounds)
+
+    return 1 - (spent(schedule[j]) - (spent(schedule[j - 1]) if j else 0.0))
 
 
 def run_rounds(
@@ -153,31 +221,40 @@ def run_rounds(
     comparisons: list[Comparison],
     *,
     clock: Callable[[], float] = time.monotonic,
+    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict[str, Interval]], None] = lambda r, i: None,
 ) -> list[Window]:
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
-    Stop after round r (counting from 1) when r >= min_rounds and every comparison between two
-    live systems has rel_half_width <= rel_ci, or r == max_rounds, or budget_s has passed.
+    Stop after round r (counting from 1) when r is a look (`looks`) and either every
+    comparison between two live systems has rel_half_width <= rel_ci or `decided(windows,
+    level)` says every gate of the run is decided at that look's level (`look_confidence`);
+    or when r >= min_rounds and no comparison is open; or r == max_rounds, or budget_s has
+    passed. on_round sees the intervals at the level a stop after round r would report.
     """
     start = clock()
     live = list(systems)
     windows: list[Window] = []
-    for r in range(plan.max_rounds):
-        for name in rotation(live, r):
-            window = systems[name](r + 1)
+    schedule = looks(plan)
+    for r in range(1, plan.max_rounds + 1):
+        for name in rotation(live, r - 1):
+            window = systems[name](r)
             windows.append(window)
             on_window(window)
             if window.status != "ok":
                 live.remove(name)
-        found = intervals(windows, comparisons)
-        on_round(r + 1, found)
+        level = look_confidence(plan, r)
+        found = intervals(windows, comparisons, level)
+        on_round(r, found)
         open_ones = [
             found[c.name] for c in comparisons if c.numerator in live and c.denominator in live
         ]
-        tight = all(i.rel_half_width <= plan.rel_ci for i in open_ones)
-        if not live or (r + 1 >= plan.min_rounds and tight):
+        if not live or (r >= plan.min_rounds and not open_ones):
+            break
+        if r in schedule and (
+            all(i.rel_half_width <= plan.rel_ci for i in open_ones) or decided(windows, level)
+        ):
             break
         if clock() - start >= plan.budget_s:
             break
@@ -190,17 +267,25 @@ def describe(name: str, interval: Interval) -> str:
         return f"{name} -"
     if math.isnan(interval.low):
         return f"{name} {interval.estimate:.2f}x ({interval.rounds} rounds, no interval yet)"
+    over = f" in {interval.processes} processes" if interval.processes > 1 else ""
     return (
         f"{name} {interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}] "
-        f"({interval.rounds} rounds)"
+        f"({interval.rounds} rounds{over})"
     )
 
 
-def live_window(worker, system: str, timeout: float) -> Callable[[int], Window]:
-    """A live worker (`nanobench.harness.fresh.LiveWorker`) as a system: each round one request."""
+def live_window(worker, system: str, timeout: float, slices: int = 1) -> Callable[[int], Window]:
+    """A live worker (`nanobench.harness.fresh.LiveWorker`) as a system: each round one request; with
+    `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
+    (`nanobench.harness.slices`), whichever rounds the worker is dealt."""
+    served = [0]
 
     def window(round_index: int) -> Window:
-        row = worker.request({"op": "window", "round": round_index}, timeout)
+        request = {"op": "window", "round": round_index}
+        if slices > 1:
+            request.update(slice=served[0] % slices + 1, slices=slices)
+        served[0] += 1
+        row = worker.request(request, timeout)
         if row.get("status") != "ok":
             return Window(system, round_index, str(row.get("status")))
         return Window(**{**row, "system": system})
@@ -218,11 +303,11 @@ def first_pass_window(system: str, row: dict) -> Window:
 def sample_rows(windows: Iterable[Window], label: str) -> list[dict]:
     """Every timed step as a long-format row; `label` names the system column (system, mode)."""
     return [
-        {label: s.system, "round": s.round, "step": s.step, "ms": round(s.ms, 5),
-         "built": s.built, "steady": s.steady}
+        {label: s.system, "process": s.process, "round": s.round, "step": s.step,
+         "ms": round(s.ms, 5), "built": s.built, "steady": s.steady}
         for w in windows
         for s in w.samples()
     ]  # fmt: skip
 
 
-SAMPLE_COLUMNS = ("round", "step", "ms", "built", "steady")
+SAMPLE_COLUMNS = ("process", "round", "step", "ms", "built", "steady")

@@ -2,14 +2,19 @@
 
 What it is: `spread` (median, quartiles, IQR and coefficient of variation of a system's samples,
 numpy), `ratio_interval` and `difference_interval` (a point estimate and its 95% confidence
-interval by a bootstrap over rounds, paired by round: `scipy.stats.bootstrap(paired=True)` with
-a fixed seed, its level expanded for few rounds, none below MIN_ROUNDS), `verdict_at_most` / `verdict_at_least` (pass only when the whole interval is on
-the good side of the target, fail only when it is wholly on the bad side, else inconclusive) and
+interval, paired by round, none below MIN_ROUNDS: over one process a bootstrap over rounds,
+`scipy.stats.bootstrap(paired=True)` with a fixed seed and its level expanded for few rounds;
+over several processes a hierarchical bootstrap, processes then rounds within each, whose
+standard error takes a t quantile at Satterthwaite's degrees of freedom, `effective_df`),
+`verdict_at_most` / `verdict_at_least` (pass only when the whole interval is on the good side of
+the target, fail only when it is wholly on the bad side, else inconclusive) and
 `rounds_to_decide` (how many more rounds would likely shrink the interval off the target).
 What it is not: a timer or a scheduler. Numbers in, numbers out; no torch, no processes.
-Invariant: a verdict is `pass` or `fail` only when the interval excludes the target; an interval
-that cannot be computed (fewer than MIN_ROUNDS rounds, a missing system) is NaN on both ends and its
-verdict is `inconclusive`, never a guess. The same input gives the same interval (fixed seed).
+Invariant: a verdict is `pass` or `fail` only when the interval excludes the target; a null
+comparison (a system against itself, over several processes) excludes 1 no more often than the
+level allows (tests/test_stats.py drives it). An interval that cannot be computed (fewer than
+MIN_ROUNDS rounds, a missing system) is NaN on both ends and its verdict is `inconclusive`,
+never a guess. The same input gives the same interval (fixed seed).
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ class Spread:
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate and its 95% interval over `rounds` paired rounds (NaN ends: none)."""
+    """A point estimate and its 95% interval over `rounds` paired rounds in `processes` worker
+    processes per system (NaN ends: none)."""
 
     estimate: float
     low: float
     high: float
     rounds: int
+    processes: int = 1
 
     @property
     def half_width(self) -> float:
@@ -85,7 +92,7 @@ def _geometric_mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> 
     return np.exp(np.mean(np.log(a), axis=axis)) - np.exp(np.mean(np.log(b), axis=axis))
 
 
-def _bootstrap(a, b, statistic) -> Interval:
+def _bootstrap(a, b, statistic, confidence: float = CONFIDENCE) -> Interval:
     from scipy.stats import bootstrap
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -104,7 +111,7 @@ def _bootstrap(a, b, statistic) -> Interval:
         statistic,
         paired=True,
         vectorized=True,
-        confidence_level=expanded_level(int(a.size)),
+        confidence_level=expanded_level(int(a.size), confidence),
         n_resamples=RESAMPLES,
         method="percentile",
         rng=np.random.default_rng(SEED),
@@ -113,8 +120,9 @@ def _bootstrap(a, b, statistic) -> Interval:
     return Interval(estimate, float(ci.low), float(ci.high), int(a.size))
 
 
-def expanded_level(n: int) -> float:
-    """2 Phi(sqrt(n / (n - 1)) t_{n-1}) - 1: the percentile level that covers 95% at n rounds.
+def expanded_level(n: int, confidence: float = CONFIDENCE) -> float:
+    """2 Phi(sqrt(n / (n - 1)) t_{n-1}) - 1: the percentile level that covers `confidence` (95%)
+    at n rounds.
 
     A percentile bootstrap of n rounds is as narrow as a z-interval with the sample's own
     spread; over few rounds that undercovers. Hesterberg's expanded percentile interval widens
@@ -122,28 +130,109 @@ def expanded_level(n: int) -> float:
     """
     from scipy.stats import norm, t
 
-    z = math.sqrt(n / (n - 1)) * t.ppf(0.5 + CONFIDENCE / 2, n - 1)
+    z = math.sqrt(n / (n - 1)) * t.ppf(0.5 + confidence / 2, n - 1)
     return float(2 * norm.cdf(z) - 1)
 
 
-def ratio_interval(num_ms: list[float], den_ms: list[float]) -> Interval:
-    """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired bootstrap interval.
+def several(processes) -> bool:
+    """True when the rounds came from more than one process: the hierarchical path."""
+    return processes is not None and len(set(processes)) > 1
+
+
+def ratio_interval(num_ms, den_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
+    """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired interval.
 
     Each round contributes one pair (the two systems' window medians of that round), so drift
     between rounds, which hits both windows of a round alike, cancels in the ratio.
+    `processes[r]` names the worker process pair round r ran in; rounds from several processes
+    get the hierarchical interval, which holds the between-process variance (memory layout,
+    allocator state, CPU placement) that one process's rounds cannot show. `confidence` is 95%
+    unless a stopping rule that looked earlier spent some of the 5% (`rounds.look_confidence`).
     """
-    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio)
+    if several(processes):
+        return _hierarchical(num_ms, den_ms, processes, confidence)
+    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
-def difference_interval(a_ms: list[float], b_ms: list[float]) -> Interval:
-    """Geometric mean of a_ms minus that of b_ms over rounds, with its paired bootstrap interval.
+def difference_interval(a_ms, b_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
+    """Geometric mean of a_ms minus that of b_ms over rounds, with its paired interval.
 
     Not the mean of per-round differences: under heavy-tailed noise that mean can be negative
     while the geometric-mean ratio of the same rounds is above 1. gm(a) - gm(b) has the sign of
     log gm(a / b) in every resample, and the same seed draws the same resamples, so the
-    difference's interval excludes 0 exactly when `ratio_interval`'s excludes 1.
+    difference's interval excludes 0 exactly when `ratio_interval`'s excludes 1. Over several
+    processes the difference is gm(b) (ratio - 1) at each end of the ratio's interval: the
+    same sign rule by construction; gm(b)'s own spread is second order where a saving is small.
     """
-    return _bootstrap(a_ms, b_ms, _geometric_mean_difference)
+    if not several(processes):
+        return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
+    ratio = _hierarchical(a_ms, b_ms, processes, confidence)
+    gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
+    low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
+    return Interval(gm_b * (ratio.estimate - 1), low, high, ratio.rounds, ratio.processes)
+
+
+def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
+    """exp(mean log(a / b)) and exp(mean +- q SE): SE from resampling processes, then rounds.
+
+    A percentile interval over two processes cannot reach past their two means (it covers about
+    half the time when processes differ), so the bootstrap gives the standard error only and
+    q = sqrt((df + 1) / df) t_df takes the few degrees of freedom the processes leave
+    (`effective_df`); the sqrt factor undoes the bootstrap's (K - 1) / K shrinkage.
+    """
+    from scipy.stats import t
+
+    y = np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float))  # [rounds]
+    labels = np.asarray([str(p) for p in processes])
+    groups = [y[labels == p] for p in sorted(set(labels))]
+    estimate = float(y.mean())
+    if y.size < MIN_ROUNDS:
+        return Interval(math.exp(estimate), math.nan, math.nan, int(y.size), len(groups))
+    if np.all(y == y[0]):
+        point = math.exp(estimate)
+        return Interval(point, point, point, int(y.size), len(groups))
+    se = float(hierarchical_means(groups).std(ddof=1))
+    df = effective_df(groups)
+    q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + confidence / 2, df))
+    low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
+    return Interval(math.exp(estimate), low, high, int(y.size), len(groups))
+
+
+def hierarchical_means(groups: list[np.ndarray]) -> np.ndarray:
+    """RESAMPLES pooled means: K processes drawn with replacement, then each one's rounds."""
+    rng = np.random.default_rng(SEED)
+    k = len(groups)
+    picks = rng.integers(0, k, size=(RESAMPLES, k))  # [resamples, k]: a process per slot
+    total = np.zeros(RESAMPLES)
+    count = np.zeros(RESAMPLES)
+    for slot in range(k):
+        for g, values in enumerate(groups):
+            hit = picks[:, slot] == g  # [resamples]
+            draws = rng.integers(0, values.size, size=(int(hit.sum()), values.size))
+            total[hit] += values[draws].sum(axis=1)
+            count[hit] += values.size
+    return total / count
+
+
+def effective_df(groups: list[np.ndarray]) -> float:
+    """Satterthwaite's degrees of freedom for the pooled mean's variance, by one-way ANOVA.
+
+    Var(mean) = sigma_b^2 / K + sigma_w^2 / (K n): the between-process part has K - 1
+    degrees of freedom, the within part sum(n_k - 1). With no visible process effect the
+    answer is the rounds' own; when processes dominate it falls to K - 1, as it must: two
+    processes are one degree of freedom about the process effect, however many rounds each ran.
+    """
+    k = len(groups)
+    n_bar = float(np.mean([g.size for g in groups]))
+    s_b2 = float(np.var([g.mean() for g in groups], ddof=1))
+    df_w = sum(g.size - 1 for g in groups)
+    s_w2 = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df_w if df_w else 0.0
+    between = max(0.0, s_b2 - s_w2 / n_bar) / k
+    within = s_w2 / (k * n_bar)
+    if between + within == 0:
+        return float(max(df_w, k - 1))
+    spread_df = between**2 / (k - 1) + (within**2 / df_w if df_w else 0.0)
+    return (between + within) ** 2 / spread_df
 
 
 def verdict_at_most(interval: Interval, target: float) -> str:

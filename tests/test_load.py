@@ -1,0 +1,93 @@
+"""The machine's load, measured and said: a busy child process, the advice, the note on rows.
+
+The advice is arithmetic on a sample (cores, other processes' busy cores); the sampler is
+driven by a real busy child process; the command's warning and row notes by a sample fixed
+in the test (the shared machine's own load is whatever it is).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.harness.load import LoadSample, crowded_note, sample_load, threads_that_fit
+
+runner = CliRunner()
+SPIN = [sys.executable, "-c", "while True: pass"]
+
+
+def test_threads_that_fit_leave_the_neighbours_cores_with_half_a_core_of_slack():
+    # 2 cores, neighbours hold 1.2: 2 - 1.2 + 0.5 = 1.3, so 1 thread fits
+    assert threads_that_fit(2, 1.2) == 1
+    # 16 cores, neighbours 0.3: 16.2, so 16 fit; all cores busy still leaves 1
+    assert threads_that_fit(16, 0.3) == 16 and threads_that_fit(2, 5.0) == 1
+    busy = LoadSample(load_avg_1m=3.1, others_cores=1.2, own_cores=0.0, cores=2, window_s=0.5)
+    note = crowded_note(2, busy)
+    assert note and "1.2 of 2 cores" in note and "--threads 1 would fit" in note
+    assert crowded_note(1, busy) is None
+    quiet = LoadSample(load_avg_1m=0.2, others_cores=0.3, own_cores=0.0, cores=2, window_s=0.5)
+    assert crowded_note(2, quiet) is None
+    unknown = LoadSample(load_avg_1m=None, others_cores=None, own_cores=None, cores=2, window_s=0)
+    assert crowded_note(8, unknown) is None
+
+
+@pytest.fixture
+def busy_child():
+    child = subprocess.Popen(SPIN)
+    time.sleep(0.2)  # past the interpreter's start-up
+    yield child
+    child.kill()
+    child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_busy_child_is_other_processes_load_unless_it_is_the_runs_own(busy_child):
+    # The child spins for the whole window: even on a crowded machine it gets a fair share of
+    # a core, and the sampler must book it as the run's own when told it is a worker ...
+    own = sample_load(1.0, run_pids=(busy_child.pid,))
+    assert own.own_cores is not None and own.own_cores >= 0.2
+    # ... and as a neighbour when it is not: all cores for the threads no longer fit
+    other = sample_load(1.0)
+    assert other.others_cores is not None and other.others_cores >= 0.2
+    assert other.load_avg_1m is not None and other.cores >= 1
+
+
+def test_decode_warns_before_timing_and_every_row_and_the_env_carry_the_load(tmp_path, monkeypatch):
+    import nanobench.harness.console as console
+    import nanobench.decode.bench as bench
+    import nanobench.harness.load as load
+    from tests.test_decode_cmd import fake_sweep
+
+    crowded = LoadSample(load_avg_1m=4.0, others_cores=1.5, own_cores=0.0, cores=2, window_s=0.5)
+    monkeypatch.setattr(load, "sample_load", lambda *a, **k: crowded)
+    said: list[str] = []
+    warn = console.say_warning
+    monkeypatch.setattr(console, "say_warning", lambda m: (said.append("warning"), warn(m)))
+    clear = {"engine-eager": [8.0] * 5, "hf-eager": [10.0] * 5}
+
+    def sweep(*args, **kw):
+        said.append("timing")
+        return fake_sweep(clear, [[1, 2], [3, 4]])(*args, **kw)
+
+    monkeypatch.setattr(bench, "sweep", sweep)
+    args = ["decode", "--systems", "engine-eager,hf-eager", "--json", "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--threads", "2"])
+    assert result.exit_code == 0, result.output
+    # said once, before timing began
+    assert said == ["warning", "timing"]
+    warning = [ln for ln in result.stderr.splitlines() if ln.startswith("nanobench: warning:")]
+    assert len(warning) == 1 and "--threads 1 would fit" in warning[0]
+    doc = json.loads(result.stdout)
+    assert all("--threads 1 would fit" in r["load_note"] for r in doc["rows"])
+    assert doc["env"]["others_cores_before"] == 1.5 == doc["env"]["others_cores_after"]
+    assert doc["env"]["load_avg_1m_before"] == 4.0
+    # one thread fits beside the neighbours: no warning, no note
+    fine = runner.invoke(app, [*args, "--threads", "1"])
+    assert "warning" not in fine.stderr
+    assert all(r["load_note"] is None for r in json.loads(fine.stdout)["rows"])
