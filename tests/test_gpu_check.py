@@ -63,18 +63,18 @@ def test_each_row_is_on_disk_when_the_next_is_made_and_a_failure_keeps_them(tmp_
     log = RowLog(tmp_path / "gpu-check.csv")
     seen = []
 
-    def device_rows():
+    def check_device():
         yield {"check": "device", "name": "fake", "ok": True}
 
-    def kernel_rows(hbm):
+    def check_kernel(hbm):
         yield {"check": "hbm", "name": "copy", "ok": True, "gbps": 4000.0}
         seen.append(read(log.path)["check"].tolist())  # the hbm row is already on disk
         yield {"check": "kernel", "name": "triton 1x1024", "ok": True, "ms": 0.01, "gbps": 1.0}
         seen.append(read(log.path)["check"].tolist())
         raise RuntimeError("device lost\nsecond line")
 
-    monkeypatch.setattr(gpu_check, "device_rows", device_rows)
-    monkeypatch.setattr(gpu_check, "kernel_rows", kernel_rows)
+    monkeypatch.setattr(gpu_check, "check_device", check_device)
+    monkeypatch.setattr(gpu_check, "check_kernel", check_kernel)
     run_checks(log, ("kernel",), budget_s=100.0, say=lambda _m: None)
     assert seen == [["device", "hbm"], ["device", "hbm", "kernel"]]
     frame = read(log.path)
@@ -87,8 +87,8 @@ def test_each_row_is_on_disk_when_the_next_is_made_and_a_failure_keeps_them(tmp_
 def test_a_stage_past_the_budget_is_a_skipped_row(tmp_path, monkeypatch):
     log = RowLog(tmp_path / "gpu-check.csv")
     ran = []
-    monkeypatch.setattr(gpu_check, "device_rows", lambda: iter([{"check": "device", "ok": True}]))
-    monkeypatch.setattr(gpu_check, "capture_rows", lambda: ran.append("capture") or iter([]))
+    monkeypatch.setattr(gpu_check, "check_device", lambda: iter([{"check": "device", "ok": True}]))
+    monkeypatch.setattr(gpu_check, "check_capture", lambda: ran.append("capture") or iter([]))
     # capture needs ~20 s; a 5 s budget leaves less than that after the device row
     run_checks(log, ("capture",), budget_s=5.0, say=lambda _m: None)
     assert ran == []

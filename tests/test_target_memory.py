@@ -248,7 +248,7 @@ def test_the_gpu_checks_target_rows_fail_in_one_line_without_a_device(monkeypatc
         raise RuntimeError(f"no CUDA for {rows} rows\nsecond line")
 
     monkeypatch.setattr(gpu_capture, "check_target_reserved", refuse)
-    rows = list(gpu_check.target_memory_rows())
+    rows = list(gpu_check.check_target_memory())
     assert [r["ok"] for r in rows] == [False, False]
     assert [r["detail"] for r in rows] == [
         "RuntimeError: no CUDA for 8 rows",

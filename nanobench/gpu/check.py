@@ -58,7 +58,7 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
-def device_rows() -> Iterator[dict]:
+def check_device() -> Iterator[dict]:
     import torch
     import triton
 
@@ -66,7 +66,7 @@ def device_rows() -> Iterator[dict]:
     yield {"check": "device", "name": torch.cuda.get_device_name(), "ok": True, "detail": versions}
 
 
-def kernel_rows(hbm: list[float]) -> Iterator[dict]:
+def check_kernel(hbm: list[float]) -> Iterator[dict]:
     """The copy bandwidth, then both kernels point by point (an OOM costs only its point)."""
     import torch
 
@@ -126,7 +126,7 @@ def gate_row(g) -> dict:
     }
 
 
-def capture_rows() -> Iterator[dict]:
+def check_capture() -> Iterator[dict]:
     import torch
 
     from nanobench.gpu.capture import check_capture_path
@@ -146,8 +146,8 @@ def capture_rows() -> Iterator[dict]:
                 # The engines and their graphs are gone; hand their memory back for what follows.
                 gc.collect()
                 torch.cuda.empty_cache()
-    yield from capture_memory_rows()
-    yield from target_memory_rows()
+    yield from check_capture_memory()
+    yield from check_target_memory()
 
 
 # The gpt-fast-style step of the test corpus (a user's own step), recorded at two sizes.
@@ -156,7 +156,7 @@ TARGET_SPEC = str(CHECKOUT / "tests" / "corpus" / "memory_gptfast.py") + ":small
 TARGET_SIZES = (8, 64)
 
 
-def target_memory_rows() -> Iterator[dict]:
+def check_target_memory() -> Iterator[dict]:
     import torch
 
     from nanobench.gpu.capture import check_target_reserved
@@ -177,7 +177,7 @@ MEMORY_POINTS = (("triton", 64, 2048), ("reference", 64, 2048))
 MEMORY_TOLERANCE_PCT = 10.0
 
 
-def capture_memory_rows() -> Iterator[dict]:
+def check_capture_memory() -> Iterator[dict]:
     import torch
 
     from engine.config import preset
@@ -208,7 +208,7 @@ def capture_memory_rows() -> Iterator[dict]:
             torch.cuda.empty_cache()
 
 
-def compile_rows(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
+def check_compile(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
     from engine.sources import materialize_preset
     from nanobench.compile.bench import spec_for, sweep
@@ -271,7 +271,7 @@ def parse_junit(xml_text: str) -> tuple[dict[str, int], list[str]]:
     return counts, failures
 
 
-def pytest_rows(seconds_left: Callable[[], float]) -> Iterator[dict]:
+def check_pytest(seconds_left: Callable[[], float]) -> Iterator[dict]:
     """`pytest -m gpu` in a subprocess at the repository root, stopped at the budget."""
     row = {"check": "pytest", "name": "pytest -m gpu"}
     timeout = max(1.0, seconds_left())
@@ -311,16 +311,16 @@ def run_checks(log, checks: tuple[str, ...], budget_s: float, say: Callable[[str
         return budget_s - (time.perf_counter() - start)
 
     hbm: list[float] = []
-    stages = [("device", "device", device_rows)]
+    stages = [("device", "device", check_device)]
     if "kernel" in checks:
-        stages.append(("kernel", "kernel", lambda: kernel_rows(hbm)))
+        stages.append(("kernel", "kernel", lambda: check_kernel(hbm)))
     if "capture" in checks:
-        stages.append(("capture", "capture", capture_rows))
+        stages.append(("capture", "capture", check_capture))
     if "compile" in checks:
         for model in COMPILE_MODELS:
-            stages.append(("compile", model, lambda m=model: compile_rows(m, left)))
+            stages.append(("compile", model, lambda m=model: check_compile(m, left)))
     if "pytest" in checks:
-        stages.append(("pytest", "pytest", lambda: pytest_rows(left)))
+        stages.append(("pytest", "pytest", lambda: check_pytest(left)))
     for check, name, stage in stages:
         need = NEEDS_S.get(name, 0)
         if left() < need:

@@ -98,11 +98,6 @@ def positive(name: str, value: int) -> int:
     return value
 
 
-def threads_option(threads: int) -> int:
-    """torch threads per worker: 0 keeps torch's default, so only negatives are wrong."""
-    if threads < 0:
-        raise BadInput(f"--threads {threads}: expected 0 (torch's default) or more")
-    return threads
 
 
 def apply_threads(threads: int) -> int:
@@ -131,22 +126,8 @@ def threads_applied(threads: int) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def int_list(name: str, text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{name} {text!r}: expected comma-separated positive integers") from None
-    if not values or any(v < 1 for v in values):
-        raise BadInput(f"{name} {text!r}: expected comma-separated positive integers")
-    return values
 
 
-def choice_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
-    values = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [v for v in values if v not in allowed]
-    if bad or not values:
-        raise BadInput(f"{name} {bad[0] if bad else text!r}: expected one of {', '.join(allowed)}")
-    return values
 
 
 def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
