@@ -332,9 +332,14 @@ def readme_matrix() -> dict[str, dict[str, str]]:
     return matrix
 
 
-# On the preset, the default-table test's JSON run; elsewhere compile gets one worker, since
-# loading is what differs between forms.
-MATRIX = {**SHORT, "compile": ["--modes", "off", "--backend", "eager", "--steps", "2", *ONE_ROUND]}
+# On the preset, the default-table test's JSON run. Elsewhere what differs between forms is
+# reading the model, so one worker each: compile's `off`, and decode's transformers side (its
+# engine side reads a form as compile's worker does; a GGUF reaches both as one HF directory).
+MATRIX = {
+    **SHORT,
+    "compile": ["--modes", "off", "--backend", "eager", "--steps", "2", *ONE_ROUND],
+    "decode": ["--systems", "hf-eager", "--steps", "2", "--prompt-len", "4", *ONE_ROUND],
+}
 
 
 @pytest.mark.parametrize("command,form", [param(c, f) for c in MATRIX for f in FORMS])
