@@ -109,7 +109,9 @@ class TextTable:
 
 
 def text_tables(text: str) -> list[TextTable]:
-    """The rich tables in rendered text: a header cell over several lines is joined by spaces."""
+    """The rich tables in rendered text: a header cell over several lines is joined by spaces
+    (a body cell wrapped onto a second line would read as a row of its own: the runs here are
+    sized so that none wraps at the console's 160 columns)."""
     found, header, rows, part = [], [], [], None
     for line in text.splitlines():
         mark = line.strip()[:1]
@@ -384,3 +386,12 @@ def test_sweep_default_table_hands_each_point_its_model_form(cli, forms, tmp_pat
         largest = max(r["capture_pool_bytes"] for r in rows if r["axis_model"] == model)
         unit = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[cell.split()[-1]]
         assert number(cell) * unit == pytest.approx(largest, rel=5e-3), (model, cell, largest)
+    # A form the point's command refuses is a bad-input point, with the README's quoted line.
+    (tmp_path / "refused.toml").write_text(
+        f'command = "compile"\n[axes]\nmodel = [{json.dumps(forms["config-only"])}]\n'
+    )
+    refused = cli("sweep", str(tmp_path / "refused.toml"), "--out", out + "-refused", "--json")
+    assert_ran(refused, "sweep of a refused form")
+    (point,) = json_rows(refused)
+    quoted = re.fullmatch(r"refused: `([^`]+)`.*", readme_matrix()["compile"]["config-only"])
+    assert point["point_status"] == "bad-input" and quoted.group(1) in point["point_detail"]
