@@ -16,6 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from engine.config import PRESETS
+from engine.weights import synthesize_weights
 from nanobench.cli import app
 from nanobench.cmd_decode import CSV_COLUMNS, DecodeSpec, gates
 from nanobench.decode_bench import TARGETS, DecodeTargets, derive, targets_for
@@ -30,7 +31,7 @@ from nanobench.roofline import (
     weight_bytes,
 )
 from nanobench.rounds import Window
-from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
+from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model, write_sharded
 
 runner = CliRunner()
 
@@ -289,6 +290,12 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
     (unloadable / "config.json").write_text(json.dumps(cfg))
     a_file = tmp_path / "weights.txt"
     a_file.write_text("x")
+    # The engine loads shards from an index without `metadata`; transformers cannot.
+    no_metadata = tmp_path / "sharded"
+    write_sharded(no_metadata, TINY_MHA, synthesize_weights(TINY_MHA, 0, torch.float32))
+    index = json.loads((no_metadata / "model.safetensors.index.json").read_text())
+    del index["metadata"]
+    (no_metadata / "model.safetensors.index.json").write_text(json.dumps(index))
     out = tmp_path / "o"
     for args, needle in (
         (["--systems", "engine-eager,fast"], "--systems"),
@@ -308,6 +315,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
         (["--steps", "131072"], "max_position_embeddings"),
         (["--model", str(tmp_path / "nope")], "--model"),
         (["--model", str(unloadable)], "transformers cannot load"),
+        (["--model", str(no_metadata)], "transformers cannot read model.safetensors.index.json"),
         (["--model", str(a_file)], "is a file"),
         (["--out", str(a_file / "sub")], "--out"),
     ):
