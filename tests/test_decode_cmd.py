@@ -16,7 +16,6 @@ import torch
 from typer.testing import CliRunner
 
 from engine.config import PRESETS
-from engine.weights import synthesize_weights
 from nanobench.cli import app
 from nanobench.cmd_decode import CSV_COLUMNS, DecodeSpec, gates
 from nanobench.decode_bench import TARGETS, DecodeTargets, derive, targets_for
@@ -31,7 +30,7 @@ from nanobench.roofline import (
     weight_bytes,
 )
 from nanobench.rounds import Window
-from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model, write_sharded
+from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
 runner = CliRunner()
 
@@ -284,6 +283,9 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
 
 
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
+    from engine.weights import synthesize_weights
+    from tests.helpers import write_sharded
+
     unloadable = write_model(tmp_path / "unloadable", TINY_MHA)
     cfg = json.loads((unloadable / "config.json").read_text())
     cfg["model_type"] = "not-a-transformers-model"
