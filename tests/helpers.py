@@ -1,10 +1,15 @@
-"""Shared builders for tests: small checkpoints written as real HF directories."""
+"""Shared builders for tests: small checkpoints written as real HF directories, GGUF files
+(with the `gguf` package's own writer) and every model form the README names."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from pathlib import Path
 
+import gguf
+import numpy as np
 import torch
 
 from engine.config import ModelConfig, RopeScaling
@@ -88,3 +93,109 @@ def assert_close_rounding(
         f"{what}: max |diff| {float(err.max()):.3e} (mean {float(err.mean()):.3e}) over the "
         f"rounding tolerance {tol:.3e} ({terms} terms, {want.dtype}, scale {scale:.3g})"
     )
+
+
+GGUF_NAMES = {
+    "embed_tokens": "token_embd",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+
+
+def gguf_config(config: ModelConfig) -> ModelConfig:
+    """The config a GGUF can round-trip: eps stored as float32, no llama3 rope scaling."""
+    return ModelConfig(
+        **{
+            **config.__dict__,
+            "rope_scaling": None,
+            "rms_norm_eps": float(np.float32(config.rms_norm_eps)),
+        }
+    )
+
+
+def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp convert_hf_to_gguf.py LlamaModel.permute, as written there."""
+    return (
+        w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    )
+
+
+def gguf_name(hf: str) -> str:
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    _, _, layer, rest = hf.split(".", 3)
+    module, leaf = rest.rsplit(".", 1)
+    return f"blk.{layer}.{GGUF_NAMES[module]}.{leaf}"
+
+
+def write_gguf(path, config: ModelConfig, tensors, arch: str = "llama", bad_tensor=None) -> None:
+    """A GGUF file built the way llama.cpp's convert_hf_to_gguf.py builds one: dims innermost
+    first, Llama q/k rows permuted for its rotary layout, no output.weight when tied."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(config.num_layers)
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_heads)
+    w.add_head_count_kv(config.num_kv_heads)
+    w.add_rope_freq_base(config.rope_theta)
+    w.add_layer_norm_rms_eps(config.rms_norm_eps)
+    w.add_vocab_size(config.vocab_size)
+    for name, t in tensors.items():
+        a = t.numpy()
+        if name.endswith("q_proj.weight"):
+            a = llama_cpp_permute(a, config.num_heads)
+        elif name.endswith("k_proj.weight"):
+            a = llama_cpp_permute(a, config.num_kv_heads)
+        if name == bad_tensor:
+            a = a.astype(np.int32)  # an integer tensor: no dequantization exists for it
+        w.add_tensor(gguf_name(name), a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_model_forms(root: Path, config: ModelConfig, seed: int = 1) -> dict[str, Path]:
+    """The same weights in every local form the README's models section names, by form name:
+    a HF directory, a sharded one (index + two shards, as transformers writes them), a .gguf
+    file, a directory holding that one .gguf and no config.json, and a config.json alone."""
+    tensors = synthesize_weights(config, seed, torch.float32)
+    forms = {name: root / name for name in ("hf", "sharded", "gguf-dir", "config-only")}
+    write_checkpoint(forms["hf"], config, tensors)
+    write_sharded(forms["sharded"], config, tensors)
+    forms["gguf"] = root / "model.gguf"
+    write_gguf(forms["gguf"], config, tensors)
+    forms["gguf-dir"].mkdir()
+    shutil.copy(forms["gguf"], forms["gguf-dir"] / "model.gguf")
+    forms["config-only"].mkdir()
+    (forms["config-only"] / "config.json").write_text(json.dumps(config.to_hf()))
+    return forms
+
+
+def write_sharded(directory: Path, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(config.to_hf()))
+    names = sorted(tensors)
+    shards = {f"model-0000{i + 1}-of-00002.safetensors": names[i::2] for i in range(2)}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k].contiguous() for k in keys}, str(directory / shard))
+    index = {
+        # transformers reads metadata.total_size; an index without it fails in from_pretrained.
+        "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+        "weight_map": {k: shard for shard, keys in shards.items() for k in keys},
+    }
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index))

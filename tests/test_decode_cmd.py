@@ -283,12 +283,21 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
 
 
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
+    from engine.weights import synthesize_weights
+    from tests.helpers import write_sharded
+
     unloadable = write_model(tmp_path / "unloadable", TINY_MHA)
     cfg = json.loads((unloadable / "config.json").read_text())
     cfg["model_type"] = "not-a-transformers-model"
     (unloadable / "config.json").write_text(json.dumps(cfg))
     a_file = tmp_path / "weights.txt"
     a_file.write_text("x")
+    # The engine loads shards from an index without `metadata`; transformers cannot.
+    no_metadata = tmp_path / "sharded"
+    write_sharded(no_metadata, TINY_MHA, synthesize_weights(TINY_MHA, 0, torch.float32))
+    index = json.loads((no_metadata / "model.safetensors.index.json").read_text())
+    del index["metadata"]
+    (no_metadata / "model.safetensors.index.json").write_text(json.dumps(index))
     out = tmp_path / "o"
     for args, needle in (
         (["--systems", "engine-eager,fast"], "--systems"),
@@ -308,6 +317,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path):
         (["--steps", "131072"], "max_position_embeddings"),
         (["--model", str(tmp_path / "nope")], "--model"),
         (["--model", str(unloadable)], "transformers cannot load"),
+        (["--model", str(no_metadata)], "transformers cannot read model.safetensors.index.json"),
         (["--model", str(a_file)], "is a file"),
         (["--out", str(a_file / "sub")], "--out"),
     ):

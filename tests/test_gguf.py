@@ -1,4 +1,4 @@
-"""GGUF loading on tiny files written here with the `gguf` package's own writer.
+"""GGUF loading on tiny files written with the `gguf` package's own writer (helpers.write_gguf).
 
 The files are built the way llama.cpp's convert_hf_to_gguf.py builds them (dims innermost
 first, Llama q/k rows permuted for its rotary layout, no output.weight when tied), so loading
@@ -9,91 +9,18 @@ from __future__ import annotations
 
 import json
 
-import gguf
-import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from engine.config import ModelConfig
 from engine.engine import Engine
 from engine.gguf import load_gguf, read_gguf_config
 from engine.weights import CheckpointError, synthesize_weights
 from nanobench.cli import app
-from tests.helpers import TINY_GQA, TINY_MHA
-
-GGUF_NAMES = {
-    "embed_tokens": "token_embd",
-    "input_layernorm": "attn_norm",
-    "post_attention_layernorm": "ffn_norm",
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
-
-
-def gguf_config(config: ModelConfig) -> ModelConfig:
-    """The config a GGUF can round-trip: eps stored as float32, no llama3 rope scaling."""
-    return ModelConfig(
-        **{
-            **config.__dict__,
-            "rope_scaling": None,
-            "rms_norm_eps": float(np.float32(config.rms_norm_eps)),
-        }
-    )
-
+from tests.helpers import TINY_GQA, TINY_MHA, gguf_config, write_gguf
 
 CONFIG = gguf_config(TINY_GQA)  # tied
 UNTIED = gguf_config(TINY_MHA)
-
-
-def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
-    """llama.cpp convert_hf_to_gguf.py LlamaModel.permute, as written there."""
-    return (
-        w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-    )
-
-
-def gguf_name(hf: str) -> str:
-    if hf == "model.norm.weight":
-        return "output_norm.weight"
-    if hf == "model.embed_tokens.weight":
-        return "token_embd.weight"
-    if hf == "lm_head.weight":
-        return "output.weight"
-    _, _, layer, rest = hf.split(".", 3)
-    module, leaf = rest.rsplit(".", 1)
-    return f"blk.{layer}.{GGUF_NAMES[module]}.{leaf}"
-
-
-def write_gguf(path, config: ModelConfig, tensors, arch: str = "llama", bad_tensor=None) -> None:
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(config.num_layers)
-    w.add_context_length(config.max_position_embeddings)
-    w.add_embedding_length(config.hidden_size)
-    w.add_feed_forward_length(config.intermediate_size)
-    w.add_head_count(config.num_heads)
-    w.add_head_count_kv(config.num_kv_heads)
-    w.add_rope_freq_base(config.rope_theta)
-    w.add_layer_norm_rms_eps(config.rms_norm_eps)
-    w.add_vocab_size(config.vocab_size)
-    for name, t in tensors.items():
-        a = t.numpy()
-        if name.endswith("q_proj.weight"):
-            a = llama_cpp_permute(a, config.num_heads)
-        elif name.endswith("k_proj.weight"):
-            a = llama_cpp_permute(a, config.num_kv_heads)
-        if name == bad_tensor:
-            a = a.astype(np.int32)  # an integer tensor: no dequantization exists for it
-        w.add_tensor(gguf_name(name), a)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 @pytest.fixture

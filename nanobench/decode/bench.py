@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.errors import BadInput
@@ -76,8 +77,10 @@ class DecodeGateFailed(RuntimeError):
 
 
 def transformers_can_load(directory) -> None:
-    """The checkpoint's config resolves to a transformers model class, without reading weights."""
+    """The checkpoint's config resolves to a transformers model class and its shard index (when
+    sharded) reads as transformers reads it, without reading weights."""
     import transformers
+    from transformers.utils.hub import get_checkpoint_shard_files
 
     try:
         config = transformers.AutoConfig.from_pretrained(str(directory), local_files_only=True)
@@ -86,6 +89,17 @@ def transformers_can_load(directory) -> None:
         raise BadInput(
             f"--model {directory}: transformers cannot load its config ({first})"
         ) from None
+    index = Path(directory) / "model.safetensors.index.json"
+    if index.is_file():
+        # The engine reads an index without `metadata`; transformers' from_pretrained does not,
+        # and would fail inside its worker as a row's "KeyError: 'metadata'".
+        try:
+            get_checkpoint_shard_files(str(directory), str(index), local_files_only=True)
+        except Exception as e:
+            raise BadInput(
+                f"--model {directory}: transformers cannot read {index.name} "
+                f"({type(e).__name__}: {e})"
+            ) from None
     archs = getattr(config, "architectures", None) or []
     if not archs or getattr(transformers, archs[0], None) is None:
         raise BadInput(

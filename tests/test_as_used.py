@@ -1,0 +1,397 @@
+"""The product tested as a user runs it: every command in its default table output, the
+README's command lines, and every command against every model form the README names.
+
+What it is: tests that drive `nanobench.cli.app` through Typer's CliRunner the way a user types
+a command (the table, not `--json`, unless the two are compared), on short budgets where a run
+is long. A figure is read out of the rendered table text and compared with the same field of
+`--json`; a model form's outcome is compared with the README's "command x model form" table.
+What it is not: the contract of one option (test_cli_contract.py) or the correctness of a figure
+(each command's own tests): here a figure only has to read the same in both outputs.
+Invariant: nothing a user types from the README ends in a traceback; a model form a command
+cannot take is refused in one line that the README quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from tests.helpers import TINY_MHA, gguf_config, write_model_forms
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+# Short runs of every command on the built-in model; the matrix reuses them on each form.
+SHORT = {
+    "explain": [],
+    "compile": ["--modes", "off,static", "--backend", "eager", "--steps", "3"],
+    "buckets": ["--run-lengths", "8,64"],
+    "capture": ["--run-lengths", "4", "--width-multiples", "128", "--capture-rows", "8"]
+    + ["--capture-tokens", "256"],
+    "pool-budget": ["--max-batch", "8", "--max-model-len", "256"],
+    "decode": ["--systems", "engine-eager,hf-eager", "--steps", "3", "--prompt-len", "4"],
+}
+ONE_ROUND = ["--rounds", "1", "--max-rounds", "1", "--budget-s", "1"]
+for timed in ("compile", "capture", "decode"):
+    SHORT[timed] = [*SHORT[timed], *ONE_ROUND]
+NO_OUT = {"explain"}  # explain writes nothing, so it takes no --out
+# Each of these runs a fresh worker process per mode or system (or per point): seconds each.
+SLOW = {"compile", "decode", "sweep"}
+FORMS = ("preset", "hf", "sharded", "gguf", "gguf-dir", "config-only")
+README_FORMS = (
+    "preset",
+    "HF directory",
+    "sharded directory",
+    "`.gguf` file",
+    "directory with one `.gguf`",
+    "`config.json` only",
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    exit_code: int
+    stdout: str
+    stderr: str
+    output: str
+    exception: BaseException | None
+
+
+class Cli:
+    """Runs commands in a temporary --out and NANOBENCH_CACHE; a repeated line runs once."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {"NANOBENCH_CACHE": str(root / "cache")}
+        self.done: dict[tuple[str, ...], Run] = {}
+
+    def __call__(self, *args: str) -> Run:
+        if args not in self.done:
+            extra = []
+            if args[0] not in NO_OUT and "--out" not in args:
+                extra = ["--out", str(self.root / f"out-{len(self.done)}")]
+            r = CliRunner().invoke(app, [*args, *extra], env=self.env)
+            self.done[args] = Run(r.exit_code, r.stdout, r.stderr, r.output, r.exception)
+        return self.done[args]
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory) -> Cli:
+    return Cli(tmp_path_factory.mktemp("as-used"))
+
+
+@pytest.fixture(scope="module")
+def forms(tmp_path_factory) -> dict[str, str]:
+    paths = write_model_forms(tmp_path_factory.mktemp("forms"), gguf_config(TINY_MHA))
+    return {"preset": "tiny", **{name: str(path) for name, path in paths.items()}}
+
+
+def assert_ran(run: Run, what: str) -> None:
+    # Without --check only a failed measurement exits 1, and none is expected on these runs.
+    assert run.exit_code == 0, f"{what}: exit {run.exit_code}\n{run.output[-3000:]}"
+    assert "Traceback" not in run.output, f"{what}:\n{run.output[-3000:]}"
+    assert run.exception is None or isinstance(run.exception, SystemExit), repr(run.exception)
+
+
+@dataclass(frozen=True)
+class TextTable:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def column(self, name: str) -> list[str]:
+        return [row[self.header.index(name)] for row in self.rows]
+
+
+def text_tables(text: str) -> list[TextTable]:
+    """The rich tables in rendered text: a header cell over several lines is joined by spaces
+    (a body cell wrapped onto a second line would read as a row of its own: the runs here are
+    sized so that none wraps at the console's 160 columns)."""
+    found, header, rows, part = [], [], [], None
+    for line in text.splitlines():
+        mark = line.strip()[:1]
+        if mark == "┏":
+            header, rows, part = [], [], "header"
+        elif mark == "┃" and part == "header":
+            header.append([c.strip() for c in line.strip().split("┃")[1:-1]])
+        elif mark == "│" and part == "body":
+            rows.append(tuple(c.strip() for c in line.strip().split("│")[1:-1]))
+        elif mark == "┡":
+            part = "body"
+        elif mark == "└" and part == "body":
+            names = tuple(" ".join(w for w in words if w) for words in zip(*header))
+            found.append(TextTable(names, tuple(rows)))
+            part = None
+    return found
+
+
+def table_with(text: str, *columns: str) -> TextTable:
+    tables = [t for t in text_tables(text) if set(columns) <= set(t.header)]
+    assert tables, f"no table with columns {columns} in:\n{text[-3000:]}"
+    return tables[0]
+
+
+def number(cell: str) -> float:
+    """A table cell's number: thousands separators, a trailing % or unit word dropped."""
+    match = re.match(r"-?[\d,]+(\.\d+)?", cell.lstrip("*"))
+    assert match, f"no number in table cell {cell!r}"
+    return float(match.group(0).replace(",", ""))
+
+
+def json_rows(run: Run, table: str | None = None) -> list[dict]:
+    rows = json.loads(run.stdout)["rows"]
+    return [r for r in rows if table is None or r["table"] == table]
+
+
+def by(rows: list[dict], key: str) -> dict:
+    return {r[key]: r for r in rows}
+
+
+def same_explain(text: str, doc: Run) -> None:
+    table = table_with(text, "graphs", "ops", "guards")
+    (row,) = json_rows(doc)
+    for column, field in (("graphs", "graphs"), ("ops", "ops"), ("guards", "guards")):
+        assert table.column(column) == [str(row[field])], column
+
+
+def same_compile(text: str, doc: Run) -> None:
+    table = table_with(text, "mode", "builds", "shapes")
+    rows = by(json_rows(doc), "mode")
+    assert table.column("mode") == list(rows)
+    for mode, builds, shapes in zip(*(table.column(c) for c in ("mode", "builds", "shapes"))):
+        assert (int(builds), int(shapes)) == (rows[mode]["builds"], rows[mode]["shapes"]), mode
+    # An open shape set widens every step: static builds once a step, off never (hand count).
+    assert (rows["off"]["builds"], rows["static"]["builds"]) == (0, 3)
+
+
+def same_buckets(text: str, doc: Run) -> None:
+    table = table_with(text, "steps", "cells open", "cells bucketed", "waste")
+    rows = by(json_rows(doc, "run"), "steps")
+    assert [int(number(s)) for s in table.column("steps")] == list(rows)
+    for cells in zip(*(table.column(c) for c in ("steps", "cells open", "cells bucketed"))):
+        steps, open_, bucketed = (int(number(c)) for c in cells)
+        assert (open_, bucketed) == (rows[steps]["cells_open"], rows[steps]["cells_bucketed"])
+
+
+def same_capture(text: str, doc: Run) -> None:
+    table = table_with(text, "item", "reference bytes", "triton bytes")
+    rows = by(json_rows(doc, "held"), "item")
+    assert table.column("item") == list(rows)
+    for item, ref, tri in zip(*(table.column(c) for c in table.header)):
+        assert (number(ref), number(tri)) == (
+            rows[item]["reference_bytes"],
+            rows[item]["triton_bytes"],
+        ), item
+
+
+def same_pool_budget(text: str, doc: Run) -> None:
+    table = next(t for t in text_tables(text) if any(r[0] == "KV blocks" for r in t.rows))
+    blocks = next(r for r in table.rows if r[0] == "KV blocks")
+    rows = json_rows(doc)
+    # One column per kernel, in the JSON rows' order: "reference wm 2048", "triton rows only".
+    assert [h.split()[0] for h in table.header[1:]] == [r["kernel"] for r in rows]
+    assert [int(number(c)) for c in blocks[1:]] == [r["kv_blocks"] for r in rows]
+
+
+def same_decode(text: str, doc: Run) -> None:
+    table = table_with(text, "system", "tokens match")
+    rows = by(json_rows(doc), "system")
+    assert table.column("system") == list(rows)
+    matches = {"yes": True, "NO": False, "-": None}
+    assert [matches[c] for c in table.column("tokens match")] == [
+        r["tokens_match"] for r in rows.values()
+    ]
+    floored = next(r for r in rows.values() if r["floor_ms"])
+    # The floor line: "... (weights 15.1 MiB + K/V ...) ... and 0.032 GFLOP / ...".
+    found = re.search(r"weights\s+([\d.]+)\s+(KiB|MiB)[\s\S]*?and\s+([\d.]+)\s+GFLOP\s", text)
+    assert found, text[-2000:]
+    unit = {"KiB": 2**10, "MiB": 2**20}[found.group(2)]
+    assert found.group(1) == f"{floored['weight_bytes'] / unit:.1f}"
+    assert found.group(3) == f"{floored['step_flops'] / 1e9:.3f}"
+
+
+SAME = {
+    "explain": same_explain,
+    "compile": same_compile,
+    "buckets": same_buckets,
+    "capture": same_capture,
+    "pool-budget": same_pool_budget,
+    "decode": same_decode,
+}
+
+
+def param(command: str, *more: str):
+    """A pytest param led by a command; one that spawns workers is marked slow."""
+    marks = [pytest.mark.slow] if command in SLOW else []
+    return pytest.param(command, *more, marks=marks, id="-".join((command, *more)))
+
+
+@pytest.mark.parametrize("command", [param(c) for c in SHORT])
+def test_the_default_table_runs_and_reads_as_the_json(command, cli):
+    table = cli(command, *SHORT[command])
+    assert_ran(table, f"{command} (table)")
+    assert not table.stdout.lstrip().startswith("{"), "the default output is the table"
+    # The built-in model named as the preset it is: the matrix's preset cell is this same run.
+    named = [] if command == "buckets" else ["--model", "tiny"]  # buckets reads no model
+    doc = cli(command, *SHORT[command], *named, "--json")
+    assert_ran(doc, f"{command} --json")
+    SAME[command](table.stdout, doc)
+
+
+def readme_blocks(lang: str | None = None) -> list[str]:
+    """The bodies of the README's fenced code blocks (of one language, when given)."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", README.read_text(), re.S | re.M)
+    return [body for tag, body in blocks if lang is None or tag == lang]
+
+
+def readme_command_lines() -> list[str]:
+    """Every `nanobench ...` line of the README's code blocks (a comment line naming one, as
+    the Python example's does, too) and every inline `nanobench <command> ...` span, without
+    the leading `nanobench` and any trailing comment; in order, once each."""
+    lines = []
+    for body in readme_blocks():
+        for line in body.splitlines():
+            found = re.match(r"\s*(?:#\s*(?:[\w./-]+:)?\s*)?nanobench (.+)", line)
+            if found:
+                lines.append(re.split(r"\s+#\s", found.group(1))[0].strip())
+    lines += re.findall(r"`nanobench ([a-z][a-z-]*(?: [^`]*)?)`", README.read_text())
+    return list(dict.fromkeys(lines))
+
+
+def parse(line: str) -> None:
+    """Parse a command line with the CLI's own (click) parser, options and types included,
+    without running the command's body: an unknown or renamed option raises."""
+    group = typer.main.get_command(app)
+    name, *rest = shlex.split(line)
+    ctx = group.make_context("nanobench", [name])
+    command = group.get_command(ctx, name)
+    assert command is not None, f"nanobench {name}: no such command"
+    command.make_context(name, rest, parent=ctx)
+
+
+README_LINES = readme_command_lines()
+
+
+def test_the_readme_names_every_command_line_it_shows():
+    # The collector sees code blocks, comment lines in the Python example and inline spans.
+    assert "explain --layers 2,4 --path unplanned" in README_LINES
+    assert "explain --target my_step.py:factory --step 3" in README_LINES
+    assert "sweep grid.toml --dry-run" in README_LINES
+    assert {line.split()[0] for line in README_LINES} >= set(SHORT) | {"sweep"}
+
+
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        ("compile --stepz 3", "No such option: --stepz"),
+        ("buckets --rows x", "valid integer"),
+        ("compiel --steps 3", "nanobench compiel: no such command"),
+    ],
+)
+def test_the_parse_check_rejects_what_the_cli_rejects(line, needle):
+    with pytest.raises(Exception, match=needle):
+        parse(line)
+
+
+@pytest.mark.parametrize("line", README_LINES)
+def test_a_readme_command_line_parses(line):
+    parse(line)
+
+
+def fast(line: str) -> bool:
+    """Arithmetic or one eager forward: the README lines the suite runs as they are."""
+    return line.split()[0] in ("explain", "buckets", "pool-budget") or line.endswith("--dry-run")
+
+
+@pytest.mark.parametrize("line", [line for line in README_LINES if fast(line)])
+def test_a_fast_readme_command_line_runs(line, cli, tmp_path, monkeypatch):
+    # The files the README's lines name are the README's own blocks: my_step.py, grid.toml.
+    (python,) = readme_blocks("python")
+    (grid,) = readme_blocks("toml")
+    (tmp_path / "my_step.py").write_text(python)
+    (tmp_path / "grid.toml").write_text(grid)
+    monkeypatch.chdir(tmp_path)
+    assert_ran(cli(*shlex.split(line)), line)
+
+
+def readme_matrix() -> dict[str, dict[str, str]]:
+    """The README's "command x model form" table: per command, per form, its cell."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| command | preset |"))
+    header = tuple(c.strip() for c in lines[start].strip().strip("|").split("|"))
+    assert header[1:] == README_FORMS, header
+    matrix = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        matrix[cells[0].strip("`")] = dict(zip(FORMS, cells[1:], strict=True))
+    return matrix
+
+
+# On the preset, the default-table test's JSON run. Elsewhere what differs between forms is
+# reading the model, so one worker each: compile's `off`, and decode's transformers side (its
+# engine side reads a form as compile's worker does; a GGUF reaches both as one HF directory).
+MATRIX = {
+    **SHORT,
+    "compile": ["--modes", "off", "--backend", "eager", "--steps", "2", *ONE_ROUND],
+    "decode": ["--systems", "hf-eager", "--steps", "2", "--prompt-len", "4", *ONE_ROUND],
+}
+
+
+@pytest.mark.parametrize("command,form", [param(c, f) for c in MATRIX for f in FORMS])
+def test_every_command_on_every_model_form(command, form, cli, forms):
+    cell = readme_matrix()[command][form]
+    args = SHORT[command] if form == "preset" else MATRIX[command]
+    run = cli(command, *args, "--model", forms[form], "--json")
+    refused = re.fullmatch(r"refused: `([^`]+)`.*", cell)
+    if refused is None:
+        assert cell == "runs", f"README cell {command} x {form}: {cell!r}"
+        assert_ran(run, f"{command} --model {form}")
+        statuses = [r["status"] for r in json_rows(run) if "status" in r]
+        assert all(s == "ok" for s in statuses), statuses
+        return
+    assert run.exit_code == 2, f"{command} x {form}: exit {run.exit_code}\n{run.output[-2000:]}"
+    assert "Traceback" not in run.output and isinstance(run.exception, SystemExit)
+    (line,) = run.stderr.strip().splitlines()
+    assert refused.group(1) in line, f"the README quotes {refused.group(1)!r}; the CLI said {line}"
+
+
+@pytest.mark.slow
+def test_sweep_default_table_hands_each_point_its_model_form(cli, forms, tmp_path):
+    """A sweep's points are its command in fresh processes: a model form does there what the
+    README's row of that command says. The table's figure reads as the JSON's."""
+    picked = ("gguf-dir", "config-only")
+    grid = tmp_path / "grid.toml"
+    axis = ", ".join(json.dumps(forms[f]) for f in picked)
+    grid.write_text(
+        f'command = "pool-budget"\n[options]\nmax_batch = 8\nmax_model_len = 256\n'
+        f"[axes]\nmodel = [{axis}]\n"
+    )
+    out = str(tmp_path / "out")
+    table = cli("sweep", str(grid), "--out", out)
+    assert_ran(table, "sweep (table)")
+    doc = cli("sweep", str(grid), "--out", out, "--json")  # resumed: the same points' rows
+    assert_ran(doc, "sweep --json")
+    assert [readme_matrix()["pool-budget"][f] for f in picked] == ["runs", "runs"]
+    rows = json_rows(doc)
+    assert {r["axis_model"]: r["point_status"] for r in rows} == {forms[f]: "ok" for f in picked}
+    shown = table_with(table.stdout, "model", "capture_pool_bytes")
+    for model, cell in zip(*(shown.column(c) for c in ("model", "capture_pool_bytes"))):
+        largest = max(r["capture_pool_bytes"] for r in rows if r["axis_model"] == model)
+        unit = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[cell.split()[-1]]
+        assert number(cell) * unit == pytest.approx(largest, rel=5e-3), (model, cell, largest)
+    # A form the point's command refuses is a bad-input point, with the README's quoted line.
+    (tmp_path / "refused.toml").write_text(
+        f'command = "compile"\n[axes]\nmodel = [{json.dumps(forms["config-only"])}]\n'
+    )
+    refused = cli("sweep", str(tmp_path / "refused.toml"), "--out", out + "-refused", "--json")
+    assert_ran(refused, "sweep of a refused form")
+    (point,) = json_rows(refused)
+    quoted = re.fullmatch(r"refused: `([^`]+)`.*", readme_matrix()["compile"]["config-only"])
+    assert point["point_status"] == "bad-input" and quoted.group(1) in point["point_detail"]
