@@ -1,6 +1,6 @@
 """The padding table of a capture list: what each listed size pads, and a typical mix.
 
-What it is: `capture_sizes_table(row)`, a rich table over one capture row's (`CaptureRow`) `size_padding`
+What it is: `capture_sizes_table(row)`, a rich table over one of buckets' capture rows' `size_padding`
 (per listed size: the batches it serves, their worst padding rows and mean padded share) with
 the mix padding (`mix_pad_share`, a uniform mix of batch sizes) as its caption; and
 `recommended_table(rows)`, the capture lists priced over a served batch trace (`RecommendedRow`

@@ -124,7 +124,7 @@ class HeldRow:
     table: str = "held"
 
 
-CaptureRow = RunRow | PoolRow | WorkspaceRow | HeldRow
+CaptureTableRow = RunRow | PoolRow | WorkspaceRow | HeldRow  # one row of capture.csv, by table
 
 
 def capture_columns() -> list[str]:

@@ -204,10 +204,26 @@ def decode_command(
     Example: nanobench decode --model smollm2-135m --systems engine-eager,hf-eager --json
     """
     spec = DecodeSpec(
-        model, systems, rows, prompt_len, steps, rounds, max_rounds, rel_ci, budget_s,
-        max_model_len, width_multiple, device, dtype, threads, backend, hf_attn, timeout, out,
+        model=model,
+        systems=systems,
+        rows=rows,
+        prompt_len=prompt_len,
+        steps=steps,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        rel_ci=rel_ci,
+        budget_s=budget_s,
+        max_model_len=max_model_len,
+        width_multiple=width_multiple,
+        device=device,
+        dtype=dtype,
+        threads=threads,
+        backend=backend,
+        hf_attn=hf_attn,
+        timeout=timeout,
+        out=out,
         processes=processes,
-    )  # fmt: skip
+    )
     with run_command(quiet) as status:
         code = run_decode(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
