@@ -10,26 +10,12 @@ Invariant: every user mistake is refused before a worker starts; a row's columns
 
 from __future__ import annotations
 
-import sys
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
 
 import typer
 
-from nanobench.harness.common import (
-    INCONCLUSIVE,
-    Gate,
-    device_option,
-    dtype_option,
-    finish,
-    fits_option,
-    gate,
-    model_option,
-    out_dir,
-    ratio_gate,
-)
-from nanobench.harness.console import interrupted, run_command, stdout_console
+from nanobench.harness.console import run_command
 from nanobench.decode.bench import SYSTEMS
-from nanobench.decode.rows import DecodeRow
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
     Backend,
@@ -103,70 +89,6 @@ class DecodeSpec:
             raise BadInput(f"--processes {self.processes}: expected a positive integer")
 
 
-def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
-    """Tokens and warm-up gates for every row (pass/fail); the ratio gates the model's targets
-    (`decode_bench.targets_for`) set, each judged on its 95% interval (pass/fail/inconclusive)."""
-    from nanobench.decode.bench import (
-        best_engine_row,
-        check_nothing_built,
-        check_tokens_match,
-        ratio_of,
-        targets_for,
-    )
-
-    targets = targets_for(spec.model, rows[0].weight_bytes if rows else 0)
-    found = []
-    by_name = {r.system: r for r in rows}
-    for r in rows:
-        if r.status != "ok":
-            found.append(Gate(f"measured[{r.system}]", False, r.status))
-            continue
-        found.append(gate(f"tokens_match[{r.system}]", check_tokens_match, r))
-        if r.compile_s is not None:
-            found.append(gate(f"nothing_built_while_timed[{r.system}]", check_nothing_built, r))
-    ratio_gates = (
-        # gate name, our system, their system, column, target
-        ("engine_eager_vs_hf_eager", "engine-eager", "hf-eager", "ratio_vs_hf_eager",
-         targets.eager_vs_hf_eager),
-        ("engine_compiled_vs_hf_compiled", "engine-compiled", "hf-static-compiled",
-         "ratio_vs_hf_compiled", targets.compiled_vs_hf_compiled),
-    )  # fmt: skip
-    for name, ours, theirs, column, target in ratio_gates:
-        if target is None or ours not in by_name or theirs not in by_name:
-            continue
-        what = f"{ours} / {theirs} step time"
-        found.append(ratio_gate(name, what, ratio_of(by_name[ours], column), target))
-    best = best_engine_row(rows)
-    if targets.best_vs_floor is not None and best is not None:
-        what = f"{best.system} (the fastest engine mode) / the {best.floor_bound} floor"
-        if (best.floor_probe or "").startswith("failed"):
-            # A floor the step beat is no floor: nothing can be judged against it.
-            detail = f"{what}: can't tell, the floor probe {best.floor_probe}"
-            found.append(Gate("best_engine_vs_floor", False, detail, INCONCLUSIVE))
-        else:
-            interval = ratio_of(best, "ratio_vs_floor")
-            found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
-    return found
-
-
-def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
-    """Each row with its first generated sequence as text, when the checkpoint ships a tokenizer."""
-    from nanobench.decode.samples import sample_text, tokenizer_for
-
-    tokenizer = tokenizer_for(directory)
-    if tokenizer is None:
-        return rows
-    return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]
-
-
-def public(rows: list[DecodeRow]) -> list[dict]:
-    """Rows as written: the token lists stay in the worker's answer, their digest goes out."""
-    return [{k: v for k, v in asdict(r).items() if k != "tokens"} for r in rows]
-
-
-CSV_COLUMNS = [f.name for f in fields(DecodeRow) if f.name != "tokens"]
-
-
 def decode_command(
     model: Model = DecodeSpec.model,
     systems: Systems = DecodeSpec.systems,
@@ -224,150 +146,9 @@ def decode_command(
         out=out,
         processes=processes,
     )
+    # Heavy on purpose: torch and the workers' code load when the command runs, not at start.
+    from nanobench.decode.run import run_decode
+
     with run_command(quiet) as status:
         code = run_decode(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
-
-
-def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
-    """Validate everything, then the sweep; the exit code `finish` picks."""
-    from nanobench.decode.bench import (
-        DTYPE_BYTES,
-        HF_SYSTEMS,
-        derive,
-        sweep,
-        transformers_can_load,
-    )
-    from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
-    from nanobench.harness.env_record import collect_env, with_load, write_env
-    from nanobench.harness.load import crowded_note, look_before_timing, sample_load
-    from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
-    from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
-    from reports.csvio import write_rows
-    from reports.decode import draw_decode, render_decode
-    from reports.style import title
-
-    spec.validate()
-    plan = spec.round_plan()
-    dtype = dtype_option(spec.dtype, spec.model, spec.device)
-    device_option(spec.device)
-    directory, config = model_option(spec.model)
-    # Every worker of every system holds its own copy of the weights for the whole run.
-    fits_option(config, dtype, spec.device, copies=len(spec.systems) * spec.processes)
-    if spec.prompt_len + spec.steps > config.max_position_embeddings:
-        raise BadInput(
-            f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
-            f"max_position_embeddings {config.max_position_embeddings}"
-        )
-    if any(s in HF_SYSTEMS for s in spec.systems):
-        from engine.sources import materialize_gguf
-
-        # transformers reads a HF directory, not a GGUF: both sides get the converted one.
-        status("converting the GGUF for transformers (once)")
-        directory = materialize_gguf(directory)
-        status("checking that transformers can load the checkpoint")
-        transformers_can_load(directory)
-    target = out_dir(spec.out)
-    elem = DTYPE_BYTES[dtype]
-    run = RunSpec(
-        model=str(directory),
-        rows=spec.rows,
-        prompt_len=spec.prompt_len,
-        steps=spec.steps,
-        max_model_len=spec.max_model_len or spec.prompt_len + spec.steps,
-        width_multiple=spec.width_multiple,
-        device=spec.device,
-        dtype=dtype,
-        threads=spec.threads,
-        backend=spec.backend,
-        hf_attn=spec.hf_attn,
-        weight_bytes=weight_bytes(config, elem),
-        kv_bytes=kv_read_bytes(config, elem, spec.rows, spec.prompt_len, spec.steps),
-        step_flops=step_flops(config, spec.rows, spec.prompt_len, spec.steps),
-    )
-    csv_path = target / "decode.csv"
-    samples_path = target / "decode-samples.csv"
-    record = collect_env(spec.threads, sys.argv)
-    before, note = look_before_timing(record.threads)
-    record = with_load(record, before)
-    env_path = write_env(target / "decode-env.json", record)
-    done: dict[str, SystemRow] = {}
-    windows: list = []
-    probes: list[ProbeRow] = []
-
-    def save() -> list[DecodeRow]:
-        level = look_confidence(plan, max((w.round for w in windows), default=0))
-        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, windows, level)
-        # every row timed while the machine was crowded says so (seen before timing or after)
-        rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
-        write_rows(csv_path, public(rows_now), CSV_COLUMNS)
-        write_rows(samples_path, sample_rows(windows, "system"), ["system", *SAMPLE_COLUMNS])
-        return rows_now
-
-    def on_row(row: SystemRow) -> None:
-        done[row.system] = row
-        save()
-
-    def on_round(r: int, found: dict) -> None:
-        save()
-        status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
-
-    def decided(timed: list, level: float) -> bool:
-        """Every gate of the run pass or fail at this look's level: no round can change it."""
-        rows_now = derive(list(done.values()), run, probes[-1] if probes else None, timed, level)
-        return all(g.verdict != INCONCLUSIVE for g in gates(spec, rows_now))
-
-    try:
-        system_rows, probe = sweep(
-            run,
-            spec.systems,
-            plan,
-            timeout=spec.timeout,
-            processes=spec.processes,
-            decided=decided,
-            on_status=status,
-            on_row=on_row,
-            on_window=windows.append,
-            on_round=on_round,
-            on_probe=probes.append,
-        )
-    except KeyboardInterrupt:
-        save()
-        missing = [s for s in spec.systems if s not in done]
-        raise interrupted(len(done), len(windows), missing, csv_path, samples_path) from None
-    for row in system_rows:
-        done[row.system] = row
-    after = sample_load()
-    record = with_load(record, after=after)
-    write_env(env_path, record)
-    note = note or crowded_note(record.threads, after)
-    rows_out = add_samples(save(), directory)
-    written = public(rows_out)
-    found = gates(spec, rows_out)
-    failed = any(r.status != "ok" or r.tokens_match is False for r in rows_out)
-    rounds_run = max((r.rounds for r in rows_out), default=0)
-    heading = title(
-        "decode",
-        model=spec.model,
-        device=spec.device,
-        dtype=dtype,
-        rows=spec.rows,
-        prompt_len=spec.prompt_len,
-        steps=spec.steps,
-        threads=spec.threads or "default",
-        interleaved_rounds=rounds_run,
-        processes=spec.processes,
-    )
-    png = draw_decode(rows_out, target / "decode.png", heading)
-    outputs = {"csv": str(csv_path), "png": str(png), "samples": str(samples_path)}
-    return finish(
-        "decode",
-        written,
-        found,
-        {**outputs, "env": str(env_path)},
-        json_mode=json_mode,
-        check=check,
-        render=lambda: render_decode(stdout_console(), rows_out, found, heading, probe),
-        failed=failed,
-        env=asdict(record),
-    )

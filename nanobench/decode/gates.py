@@ -1,0 +1,63 @@
+"""`nanobench decode`'s gates: what the engine is held to against transformers.
+
+What it is: `gates(spec, rows)`: per row, measured, tokens match and nothing built while timed
+(pass/fail); the ratio gates the model's targets set (`bench.targets_for`), each judged on its
+interval (pass/fail/can't tell), and the floor gate, which can't tell when the floor was beaten.
+What it is not: the rows' derivation (`bench.derive`) or the run (`run.py`).
+Invariant: a gate reads only the rows; a floor the step beat decides nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nanobench.decode.bench import (
+    best_engine_row,
+    check_nothing_built,
+    check_tokens_match,
+    ratio_of,
+    targets_for,
+)
+from nanobench.decode.rows import DecodeRow
+from nanobench.harness.common import INCONCLUSIVE, Gate, gate, ratio_gate
+
+if TYPE_CHECKING:
+    from nanobench.decode.command import DecodeSpec
+
+
+def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
+    """Tokens and warm-up gates for every row (pass/fail); the ratio gates the model's targets
+    (`decode_bench.targets_for`) set, each judged on its 95% interval (pass/fail/inconclusive)."""
+    targets = targets_for(spec.model, rows[0].weight_bytes if rows else 0)
+    found = []
+    by_name = {r.system: r for r in rows}
+    for r in rows:
+        if r.status != "ok":
+            found.append(Gate(f"measured[{r.system}]", False, r.status))
+            continue
+        found.append(gate(f"tokens_match[{r.system}]", check_tokens_match, r))
+        if r.compile_s is not None:
+            found.append(gate(f"nothing_built_while_timed[{r.system}]", check_nothing_built, r))
+    ratio_gates = (
+        # gate name, our system, their system, column, target
+        ("engine_eager_vs_hf_eager", "engine-eager", "hf-eager", "ratio_vs_hf_eager",
+         targets.eager_vs_hf_eager),
+        ("engine_compiled_vs_hf_compiled", "engine-compiled", "hf-static-compiled",
+         "ratio_vs_hf_compiled", targets.compiled_vs_hf_compiled),
+    )  # fmt: skip
+    for name, ours, theirs, column, target in ratio_gates:
+        if target is None or ours not in by_name or theirs not in by_name:
+            continue
+        what = f"{ours} / {theirs} step time"
+        found.append(ratio_gate(name, what, ratio_of(by_name[ours], column), target))
+    best = best_engine_row(rows)
+    if targets.best_vs_floor is not None and best is not None:
+        what = f"{best.system} (the fastest engine mode) / the {best.floor_bound} floor"
+        if (best.floor_probe or "").startswith("failed"):
+            # A floor the step beat is no floor: nothing can be judged against it.
+            detail = f"{what}: can't tell, the floor probe {best.floor_probe}"
+            found.append(Gate("best_engine_vs_floor", False, detail, INCONCLUSIVE))
+        else:
+            interval = ratio_of(best, "ratio_vs_floor")
+            found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
+    return found

@@ -1,0 +1,215 @@
+"""One `nanobench decode` run: check the model on both sides, sweep the systems, report.
+
+What it is: `run_decode(spec, status, ...)`: validation that needs the model (its length, that
+transformers can load it: a GGUF is converted once for transformers), the `RunSpec` every worker
+is handed, the interleaved sweep (`bench.sweep`) with every row and timed step written as it
+comes (`Progress`), then the samples' text, the diagram, the table and the exit code; and the
+rows as written (`public`, `CSV_COLUMNS`).
+What it is not: the command's options or spec (`command.py`), the workers (`session.py`) or
+the statistics (`bench.derive`, `nanobench.harness.stats`).
+Invariant: a Ctrl-C keeps every finished row and timed step on disk; the load before and after
+the run is in the env record, and a row timed on a crowded machine says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from engine.gguf import find_gguf
+from engine.sources import materialize_gguf
+from nanobench.decode import bench  # bench.sweep looked up per run: the tests' seam
+from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, derive, transformers_can_load
+from nanobench.decode.command import DecodeSpec
+from nanobench.decode.gates import gates
+from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
+from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
+from nanobench.decode.samples import sample_text, tokenizer_for
+from nanobench.harness.common import (
+    INCONCLUSIVE,
+    device_option,
+    dtype_option,
+    finish,
+    fits_option,
+    model_option,
+    out_dir,
+)
+from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.errors import BadInput
+from nanobench.harness import load  # looked up per run: the tests' seam
+from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
+from reports.csvio import write_rows
+from reports.decode import draw_decode, render_decode
+from reports.style import title
+
+CSV_COLUMNS = [f.name for f in fields(DecodeRow) if f.name != "tokens"]
+
+
+def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
+    """Each row with its first generated sequence as text, when the checkpoint ships a tokenizer."""
+    tokenizer = tokenizer_for(directory)
+    if tokenizer is None:
+        return rows
+    return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]
+
+
+def public(rows: list[DecodeRow]) -> list[dict]:
+    """Rows as written: the token lists stay in the worker's answer, their digest goes out."""
+    return [{k: v for k, v in asdict(r).items() if k != "tokens"} for r in rows]
+
+
+def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
+    """Every check that needs the model, then what each worker is handed; (run, its directory)."""
+    spec.validate()
+    dtype = dtype_option(spec.dtype, spec.model, spec.device)
+    device_option(spec.device)
+    directory, config = model_option(spec.model)
+    # Every worker of every system holds its own copy of the weights for the whole run.
+    fits_option(config, dtype, spec.device, copies=len(spec.systems) * spec.processes)
+    if spec.prompt_len + spec.steps > config.max_position_embeddings:
+        raise BadInput(
+            f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
+            f"max_position_embeddings {config.max_position_embeddings}"
+        )
+    if any(s in HF_SYSTEMS for s in spec.systems):
+        if find_gguf(directory) is not None:
+            # transformers reads a HF directory, not a GGUF: both sides get the converted one.
+            status("converting the GGUF for transformers (once)")
+            directory = materialize_gguf(directory)
+        status("checking that transformers can load the checkpoint")
+        transformers_can_load(directory)
+    elem = DTYPE_BYTES[dtype]
+    run = RunSpec(
+        model=str(directory),
+        rows=spec.rows,
+        prompt_len=spec.prompt_len,
+        steps=spec.steps,
+        max_model_len=spec.max_model_len or spec.prompt_len + spec.steps,
+        width_multiple=spec.width_multiple,
+        device=spec.device,
+        dtype=dtype,
+        threads=spec.threads,
+        backend=spec.backend,
+        hf_attn=spec.hf_attn,
+        weight_bytes=weight_bytes(config, elem),
+        kv_bytes=kv_read_bytes(config, elem, spec.rows, spec.prompt_len, spec.steps),
+        step_flops=step_flops(config, spec.rows, spec.prompt_len, spec.steps),
+    )
+    return run, directory
+
+
+@dataclass
+class Progress:
+    """What the sweep has produced so far, written to disk after every row and round."""
+
+    spec: DecodeSpec
+    run: RunSpec
+    csv_path: object
+    samples_path: object
+    note: str = ""
+    done: dict[str, SystemRow] = field(default_factory=dict)
+    windows: list = field(default_factory=list)
+    probes: list[ProbeRow] = field(default_factory=list)
+
+    def rows(self, windows: list, level: float) -> list[DecodeRow]:
+        probe = self.probes[-1] if self.probes else None
+        return derive(list(self.done.values()), self.run, probe, windows, level)
+
+    def save(self) -> list[DecodeRow]:
+        plan = self.spec.round_plan()
+        level = look_confidence(plan, max((w.round for w in self.windows), default=0))
+        rows_now = self.rows(self.windows, level)
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows_now = [replace(r, load_note=self.note) for r in rows_now] if self.note else rows_now
+        write_rows(self.csv_path, public(rows_now), CSV_COLUMNS)
+        write_rows(self.samples_path, sample_rows(self.windows, "system"), SAMPLE_HEADER)
+        return rows_now
+
+    def on_row(self, row: SystemRow) -> None:
+        self.done[row.system] = row
+        self.save()
+
+    def decided(self, timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        return all(g.verdict != INCONCLUSIVE for g in gates(self.spec, self.rows(timed, level)))
+
+
+SAMPLE_HEADER = ["system", *SAMPLE_COLUMNS]
+
+
+def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Validate everything, then the sweep; the exit code `finish` picks."""
+    run, directory = run_spec(spec, status)
+    target = out_dir(spec.out)
+    record = collect_env(spec.threads, sys.argv)
+    before, note = load.look_before_timing(record.threads)
+    record = with_load(record, before)
+    env_path = write_env(target / "decode-env.json", record)
+    progress = Progress(spec, run, target / "decode.csv", target / "decode-samples.csv", note)
+
+    def on_round(r: int, found: dict) -> None:
+        progress.save()
+        status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
+
+    try:
+        system_rows, probe = bench.sweep(
+            run,
+            spec.systems,
+            spec.round_plan(),
+            timeout=spec.timeout,
+            processes=spec.processes,
+            decided=progress.decided,
+            on_status=status,
+            on_row=progress.on_row,
+            on_window=progress.windows.append,
+            on_round=on_round,
+            on_probe=progress.probes.append,
+        )
+    except KeyboardInterrupt:
+        progress.save()
+        missing = [s for s in spec.systems if s not in progress.done]
+        paths = progress.csv_path, progress.samples_path
+        raise interrupted(len(progress.done), len(progress.windows), missing, *paths) from None
+    progress.done.update((row.system, row) for row in system_rows)
+    after = load.sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    progress.note = progress.note or load.crowded_note(record.threads, after)
+    rows_out = add_samples(progress.save(), directory)
+    return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check)
+
+
+def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check) -> int:
+    """The diagram, the table or the JSON, and the exit code."""
+    found = gates(spec, rows_out)
+    failed = any(r.status != "ok" or r.tokens_match is False for r in rows_out)
+    heading = title(
+        "decode",
+        model=spec.model,
+        device=spec.device,
+        dtype=run.dtype,
+        rows=spec.rows,
+        prompt_len=spec.prompt_len,
+        steps=spec.steps,
+        threads=spec.threads or "default",
+        interleaved_rounds=max((r.rounds for r in rows_out), default=0),
+        processes=spec.processes,
+    )
+    png = draw_decode(rows_out, progress.csv_path.parent / "decode.png", heading)
+    outputs = {
+        "csv": str(progress.csv_path),
+        "png": str(png),
+        "samples": str(progress.samples_path),
+    }
+    return finish(
+        "decode",
+        public(rows_out),
+        found,
+        {**outputs, "env": str(env_path)},
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_decode(stdout_console(), rows_out, found, heading, probe),
+        failed=failed,
+        env=asdict(record),
+    )
