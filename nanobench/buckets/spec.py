@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass, replace
 
 from engine.config import KERNELS
-from nanobench.harness.common import capture_sizes_option
+from nanobench.harness.common import capture_sizes_option, device_memory_bytes
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import Ints
 
@@ -137,7 +137,6 @@ class BucketsSpec:
                 "three (and --max-graphs)"
             )
         from nanobench.harness.targets import target_option
-        from nanobench.pool_budget.command import device_memory_bytes
 
         target_option(self.target)
         if self.gpu_memory_utilization <= 0.0:

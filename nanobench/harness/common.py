@@ -98,8 +98,6 @@ def positive(name: str, value: int) -> int:
     return value
 
 
-
-
 def apply_threads(threads: int) -> int:
     """torch's intra-op threads in this process set to `threads` (0 leaves torch's default).
 
@@ -124,10 +122,6 @@ def threads_applied(threads: int) -> Iterator[int]:
         yield apply_threads(threads)
     finally:
         torch.set_num_threads(before)
-
-
-
-
 
 
 def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -300,4 +294,26 @@ def clean_json(value):
         return {k: clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [clean_json(v) for v in value]
+    return value
+
+
+def device_memory_bytes(text: str, device: str) -> int:
+    """A size, or with 'probe' the free memory of the current CUDA device."""
+    if text.strip().lower() == "probe":
+        if device != "cuda":
+            raise BadInput(
+                "--device-memory probe: reads free memory on a CUDA device; pass --device cuda "
+                "on a machine with one, or give a size like 80GiB"
+            )
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    from nanobench.cost.pool import parse_bytes  # pure arithmetic: no torch
+
+    try:
+        value = parse_bytes(text)
+    except ValueError as e:
+        raise BadInput(f"--device-memory: {e}") from None
+    if value < 1:
+        raise BadInput(f"--device-memory {text!r}: expected a positive size")
     return value

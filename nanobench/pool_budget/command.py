@@ -16,15 +16,14 @@ from dataclasses import dataclass, replace
 import typer
 
 from nanobench.harness.common import (
+    device_memory_bytes,
     Gate,
     capture_sizes_option,
-    config_option,
     device_option,
     dtype_option,
-    finish,
     out_dir,
 )
-from nanobench.harness.console import run_command, stdout_console
+from nanobench.harness.console import run_command
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
     BlockSize,
@@ -155,148 +154,11 @@ def pool_budget(
             device=device,
             target=target,
         ).validate()
-        if spec.target:
-            raise typer.Exit(target_budget(spec, out_dir(out), status, json_mode, check))
-        config = config_option(spec.model)
-        target = out_dir(out)
+        # Heavy on purpose: the tracer and the engine load when the command runs.
+        from nanobench.pool_budget.run import run_budget
 
-        from nanobench.harness.rows import as_dicts, columns
-        from nanobench.pool_budget.budget import BudgetRow
-        from reports.csvio import write_rows
-        from reports.pool_budget import plot_pool_budget, render_pool_budget
-
-        status("pricing the capture lists")
-        rows, notes = [], []
-        for k in spec.kernels:
-            priced, note = price_kernel(config, spec, k)
-            rows += priced
-            notes += [note] if note else []
-        found = gates(spec, rows)
-        csv_path = write_rows(target / "pool-budget.csv", as_dicts(rows), columns(BudgetRow))
-        png_path = plot_pool_budget(target / "pool-budget.png", rows, model=spec.model)
-        code = finish(
-            "pool-budget",
-            as_dicts(rows),
-            found,
-            {"csv": str(csv_path), "png": str(png_path)},
-            json_mode=json_mode,
-            check=check,
-            render=lambda: render_pool_budget(stdout_console(), rows, found, notes),
-        )
+        code = run_budget(spec, out_dir(out), status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
-
-
-def target_budget(spec: PoolBudgetSpec, directory, status, json_mode: bool, check: bool) -> int:
-    """--target: the user's step priced per capture size on the meta device, then the fit.
-
-    Each size builds the target at that many rows with prompt_len = max_model_len - 1 and one
-    step, and prices step 0: the last position of a full context, the widest step it takes.
-    """
-    from engine.buckets import DecodeBuckets
-    from nanobench.harness.rows import as_dicts, columns
-    from nanobench.memory.target_memory import list_memory
-    from nanobench.pool_budget.budget import TargetFitRow, TargetSizeRow, target_rows
-    from reports.csvio import write_rows
-    from reports.pool_budget import plot_target_budget, render_target_budget
-
-    ladder = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.max_model_len, True).rows
-    sizes = spec.sizes or ladder
-    status(f"pricing {spec.target} at {len(sizes)} capture sizes on the meta device")
-    memory = list_memory(
-        spec.target,
-        tuple(sizes),
-        prompt_len=spec.max_model_len - 1,
-        steps=1,
-        dtype=spec.dtype,
-        model=spec.model,
-        as_device=spec.device,
-    )
-    per_size, fit = target_rows(
-        spec.target,
-        memory,
-        device_bytes=spec.device_bytes,
-        utilization=spec.gpu_memory_utilization,
-        dtype=spec.dtype,
-    )
-    found = [Gate("check_pool_budget[target]", fit.fits, target_fit_detail(fit))]
-    rows = [*per_size, fit]
-    keys = list(dict.fromkeys([*columns(TargetSizeRow), *columns(TargetFitRow)]))
-    csv_path = write_rows(directory / "pool-budget.csv", as_dicts(rows), keys)
-    png_path = plot_target_budget(directory / "pool-budget.png", per_size, fit)
-    return finish(
-        "pool-budget",
-        as_dicts(rows),
-        found,
-        {"csv": str(csv_path), "png": str(png_path)},
-        json_mode=json_mode,
-        check=check,
-        render=lambda: render_target_budget(stdout_console(), per_size, fit, found),
-    )
-
-
-def target_fit_detail(fit) -> str:
-    """The fit gate's line: every byte figure through the one formatter."""
-    from reports.style import binary_bytes
-
-    need = (
-        f"state {binary_bytes(fit.state_bytes)} + shared pool "
-        f"{binary_bytes(fit.shared_pool_bytes)} + outputs {binary_bytes(fit.outputs_bytes)} = "
-        f"{binary_bytes(fit.need_bytes)} against {binary_bytes(fit.device_bytes)} x "
-        f"{fit.utilization:g} = {binary_bytes(fit.usable_bytes)}"
-    )
-    if fit.fits:
-        return f"{need}: fits"
-    largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"
-    return (
-        f"{need}: short by {binary_bytes(fit.shortfall_bytes)}; the largest list that fits is "
-        f"{largest}"
-    )
-
-
-def price_kernel(config, spec: PoolBudgetSpec, kernel: str) -> tuple[list, str | None]:
-    """One kernel's rows (each requested width multiple, or the one Triton list) and its note.
-
-    When no list fits at all the rows still come back, each with its shortfall: not fitting
-    is the answer to the question asked, so it is a failed gate, never bad input.
-    """
-    from nanobench.pool_budget.budget import budget_row, smallest_fitting
-    from reports.style import binary_bytes
-
-    best = smallest_fitting(config, kernel, **spec.budget)
-    multiples = spec.width_multiples if kernel == "reference" else spec.width_multiples[:1]
-    rows = [
-        replace(
-            budget_row(config, kernel=kernel, width_multiple=multiple, **spec.budget),
-            smallest_fitting_width_multiple=None if best is None else best.width_multiple,
-            largest_fitting_shapes=None if best is None else best.shapes,
-        )
-        for multiple in multiples
-    ]
-    if best is None:
-        coarsest = budget_row(
-            config, kernel=kernel, width_multiple=spec.max_model_len, **spec.budget
-        )
-        return rows, (
-            f"{kernel}: no capture list fits {spec.device_memory} x "
-            f"{spec.gpu_memory_utilization:g}, not even the coarsest ({coarsest.shapes:,} "
-            f"shapes): short by {binary_bytes(coarsest.shortfall_bytes)}"
-        )
-    if kernel == "reference" and spec.capture_output == "shared":
-        finest = min(rows, key=lambda r: r.width_multiple)
-        return rows, (
-            "reference: with one shared logits buffer the pool is sized by the largest "
-            "shape, not by the list: every width multiple needs the same "
-            f"{binary_bytes(best.capture_pool_bytes)} (each graph keeping its own logits "
-            f"would need {binary_bytes(finest.capture_pool_per_graph_bytes)} at width "
-            f"multiple {finest.width_multiple}: --capture-output per-graph)"
-        )
-    if kernel == "reference":
-        return rows, (
-            f"reference: the largest list that fits is width multiple "
-            f"{best.width_multiple} ({best.shapes:,} shapes, "
-            f"{best.kv_tokens:,} KV tokens left)"
-        )
-    return rows, None
 
 
 def gates(spec: PoolBudgetSpec, rows) -> list[Gate]:
@@ -310,25 +172,3 @@ def gates(spec: PoolBudgetSpec, rows) -> list[Gate]:
         )
         for r in rows
     ]
-
-
-def device_memory_bytes(text: str, device: str) -> int:
-    """A size, or with 'probe' the free memory of the current CUDA device."""
-    if text.strip().lower() == "probe":
-        if device != "cuda":
-            raise BadInput(
-                "--device-memory probe: reads free memory on a CUDA device; pass --device cuda "
-                "on a machine with one, or give a size like 80GiB"
-            )
-        import torch
-
-        return int(torch.cuda.mem_get_info()[0])
-    from nanobench.cost.pool import parse_bytes
-
-    try:
-        value = parse_bytes(text)
-    except ValueError as e:
-        raise BadInput(f"--device-memory: {e}") from None
-    if value < 1:
-        raise BadInput(f"--device-memory {text!r}: expected a positive size")
-    return value
