@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from nanobench.cost.buckets import round_up
 
 # Break reasons that mean "a tensor was read into a Python value inside the region".
-VALUE_READS = ("item()", "tolist", "data-dependent", "__int__", "__bool__", "__float__")
+# dynamo names a branch on a tensor's truth value `generic_jump`.
+VALUE_READS = (
+    "item()", "tolist", "data-dependent", "__int__", "__bool__", "__float__", "generic_jump"
+)  # fmt: skip
 FAIL_FAST = 'torch.compiler.set_stance("fail_on_recompile")'
 # The slot a `symbolic` remedy leaves for what the sweep's dynamic row measured.
 DYNAMIC_ROW = "{dynamic row}"

@@ -30,7 +30,7 @@ from nanobench.targets import (
 )
 
 # Guards on a value a step may change: a constant, an equality, a container's length.
-STEP_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH", "LENGTH_CHECK")
+STEP_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH", "SEQUENCE_LENGTH", "DICT_LENGTH")
 CONTRACT = (
     "broke the step_inputs contract (step_inputs(step) is called again for every timed "
     "window and must depend on step alone; the first pass ran this step)"
@@ -45,14 +45,15 @@ def guard_where(guard) -> str:
 
 def step_value_guards(guards_k, guards_next) -> list:
     """Guards on Python values at step K whose text is different at step K+1 (`ValueGuard`s)."""
-    from nanobench.explain import guard_text
     from nanobench.remedies import ValueGuard, symbolic_source
 
     def by_text(guards) -> dict:
+        # Entry by entry: a length guard's code also checks the type, which never changes.
         return {
-            guard_text(g): g
+            text: g
             for g in guards or ()
             if g.create_fn_name() in STEP_GUARDS and g.name.startswith("L[")
+            for text in g.code_list or (g.name,)
         }
 
     at_k, at_next = by_text(guards_k), by_text(guards_next)

@@ -212,7 +212,7 @@ def _scalars(value, source: str, depth: int, module: bool, found: list) -> None:
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for k, v in items:
             _scalars(v, f"{source}[{k!r}]", depth - 1, module, found)
-    elif hasattr(value, "__dict__") and not callable(value):
+    elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not callable(value)):
         inside = module or isinstance(value, torch.nn.Module)
         for k, v in vars(value).items():
             _scalars(v, f"{source}.{k}", depth - 1, inside, found)

@@ -13,8 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))  # gptfast.py, the corpus's tiny model, beside us
-from gptfast import Transformer  # noqa: E402
-from gptfast import VOCAB  # noqa: E402
+from gptfast import VOCAB, Transformer  # noqa: E402
 
 
 class ListCacheTransformer(Transformer):
