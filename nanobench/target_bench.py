@@ -6,7 +6,7 @@ changes every step) and `TargetSession` (the compile worker's session for a targ
 runs in this fresh process, `forward` is compiled per the mode and called once per step, then
 replayed in timed windows; builds,
 recompile reasons, fall-back and compile seconds come from dynamo's counters and ledger, the
-prediction from the shape history of `step_inputs`).
+prediction (`predict_target`) from the shapes and Python values `step_inputs` presented).
 What it is not: the engine's sweep (`compile_bench`), which hands a target's spec here.
 Invariant: step inputs are built before the timed call and outside the traced region; a step
 that raises is a failed row (`TargetError`), never a traceback.
@@ -166,8 +166,9 @@ def predict_target(
 class TargetSession(WindowServer):
     """A compile worker's session for a target: the first pass, then timed replay windows.
 
-    A window replays `step_inputs(0..steps-1)` on the same target: a target whose state grows
-    (a DynamicCache) grows through the windows alike in every mode, paired by round.
+    A window replays `step_inputs(0..steps-1)` on the same target, so `step_inputs(step)` must
+    depend on `step` alone (a cache cropped back to that step); a step that ran in the first
+    pass and raises in a window is reported as that contract broken, naming window and step.
     """
 
     def __init__(self, spec: dict, progress: Callable[[dict], None]) -> None:

@@ -56,7 +56,7 @@ IDIOMS = [
     # pos is an int argument: static guards on its value, dynamic makes it a SymInt.
     Idiom("int_position", ("L['pos'] == 7",), {"dynamic": "none", "static": "value"},
           "off,dynamic,static", {"dynamic": [], "static": ["symbolic", "fail-fast"]},
-          "k_cache[:, :, pos : pos + 1] = k"),
+          "self.kv_cache.k_cache[:, :, pos : pos + 1] = k"),
     Idiom("stateful_inputs", modes="off,dynamic,static"),
     # temperature and top_k are Python numbers, but the same every step.
     Idiom("sampling"),
@@ -67,11 +67,12 @@ IDIOMS = [
           points_at="n = input_pos.max().item() + 1"),
     Idiom("tensor_branch", remedies={"dynamic": ["plan-outside"], "static": ["plan-outside"]},
           points_at="if (input_pos < WINDOW).all():"),
-    # Two lists, each one entry longer per step: a length is never symbolic.
+    # Two lists, each one entry longer per step: a length is never symbolic. Each recompile
+    # reason names the first guard that failed (keys'), so one remedy for both lists.
     Idiom("list_cache", ("len(L['keys']) == 7", "len(L['values']) == 7"),
           {"dynamic": "value", "static": "value"},
-          remedies={"dynamic": ["plan-outside", "plan-outside", "fail-fast"],
-                    "static": ["plan-outside", "plan-outside", "fail-fast"]},
+          remedies={"dynamic": ["plan-outside", "fail-fast"],
+                    "static": ["plan-outside", "fail-fast"]},
           points_at="keys.append(k)"),
     Idiom("hf-static"),
     # The DynamicCache's keys and values grow by one token a step.
@@ -104,8 +105,9 @@ def build(idiom: Idiom, steps: int):
 
 
 def line_of(idiom: Idiom, text: str) -> int:
+    """The line of the idiom's file whose statement starts with `text` (not its docstring)."""
     lines = (CORPUS / f"{idiom.name}.py").read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith(text))
 
 
 def dynamo_explain(idiom: Idiom):
