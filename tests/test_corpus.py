@@ -55,9 +55,10 @@ IDIOMS = [
     Idiom("static_kv"),
     # pos is an int argument: static guards on its value, dynamic makes it a SymInt.
     Idiom("int_position", ("L['pos'] == 7",), {"dynamic": "none", "static": "value"},
-          "off,dynamic,static", {"dynamic": [], "static": ["symbolic", "fail-fast"]},
+          "dynamic,static", {"dynamic": [], "static": ["symbolic", "fail-fast"]},
           "self.kv_cache.k_cache[:, :, pos : pos + 1] = k"),
-    Idiom("stateful_inputs", modes="off,dynamic,static"),
+    # Its sweep fails in the first window, checked on its own below (table and CSV).
+    Idiom("stateful_inputs", modes="off,static"),
     # temperature and top_k are Python numbers, but the same every step.
     Idiom("sampling"),
     # .item() breaks the graph; its int reaches the resume function as a local, one per step.
@@ -74,7 +75,8 @@ IDIOMS = [
           remedies={"dynamic": ["plan-outside", "fail-fast"],
                     "static": ["plan-outside", "fail-fast"]},
           points_at="keys.append(k)"),
-    Idiom("hf-static"),
+    # transformers loads in every worker: the static cache's claim, 1 build, needs static only.
+    Idiom("hf-static", modes="static"),
     # The DynamicCache's keys and values grow by one token a step.
     Idiom("hf-dynamic", kinds={"dynamic": "none", "static": "shape"},
           remedies={"dynamic": [], "static": ["mark-dynamic", "bucket", "fail-fast"]}),
@@ -205,10 +207,11 @@ def compiled_rows(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("idiom", IDIOMS, ids=lambda i: i.name)
+@pytest.mark.parametrize("idiom", [i for i in IDIOMS if "off" not in i.modes],
+                         ids=lambda i: i.name)  # fmt: skip
 def test_compile_reports_what_dynamo_did(idiom, compiled_rows):
     _, rows = compiled_rows(idiom)
-    for mode in ("dynamic", "static"):
+    for mode in idiom.modes.split(","):
         want, row = dynamo_compile(idiom, mode), rows[mode]
         got = {k: row[k] for k in ("builds", "graph_breaks", "fell_back")}
         assert got == {k: want[k] for k in got}, mode
@@ -216,8 +219,7 @@ def test_compile_reports_what_dynamo_did(idiom, compiled_rows):
         # What the inputs predicted, against what dynamo did and the hand count.
         assert row["predicted_fall_back"] == want["fell_back"], mode
         assert row["predicted_guard_kind"] == idiom.kinds[mode], mode
-        if idiom.name != "stateful_inputs":
-            assert row["status"] == "ok", row["status"]
+        assert row["status"] == "ok", row["status"]
         kinds = [r.split(":", 1)[0] for r in row["remedies"]]
         assert kinds == idiom.remedies[mode], (mode, row["remedies"])
         if kinds and idiom.points_at:
@@ -226,6 +228,7 @@ def test_compile_reports_what_dynamo_did(idiom, compiled_rows):
             assert where in row["remedies"][0], (mode, row["remedies"])
 
 
+@pytest.mark.slow
 def test_a_changing_int_argument_is_symbolic_as_the_dynamic_row_measured(compiled_rows):
     """int_position: static's remedy says dynamic=True helps, quoting dynamic's builds; the
     dynamic row itself has nothing to fix."""
@@ -237,6 +240,7 @@ def test_a_changing_int_argument_is_symbolic_as_the_dynamic_row_measured(compile
     assert "cannot help" not in symbolic and rows["dynamic"]["remedies"] == []
 
 
+@pytest.mark.slow
 def test_a_list_length_is_specialised_in_every_mode(compiled_rows):
     idiom = next(i for i in IDIOMS if i.name == "list_cache")
     _, rows = compiled_rows(idiom)
@@ -250,26 +254,16 @@ DERIVED = ("speedup", "saving_per_step_ms", "breakeven_steps", "worth_compiling"
 
 
 @pytest.mark.slow
-def test_state_advanced_in_step_inputs_fails_the_first_window_naming_the_contract(compiled_rows):
-    """gpt-fast's `input_pos += 1`: the first pass runs (one build, as dynamo's), and the first
-    window's step 0 writes past the cache; each row fails and derives nothing."""
-    idiom = next(i for i in IDIOMS if i.name == "stateful_inputs")
-    code, rows = compiled_rows(idiom)
-    assert code == 1
-    for mode, row in rows.items():
-        assert row["status"].startswith(f"error: --target {idiom.spec!r}: {CONTRACT}"), mode
-        assert "called again for every timed window and must depend on step alone" in row["status"]
-        assert {k: row[k] for k in DERIVED} == dict.fromkeys(DERIVED), mode
-
-
-@pytest.mark.slow
-def test_a_failed_sweep_in_its_table_and_csv_shows_no_derived_figure(tmp_path):
+def test_state_advanced_in_step_inputs_fails_the_first_window_and_derives_nothing(tmp_path):
+    """gpt-fast's `input_pos += 1`: the first pass runs (as dynamo's, one build), then the first
+    window's step 0 writes past the cache. The table and the CSV (the JSON's rows) say so, name
+    the target in the title, and show no speedup, breakeven or verdict."""
     import csv
 
     idiom = next(i for i in IDIOMS if i.name == "stateful_inputs")
     result = runner.invoke(
         app,
-        ["compile", "--target", idiom.spec, "--modes", "off,static", "--steps", str(STEPS),
+        ["compile", "--target", idiom.spec, "--modes", idiom.modes, "--steps", str(STEPS),
          *SIZES, "--backend", "eager", "--threads", "1", "--rounds", "1", "--max-rounds", "1",
          "--budget-s", "5", "--out", str(tmp_path)],
         env={"COLUMNS": "400"},
@@ -290,5 +284,12 @@ def test_a_failed_sweep_in_its_table_and_csv_shows_no_derived_figure(tmp_path):
             shown[cells[0]] = [row[c] for c in ("speedup [95%]", "breakeven [95%]", "worth it")]
     assert shown == {"off": ["-"] * 3, "static": ["-"] * 3}, result.output
     with open(tmp_path / "compile.csv") as f:
-        for row in csv.DictReader(f):
-            assert [row[k] for k in DERIVED] == [""] * len(DERIVED), row["mode"]
+        rows = {r["mode"]: r for r in csv.DictReader(f)}
+    want = dynamo_compile(idiom, "static")
+    assert (int(rows["static"]["builds"]), rows["static"]["fell_back"]) == (
+        want["builds"], str(want["fell_back"])
+    )  # fmt: skip
+    assert rows["off"]["builds"] == "0"
+    for mode, row in rows.items():
+        assert "must depend on step alone" in row["status"], mode
+        assert [row[k] for k in DERIVED] == [""] * len(DERIVED), mode
