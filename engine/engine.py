@@ -26,8 +26,8 @@ from engine.model import Llama
 from engine.packed import PACK_MIN_BYTES, pack_model, resolve_layout
 from engine.plan import DecodePlan, PlanUnsound, check_plan_current, plan_decode
 from engine.sampler import SamplingParams, sample
-from engine.sources import load_model
-from engine.weights import DTYPES, resolve_model
+from engine.sources import load_model, resolve_model
+from engine.weights import DTYPES
 
 
 class EngineLimitError(ValueError):

@@ -1,9 +1,11 @@
 """Where a model comes from: a preset name, a Hugging Face directory or a GGUF file.
 
 What it is: `materialize_gguf_preset(name)` (a real preset converted into its cached
-directory; `weights.materialize_preset` hands such presets here), `load_model(path, dtype)`
-(config + state dict, from safetensors or GGUF), `inspect_model(path)` (validated config, no weights read) and `model_config(name_or_path)`
-(config alone, for commands that only do arithmetic: a preset is never materialised) and
+directory; `materialize_preset(name)` hands such presets here, and writes a synthesized one), `materialize_gguf(path)` (a
+user's GGUF converted once, for transformers), `load_model(path, dtype)` (config + state dict,
+from safetensors or GGUF), `inspect_model(path)` (validated config, no weights read),
+`model_config(name_or_path)` (config alone, for commands that only do arithmetic: a preset is
+never materialised) and
 `checkpoint_dtype(name_or_path)` (the dtype its weights are stored in, when it says).
 What it is not: a reader of any format itself; `weights.py` reads safetensors, `gguf.py` GGUF.
 Invariant: a preset with real weights (`Preset.gguf`) is converted once from its installed
@@ -13,21 +15,27 @@ checkpoint and transformers can read it as it is. Nothing here reaches the netwo
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import torch
 
 from engine.config import DTYPES, PRESETS, ConfigError, ModelConfig, preset
 from engine.gguf import convert_gguf, find_gguf, load_gguf, read_gguf_config
+from engine.weights import DTYPES as TORCH_DTYPES
 from engine.weights import (
+    cache_root,
     check_finite,
     checkpoint_dir,
     inspect_checkpoint,
     load_checkpoint,
     preset_dir,
     read_config,
+    synthesize_weights,
+    write_checkpoint,
     write_once,
 )
 
@@ -50,6 +58,46 @@ def materialize_gguf_preset(name: str) -> Path:
     return write_once(
         preset_dir(name, preset(name)), lambda tmp: convert_gguf(packaged_gguf(name), tmp)
     )
+
+
+def converted_gguf_dir(gguf: Path) -> Path:
+    """Where a user's GGUF file is converted, keyed by its resolved path, size and mtime."""
+    stat = gguf.stat()
+    key = json.dumps([str(gguf.resolve()), stat.st_size, stat.st_mtime_ns])
+    return cache_root() / f"gguf-{gguf.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def materialize_gguf(path: str | Path) -> Path:
+    """A HF directory for the GGUF `path` names (converted once, atomically), else `path` as is.
+
+    transformers reads a directory with config.json; the engine reads the GGUF itself. A
+    command comparing the two hands both this directory, so both read the same fp32 weights.
+    """
+    gguf = find_gguf(path)
+    if gguf is None:
+        return Path(path)
+    return write_once(converted_gguf_dir(gguf), lambda tmp: convert_gguf(gguf, tmp))
+
+
+def materialize_preset(name: str) -> Path:
+    """The preset's checkpoint directory, written once (atomically) and reused after."""
+    spec = preset(name)
+    if spec.gguf is not None:  # real weights: never synthesized under a real preset's name
+        return materialize_gguf_preset(name)
+    return write_once(
+        preset_dir(name, spec),
+        lambda tmp: write_checkpoint(
+            tmp, spec.config, synthesize_weights(spec.config, spec.seed, TORCH_DTYPES[spec.disk_dtype])
+        ),
+    )
+
+
+def resolve_model(name_or_path: str) -> Path:
+    """A directory path as given, or a preset name materialised to its directory."""
+    path = Path(name_or_path)
+    if path.exists() or os.sep in name_or_path or name_or_path.startswith("."):
+        return path
+    return materialize_preset(name_or_path)
 
 
 def load_model(

@@ -1,9 +1,10 @@
-"""Hugging Face checkpoints on disk: read one, write one, and materialise presets as one.
+"""Hugging Face checkpoints on disk: read one, write one, synthesize a preset's weights.
 
 What it is: `load_checkpoint(dir)` -> (ModelConfig, state dict) from `config.json` plus a
-single or sharded safetensors file; `write_checkpoint`; `materialize_preset(name)`, which writes
-a preset once as a real HF directory (deterministic seeded weights) in the user cache, so
-presets load through exactly the code a downloaded checkpoint does.
+single or sharded safetensors file; `write_checkpoint`; `synthesize_weights` (deterministic
+seeded weights) and `write_once`, with which `sources.materialize_preset` writes a preset once as
+a real HF directory in the user cache, so presets load through exactly the code a downloaded
+checkpoint does.
 What it is not: a downloader. Nothing here reaches the network.
 Invariant: safetensors only. A pickle (`.bin`, `.pt`) is never opened, because unpickling runs
 arbitrary code; a directory that holds only pickles is refused with that reason.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from engine.config import ConfigError, ModelConfig, Preset, preset
+from engine.config import ConfigError, ModelConfig, Preset
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -235,21 +236,6 @@ def preset_dir(name: str, spec: Preset) -> Path:
     return cache_root() / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def materialize_preset(name: str) -> Path:
-    """The preset's checkpoint directory, written once (atomically) and reused after."""
-    spec = preset(name)
-    if spec.gguf is not None:  # real weights: never synthesized under a real preset's name
-        from engine.sources import materialize_gguf_preset
-
-        return materialize_gguf_preset(name)
-    return write_once(
-        preset_dir(name, spec),
-        lambda tmp: write_checkpoint(
-            tmp, spec.config, synthesize_weights(spec.config, spec.seed, DTYPES[spec.disk_dtype])
-        ),
-    )
-
-
 def write_once(target: Path, write: Callable[[Path], None]) -> Path:
     """A checkpoint directory written once, atomically: `write` fills a temporary sibling that
     is renamed into place; a concurrent writer that won the race is kept."""
@@ -268,14 +254,6 @@ def write_once(target: Path, write: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def resolve_model(name_or_path: str) -> Path:
-    """A directory path as given, or a preset name materialised to its directory."""
-    path = Path(name_or_path)
-    if path.exists() or os.sep in name_or_path or name_or_path.startswith("."):
-        return path
-    return materialize_preset(name_or_path)
 
 
 def inspect_checkpoint(path: str | Path) -> ModelConfig:

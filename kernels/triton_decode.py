@@ -161,6 +161,13 @@ def _check_inputs(
     for name, t in named.items():
         if not isinstance(t, torch.Tensor):
             raise KernelInputError(f"{name}: expected a tensor, got {type(t).__name__}")
+    _check_shapes(q, k_pool, v_pool, slot_table, context_lens)
+    _check_dtypes(q, k_pool, v_pool, slot_table, context_lens)
+    _check_layout(named, out)
+
+
+def _check_shapes(q, k_pool, v_pool, slot_table, context_lens) -> None:
+    """(B, H, D) against (S, Hkv, D) pools, a (R, L) slot table and (B,) lengths."""
     if q.dim() != 3:
         raise KernelInputError(f"q: expected (B, H, D), got shape {tuple(q.shape)}")
     for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
@@ -189,6 +196,9 @@ def _check_inputs(
     if Hkv < 1 or H % Hkv:
         raise KernelInputError(f"k_pool: {Hkv} kv heads do not divide q's {H} heads")
 
+
+def _check_dtypes(q, k_pool, v_pool, slot_table, context_lens) -> None:
+    """One float dtype for q and the pools; integer indices."""
     if q.dtype not in _DTYPES:
         raise KernelInputError(f"q: dtype {q.dtype} is not one of fp32, bf16, fp16")
     for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
@@ -199,6 +209,10 @@ def _check_inputs(
     if context_lens.dtype not in _INDEX_DTYPES:
         raise KernelInputError(f"context_lens: dtype {context_lens.dtype} is not int32 or int64")
 
+
+def _check_layout(named: dict, out) -> None:
+    """Strides, one device for every input, and the output buffer if one is given."""
+    q, k_pool, v_pool = named["q"], named["k_pool"], named["v_pool"]
     # q and out are small, so they must be dense; the pools may be views into a larger cache
     # (a per-layer slice), so only their innermost dimension must be unit-stride.
     if not q.is_contiguous():

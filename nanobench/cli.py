@@ -1,6 +1,8 @@
 """The nanobench command line: this file only registers commands.
 
-Each command lives in its own `cmd_*.py` module: it validates, calls the library, prints.
+Each command lives in its own package (`nanobench/<command>/command.py`): it validates, calls
+the library, prints. The list of commands is `nanobench.commands`; nothing here imports torch,
+so `nanobench --help` and shell completion answer at once.
 """
 
 from __future__ import annotations
@@ -10,14 +12,9 @@ from typing import Annotated
 import typer
 
 from nanobench import __version__
-from nanobench.cmd_buckets import buckets
-from nanobench.cmd_capture import capture
-from nanobench.cmd_compile import compile_command
-from nanobench.cmd_decode import decode_command
-from nanobench.cmd_explain import explain
-from nanobench.cmd_pool_budget import pool_budget
-from nanobench.cmd_sweep import sweep
-from nanobench.console import OneLineErrors
+from nanobench.commands import COMMANDS, help_of
+from nanobench.sweep.command import SWEEP
+from nanobench.harness.console import OneLineErrors
 
 app = typer.Typer(
     name="nanobench",
@@ -47,17 +44,10 @@ def main(version: VersionOpt = False) -> None:
     """nanobench: measured answers about compiling and capturing a paged-KV decode step."""
 
 
-app.command("explain")(explain)
-app.command("compile")(compile_command)
-app.command("compilebench", hidden=True)(compile_command)
-app.command("buckets")(buckets)
-app.command("bucketbench", hidden=True)(buckets)
-
-app.command("capture")(capture)
-app.command("capturebench", hidden=True)(capture)
-app.command("pool-budget")(pool_budget)
-app.command("decode")(decode_command)
-app.command("sweep")(sweep)
+for _c in (*COMMANDS, SWEEP):
+    app.command(_c.name, help=help_of(_c))(_c.run)
+    for _alias in _c.aliases:
+        app.command(_alias, hidden=True, help=help_of(_c))(_c.run)
 
 if __name__ == "__main__":
     app()

@@ -180,12 +180,33 @@ def draw_buckets(
 ):
     """The bucketed-decode-shape diagram, from the measured rows. Returns a matplotlib Figure (Agg, no pyplot)."""
     from matplotlib.figure import Figure
-    from matplotlib.patches import FancyArrowPatch, Rectangle
 
     fig = Figure(figsize=(14, 9.5))
     (ax_open, ax_rect), (ax_pool, ax_trade) = fig.subplots(2, 2)
+    open_panel(ax_open, runs, traces)
+    real = rectangle_panel(ax_rect, runs[-1], traces[-1])
+    pool_panel(ax_pool, runs[-1], traces[-1], real)
+    tradeoff_panel(ax_trade, capture, max_shapes, max_waste)
+    # The plans run on the host over a float32 toy cache (no weights): the title says so.
+    first = runs[0]
+    fig.suptitle(
+        title(
+            "bucketed decode shapes",
+            model="no weights (host plans)",
+            device="cpu",
+            dtype="float32",
+            kernel=first["kernel"],
+            rows=first["rows"],
+            max_batch=first["max_batch"],
+            prompt_len=first["prompt_len"],
+        )
+    )
+    fig.tight_layout()
+    return fig
 
-    # Top left: the open width grows one token per step; the bucketed width is a staircase.
+
+def open_panel(ax_open, runs: list[dict], traces: list[dict]) -> None:
+    """Top left: the open width grows one token per step; the bucketed width is a staircase."""
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
     for i, (run, trace) in enumerate(zip(runs, traces, strict=True)):
         color = colors[i % len(colors)]
@@ -208,9 +229,11 @@ def draw_buckets(
     ax_open.set_title("open: a new shape every step (thin); bucketed: a staircase (thick)")
     ax_open.legend(fontsize=8, loc="upper left")
 
-    # Top right: one step of the longest run as the rectangle the forward computes; the step
-    # with the most padded columns (just past a bucket edge), so both kinds of padding show.
-    run, trace = runs[-1], traces[-1]
+
+def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
+    """Top right: one step of the longest run as the rectangle the forward computes; the step with the most padded columns (just past a bucket edge), so both kinds of padding show. Returns the real rows."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
     shown = max(
         range(len(trace["lens"])),
         key=lambda i: (trace["bucketed_shapes"][i][1] - trace["lens"][i], -i),
@@ -268,8 +291,13 @@ def draw_buckets(
         f"step {shown + 1} of {run['steps']} bucketed: {real} rows -> {graph_rows}, "
         f"history {ctx} -> {graph_width} (hatched: padding)"
     )
+    return real
 
-    # Bottom left: the pool, its blocks, and the sink one row past the last of them.
+
+def pool_panel(ax_pool, run: dict, trace: dict, real: int) -> None:
+    """Bottom left: the pool, its blocks, and the sink one row past the last of them."""
+    from matplotlib.patches import Rectangle
+
     block_size, num_blocks, sink = run["block_size"], run["num_blocks"], run["sink_slot"]
     owned = set(trace["owned_blocks"])
     for b in range(num_blocks):
@@ -302,7 +330,9 @@ def draw_buckets(
     )
     ax_pool.set_title(f"the K/V pool of the {run['steps']}-step run: {sink + 1} rows")
 
-    # Bottom right: shapes against padding across width multiples, and the budget line.
+
+def tradeoff_panel(ax_trade, capture: list[dict], max_shapes: int, max_waste: float) -> None:
+    """Bottom right: shapes against padding across width multiples, and the budget line."""
     shapes = [c["shapes"] for c in capture]
     wastes = [100 * c["waste"] for c in capture]
     ax_trade.plot(
@@ -337,23 +367,6 @@ def draw_buckets(
     ax_trade.set_ylabel("padding a typical run computes (%)")
     ax_trade.set_title("closed is not small: coarser widths trade shapes for padding")
     ax_trade.legend(fontsize=8, loc="lower right")
-
-    # The plans run on the host over a float32 toy cache (no weights): the title says so.
-    first = runs[0]
-    fig.suptitle(
-        title(
-            "bucketed decode shapes",
-            model="no weights (host plans)",
-            device="cpu",
-            dtype="float32",
-            kernel=first["kernel"],
-            rows=first["rows"],
-            max_batch=first["max_batch"],
-            prompt_len=first["prompt_len"],
-        )
-    )
-    fig.tight_layout()
-    return fig
 
 
 def save_buckets_figure(fig, path: Path) -> Path:

@@ -42,18 +42,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from nanobench.capture_rows import (
-    CaptureRow,
-    HeldRow,
-    PoolRow,
-    RunRow,
-    WorkspaceRow,
-    capture_columns,
-)
-from nanobench.common import gate_mark
-from nanobench.rows import as_dicts
 from reports.csvio import save_figure, write_rows
-from reports.style import binary_bytes, colour
+from reports.style import binary_bytes, colour, gate_mark
 
 MIB = 2**20
 
@@ -62,11 +52,11 @@ def pct(value) -> str:
     return "-" if value is None else f"{value:+.1f}%"
 
 
-def write_capture_csv(path: Path, rows: list[CaptureRow]) -> Path:
-    return write_rows(path, as_dicts(rows), capture_columns())
+def write_capture_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
+    return write_rows(path, rows, columns)
 
 
-def render_capture(console, rows: list[CaptureRow], gates, notes: list[str] = ()) -> None:
+def render_capture(console, rows: list, gates, notes: list[str] = ()) -> None:
     runs = [r for r in rows if r.table == "run"]
     pools = [r for r in rows if r.table == "pool"]
     held = [r for r in rows if r.table == "held"]
@@ -90,7 +80,7 @@ def step_cell(median: float | None, iqr: float | None) -> str:
     return "-" if median is None else f"{median:.3f} ({iqr:.3f})"
 
 
-def ratio_cell(r: RunRow) -> str:
+def ratio_cell(r) -> str:
     """'1.012 [0.998, 1.027]', or the estimate alone before there are enough rounds."""
     if r.ratio_vs_eager is None:
         return "-"
@@ -99,7 +89,7 @@ def ratio_cell(r: RunRow) -> str:
     return f"{r.ratio_vs_eager:.3f} [{r.ratio_vs_eager_low:.3f}, {r.ratio_vs_eager_high:.3f}]"
 
 
-def run_table(runs: list[RunRow]) -> Table:
+def run_table(runs: list) -> Table:
     first = runs[0]
     up_front = first.mode == "up-front"
     table = Table(
@@ -137,7 +127,7 @@ def run_table(runs: list[RunRow]) -> Table:
     return table
 
 
-def pool_table(pools: list[PoolRow]) -> Table:
+def pool_table(pools: list) -> Table:
     first = pools[0]
     measured = any(r.shared_pool_measured_bytes is not None for r in pools)
     table = Table(
@@ -183,7 +173,7 @@ def pool_table(pools: list[PoolRow]) -> Table:
     return table
 
 
-def workspace_table(rows: list[WorkspaceRow]) -> Table:
+def workspace_table(rows: list) -> Table:
     first = rows[0]
     table = Table(
         title=(
@@ -206,7 +196,7 @@ def workspace_table(rows: list[WorkspaceRow]) -> Table:
     return table
 
 
-def held_table(held: list[HeldRow]) -> Table:
+def held_table(held: list) -> Table:
     table = Table(title="what a decode step holds at the top of the list")
     for col in ("item", "reference bytes", "triton bytes"):
         table.add_column(col, justify="right" if col != "item" else "left")
@@ -215,7 +205,7 @@ def held_table(held: list[HeldRow]) -> Table:
     return table
 
 
-def plot_capture(path: Path, rows: list[CaptureRow], heading: str) -> Path:
+def plot_capture(path: Path, rows: list, heading: str) -> Path:
     """The four panels under `heading` (reports.style.title: model, device, dtype, shape)."""
     import matplotlib
 
@@ -314,7 +304,7 @@ def plot_capture(path: Path, rows: list[CaptureRow], heading: str) -> Path:
         plt.close(fig)
 
 
-def step_panel(ax, runs: list[RunRow]) -> None:
+def step_panel(ax, runs: list) -> None:
     """Median ms per step of each side with IQR whiskers; replayed / eager and its 95% CI above."""
     xs = list(range(len(runs)))
     for side, offset, name in (

@@ -1,7 +1,7 @@
 """The compile sweep's outputs: CSV columns, the terminal table and `compiled-decode.png`.
 
 What it is: `render_compile` and `draw_compiled_decode`, over the sweep's typed rows (the CSV's
-columns are the row type's fields, `nanobench.compile_rows.CompileRow`, documented there).
+columns are the row type's fields, `nanobench.compile.rows.CompileRow`, documented there).
 What it is not: measurement. Every number drawn here comes from the measured rows.
 Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value.
 """
@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import colour
+from reports.style import colour, gate_mark
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -32,10 +32,6 @@ def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
     if low is None or high is None:
         return f"{value:{spec}}{unit}"
     return f"{value:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
-
-
-def gate_mark(g) -> str:
-    return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
 
 def render_compile(console, rows: list, gates, title: str) -> None:

@@ -1,7 +1,7 @@
 """The decode comparison's outputs: the terminal table and `decode.png`.
 
 What it is: `render_decode` and `draw_decode`, over rows with the fields of
-`nanobench.decode_rows.DecodeRow` (read as attributes; that type's fields are the CSV's columns).
+`nanobench.decode.rows.DecodeRow` (read as attributes; that type's fields are the CSV's columns).
 What it is not: measurement. Every number drawn here comes from the measured rows, the floor
 included (the bytes a step reads over the bandwidth the probe measured in the same run).
 Invariant: a missing measurement prints as `-` and plots as nothing, never as a made-up value;
@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure
-from reports.style import binary_bytes, colour
+from reports.style import binary_bytes, colour, gate_mark
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -50,10 +50,6 @@ def ratio_short(row, column: str) -> str:
     if value is None or low is None or high is None:
         return ratio(value)
     return f"{value:.2f}x ±{(high - low) / 2:.2f}"
-
-
-def gate_mark(g) -> str:
-    return {"pass": "pass", "fail": "FAIL"}.get(g.verdict, "can't tell")
 
 
 def render_decode(console, rows: list, gates, title: str, probe) -> None:

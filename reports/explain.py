@@ -1,6 +1,6 @@
 """Terminal tables for `nanobench explain`: one row per depth, then the break reasons.
 
-What it is: `render_explain`, over `nanobench.explain.ExplainRow`s (their fields are the JSON's).
+What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields are the JSON's).
 What it is not: explaining; nothing here runs dynamo.
 Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed.
 """
@@ -8,6 +8,8 @@ Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged,
 from __future__ import annotations
 
 from rich.table import Table
+
+from reports.style import gate_mark
 
 
 def render_explain(console, rows: list, verdict: str, gates) -> None:
@@ -54,5 +56,4 @@ def render_explain(console, rows: list, verdict: str, gates) -> None:
     for remedy in last.remedies or ():
         console.print(f"remedy {remedy}", markup=False)
     for g in gates:
-        mark = "pass" if g.passed else "FAIL"
-        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)

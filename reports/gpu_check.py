@@ -3,7 +3,7 @@
 What it is: `GPU_CHECK_COLUMNS`, `RowLog` (every `add` rewrites the whole CSV atomically with
 the rows so far, so a run killed at its time limit leaves every finished row on disk),
 `summary` (one cell of numbers per row kind) and `render_gpu_check`.
-What it is not: a measurement; rows come from `nanobench.gpu_check` and its checks.
+What it is not: a measurement; rows come from `nanobench.gpu.check` and its checks.
 Invariant: after any `add` returns, the CSV holds exactly the rows added so far, in order; a
 missing number prints as nothing, never as a made-up value.
 """

@@ -1,15 +1,17 @@
 """The table and the diagram for `nanobench pool-budget`: where a device's bytes go.
 
 What it is: a stacked breakdown table (one column per
-kernel and width multiple) and `pool-budget.png`, a stacked bar per kernel and width multiple.
-What it is not: the arithmetic (that is `nanobench.pool_budget`); it never imports the engine.
+kernel and width multiple) and `pool-budget.png`, a stacked bar per kernel and width multiple;
+for `--target`, `render_target_budget` (a row per capture size: state, workspace, outputs; then
+the fit) and `plot_target_budget` (state, pool and outputs stacked per list prefix, beside the cap).
+What it is not: the arithmetic (that is `nanobench.pool_budget.budget`); it never imports the engine.
 Invariant: the stack of each bar sums to the device total: weights, the capture pool (as the
 engine records it: the largest traced peak, logits copied out), its one shared logits buffer,
 activations, slot table and inputs, the KV pool, the remainder under the utilisation
 cap, and the headroom above it. When the list does not fit, the KV pool is 0 and the stack
 itself rises past the cap line by the overrun.
 
-pool-budget.csv's columns are `nanobench.pool_budget.BudgetRow`'s fields: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
+pool-budget.csv's columns are `nanobench.pool_budget.budget.BudgetRow`'s fields: kernel, width_multiple, shapes, device_bytes, utilization, usable_bytes,
 weights_bytes, kv_bytes_per_token, kv_bytes_per_block, capture_workspace_bytes (the
 formula: the largest score rectangle, shown, not summed), traced_workspace_bytes (the largest
 workspace of the list, traced from the decode forward), workspace_difference_bytes (traced -
@@ -20,7 +22,8 @@ capture of `capture_output` holds, the fit judged on it: traced_peak_bytes + sha
 for shared, the engine's; capture_pool_per_graph_bytes for per-graph),
 capture_pool_per_graph_bytes (traced_workspace_bytes + graph_outputs_bytes: a capture keeping
 each graph's logits), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
-kv_pool_bytes, min_blocks (one sequence at max_model_len), fits, fits_detail,
+kv_pool_bytes, min_blocks (one sequence at max_model_len), shortfall_bytes (what the list
+lacks to fit: 0 exactly when it fits), fits, fits_detail,
 full_batch_blocks, full_batch_fits, capture_output, smallest_fitting_width_multiple, largest_fitting_shapes.
 """
 
@@ -103,6 +106,10 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     table.add_row(
         "fits (>= one max_model_len sequence)", *["yes" if r.fits else "NO" for r in rows]
     )
+    table.add_row(
+        "short by (to fit)",
+        *[binary_bytes(r.shortfall_bytes) if r.shortfall_bytes else "-" for r in rows],
+    )
     table.add_row("full batch fits", *["yes" if r.full_batch_fits else "no" for r in rows])
     table.add_row(
         "smallest fitting width multiple",
@@ -163,6 +170,94 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
             dtype=first.dtype,
             max_batch=first.max_batch,
             max_model_len=first.max_model_len,
+        )
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def render_target_sizes(console, sizes: list, pool) -> None:
+    """The per-size table and the list's pool lines (`pool`: a fit or a pool row)."""
+    table = Table(
+        title=(
+            f"{pool.target}: capture memory per size, {pool.dtype}, priced on the meta device "
+            f"(a full context, one step)"
+        )
+    )
+    for name in ("rows", "state", "workspace", "reserved", "outputs", "peak", "allocations"):
+        table.add_column(name, justify="right")
+    for r in sizes:
+        table.add_row(
+            f"{r.rows:,}",
+            binary_bytes(r.state_bytes),
+            binary_bytes(r.workspace_bytes),
+            binary_bytes(r.reserved_bytes),
+            binary_bytes(r.outputs_bytes),
+            binary_bytes(r.peak_bytes),
+            f"{r.allocations:,}",
+        )
+    console.print(table)
+    outputs = "one shared buffer" if pool.shared_output else "summed per graph"
+    console.print(
+        f"list {','.join(map(str, pool.capture_sizes))}: state {binary_bytes(pool.state_bytes)} "
+        f"(largest size), shared pool {binary_bytes(pool.shared_pool_bytes)} (private pools "
+        f"{binary_bytes(pool.private_pools_bytes)}), outputs {binary_bytes(pool.outputs_bytes)} "
+        f"({outputs})",
+        markup=False,
+    )
+    console.print(
+        f"reserved (caching-allocator model): one shared pool "
+        f"{binary_bytes(pool.shared_pool_reserved_bytes)}, a pool per graph "
+        f"{binary_bytes(pool.private_pools_reserved_bytes)}",
+        markup=False,
+    )
+
+
+def render_target_budget(console, sizes: list, fit, gates) -> None:
+    render_target_sizes(console, sizes, fit)
+    console.print(
+        f"need state + shared pool + outputs = {binary_bytes(fit.need_bytes)}; cap "
+        f"{binary_bytes(fit.device_bytes)} x {fit.utilization:g} = {binary_bytes(fit.usable_bytes)}",
+        markup=False,
+    )
+    largest = ",".join(map(str, fit.largest_fitting_sizes)) or "none"
+    console.print(f"largest capture list that fits: {largest}", markup=False)
+    for g in gates:
+        console.print(f"{'pass' if g.passed else 'FAIL'} {g.name}: {g.detail}", markup=False)
+
+
+def plot_target_budget(path: Path, sizes: list, fit) -> Path:
+    """One bar per list prefix (sizes up to each size): state, shared pool, outputs, the cap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(sizes) + 3), 5))
+    xs = list(range(len(sizes)))
+    state = [r.state_bytes / 2**30 for r in sizes]
+    pool = [max(r.workspace_bytes for r in sizes[: i + 1]) / 2**30 for i in xs]
+    outs = [
+        (max if fit.shared_output else sum)(r.outputs_bytes for r in sizes[: i + 1]) / 2**30
+        for i in xs
+    ]
+    ax.bar(xs, state, 0.6, label="state (weights, caches)")
+    ax.bar(xs, pool, 0.6, bottom=state, label="shared pool (largest workspace)")
+    tops = [a + b for a, b in zip(state, pool, strict=True)]
+    ax.bar(xs, outs, 0.6, bottom=tops, label="outputs kept")
+    ax.axhline(fit.usable_bytes / 2**30, color="black", linestyle="--", label="utilisation cap")
+    ax.set_xticks(xs, [f"up to {r.rows}" for r in sizes])
+    ax.set_ylabel("GiB")
+    ax.set_title(
+        title(
+            "capture list prefixes against the device",
+            model=fit.target,
+            device=binary_bytes(fit.device_bytes),
+            dtype=fit.dtype,
         )
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

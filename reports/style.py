@@ -53,3 +53,8 @@ def title(what: str, *, model: str | None, device: str, dtype: str, **shape) -> 
     parts = [f"{k.replace('_', ' ')} {v}" for k, v in shape.items() if v is not None]
     named = [] if model is None else [str(model)]
     return f"{what}: {', '.join([*named, f'{device} {dtype}', *parts])}"
+
+
+def gate_mark(g) -> str:
+    """How a gate's verdict reads in every table: pass, FAIL or can't tell."""
+    return {"pass": "pass", "fail": "FAIL", "inconclusive": "can't tell"}[g.verdict]

@@ -4,7 +4,7 @@ What it is: `tidy_rows` (every row of every point, with the point's key, status,
 axis values as `axis_<name>` and environment record as `env_<name>`), `write_sweep_csv`,
 `FIGURES` (each command's main figure: which column, of which rows, best how), `point_figure`,
 `draw_sweep` and `render_sweep`.
-What it is not: running points (`nanobench.launchers`) or the grid (`nanobench.sweep`).
+What it is not: running points (`nanobench.sweep.launchers`) or the grid (`nanobench.sweep.points`).
 Invariant: every number drawn or printed comes from a point's own rows; a point without the
 figure's column is an empty cell, never a zero.
 """

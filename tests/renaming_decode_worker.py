@@ -1,6 +1,6 @@
 """A stand-in decode worker whose final row renames one field: a worker that drifted.
 
-What it is: `python -m tests.renaming_decode_worker`, the real `nanobench.decode_session` (the
+What it is: `python -m tests.renaming_decode_worker`, the real `nanobench.decode.session` (the
 real system, warm-up and timed rounds) with one change: its final row sends `builds_measured`
 as `builds_timed`, as a worker edited without its parent would.
 What it is not: a measurement; it exists so a test can watch the parent refuse the payload.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nanobench.decode_session import open_session
-from nanobench.fresh import serve_main
+from nanobench.decode.session import open_session
+from nanobench.harness.fresh import serve_main
 
 
 def renaming_session(payload: dict, progress: Callable[[dict], None]):

@@ -16,13 +16,14 @@ import typer
 from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
-from nanobench.buckets_bench import (
+from nanobench.buckets.bench import (
     PriceMismatch,
     check_plans_match_arithmetic,
     measure_run,
 )
+from nanobench.buckets.command import buckets
+from nanobench.buckets.spec import CSV_NAME, PNG_NAME, BucketsSpec
 from nanobench.cli import app as cli_app
-from nanobench.cmd_buckets import CSV_NAME, PNG_NAME, BucketsSpec, buckets
 from nanobench.cost.buckets import bucket_run
 
 EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
@@ -292,8 +293,8 @@ def test_unwritable_out_is_bad_input(app, tmp_path):
 
 @pytest.mark.parametrize(("max_waste", "passed"), [(0.35, False), (0.37, True)])
 def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
-    from nanobench.buckets_bench import measure
-    from nanobench.cmd_buckets import gates
+    from nanobench.buckets.bench import measure
+    from nanobench.buckets.command import gates
 
     # 8 steps after a 16-token prompt, 3 rows, multiple 128: 492 real cells of 768 computed,
     # a waste of 1 - 492/768 = 0.359 (DAY52_RUNS), so the limit lands on either side of it.
@@ -307,8 +308,8 @@ def test_reports_name_bytes_in_binary_units_and_the_figure_names_its_run():
 
     from rich.console import Console
 
-    from nanobench.buckets_bench import measure
-    from nanobench.rows import as_dicts
+    from nanobench.buckets.bench import measure
+    from nanobench.harness.rows import as_dicts
     from reports.buckets import draw_buckets, render_short_answer
 
     spec = BucketsSpec(run_lengths=(8,), width_multiple=128).validate()

@@ -128,7 +128,7 @@ def test_gates_and_outputs(day54):
 
 
 def test_every_timed_step_is_on_disk_with_the_env(day54):
-    from nanobench.env_record import read_env
+    from nanobench.harness.env_record import read_env
 
     out, doc = day54
     samples = pd.read_csv(out / "capture-samples.csv")
@@ -273,10 +273,10 @@ def test_cuda_capture_measures_the_pool(app, model_dir, tmp_path):
 
 def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
     """The gate checks the logits the bench keeps across steps: copies pass, views fail."""
-    import nanobench.capture_bench as bench
+    import nanobench.capture.bench as bench
     from engine.weights import synthesize_weights
-    from nanobench.cmd_capture import CaptureSpec, gates
-    from nanobench.rounds import RoundPlan
+    from nanobench.capture.command import CaptureSpec, gates
+    from nanobench.harness.rounds import RoundPlan
 
     tensors = synthesize_weights(TINY_MHA, 1, torch.float32)
     options = dict(rows=2, prompt_len=8, steps=[4], width_multiple=16, up_front=False)

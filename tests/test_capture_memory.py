@@ -12,10 +12,10 @@ from torch import nn
 from typer.testing import CliRunner
 
 from engine.config import preset
-from nanobench.capture_memory import DecodeMemory, replay
-from nanobench.capture_memory_check import real_trace
 from nanobench.cli import app
-from nanobench.memory_trace import trace_call
+from nanobench.gpu.memory_check import real_trace
+from nanobench.memory.decode_workspace import DecodeMemory, replay
+from nanobench.memory.live_bytes import trace_call
 from tests.helpers import HEADS32, write_model
 
 TINY = preset("tiny").config

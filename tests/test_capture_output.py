@@ -14,9 +14,9 @@ import torch
 
 from engine.config import EngineConfig, preset
 from engine.engine import Engine
-from nanobench.capture_memory import decode_memory, list_memory
-from nanobench.explain import seeded_prompts
-from nanobench.memory_trace import LiveBytes
+from nanobench.harness.dynamo_explain import seeded_prompts
+from nanobench.memory.decode_workspace import decode_memory, list_memory
+from nanobench.memory.live_bytes import LiveBytes
 
 TINY = preset("tiny").config
 F32 = 4

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from engine.weights import synthesize_weights
-from nanobench.capture_bench import run_rows
-from nanobench.capture_timing import EAGER, REPLAYED, SAMPLE_HEADER
-from nanobench.cmd_capture import CaptureSpec, gates
-from nanobench.rounds import RoundPlan
+from nanobench.capture.bench import run_rows
+from nanobench.capture.command import CaptureSpec, gates
+from nanobench.capture.timing import EAGER, REPLAYED, SAMPLE_HEADER
+from nanobench.harness.rounds import RoundPlan
 from tests.helpers import TINY_MHA
 
 STEPS = 8

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.compile_rows import CANT_TELL, CompileRow, derive
+from nanobench.compile.rows import CANT_TELL, CompileRow, derive
 
 # off 10 ms; dynamic 4 ms after 3 s of compiling; static 12.5 ms after 1 s.
 OFF = {"mode": "off", "status": "ok", "step_ms": 10.0, "compile_s": 0.0}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.cmd_compile import amortised_gate
-from nanobench.compile_rows import CANT_TELL, CompileRow, derive
-from nanobench.compile_session import steady_mask
-from nanobench.rounds import Window
+from nanobench.compile.command import amortised_gate
+from nanobench.compile.rows import CANT_TELL, CompileRow, derive
+from nanobench.compile.session import steady_mask
+from nanobench.harness.rounds import Window
 
 
 def windows(ms_by_round: dict[str, list[float]]) -> list[Window]:

@@ -153,10 +153,10 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
 
     from engine.compiled import CompiledDecode
     from engine.engine import Engine
-    from engine.weights import materialize_preset
-    from nanobench.compile_bench import compiler_for, quiet_dynamo, spec_for
-    from nanobench.compile_bench import sweep as fresh_sweep
-    from nanobench.explain import seeded_prompts
+    from engine.sources import materialize_preset
+    from nanobench.compile.bench import compiler_for, quiet_dynamo, spec_for
+    from nanobench.compile.bench import sweep as fresh_sweep
+    from nanobench.harness.dynamo_explain import seeded_prompts
 
     quiet_dynamo()
     torch._dynamo.reset()

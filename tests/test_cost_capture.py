@@ -29,6 +29,7 @@ from nanobench.cost.pool import (
     kv_blocks_needed,
     kv_bytes_per_block,
     kv_bytes_per_token,
+    kv_shortfall_bytes,
     parse_bytes,
     weights_bytes,
 )
@@ -156,9 +157,26 @@ def test_check_pool_budget_passes_and_returns_blocks():
 
 
 def test_check_pool_budget_fails_with_the_numbers():
-    # A 576-shape private capture list does not fit a 16 GB card beside 1B weights.
-    with pytest.raises(PoolUnsound, match=r"capture pool 17,414\.2 MB.*0 blocks.*need 1"):
+    # A 576-shape private capture list does not fit a 16 GB card beside 1B weights. By hand:
+    # free = 14,400,000,000 - 2,471,628,800 - 17,414,225,920 = -5,485,854,720 B (-5.1 GiB);
+    # one 512 KiB block short of that is 5,486,379,008 B (5.1 GiB); the pool is 16.2 GiB.
+    expected = (
+        r"14\.9 GiB x 0\.9 leaves -5\.1 GiB .*capture pool 16\.2 GiB.*"
+        r"0 blocks of 512\.0 KiB, need 1 \(short by 5\.1 GiB\)"
+    )
+    with pytest.raises(PoolUnsound, match=expected):
         check_pool_budget(parse_bytes("16GB"), 0.9, 2_471_628_800, 17_414_225_920, 0, 524_288)
+
+
+def test_the_shortfall_is_what_makes_the_budget_fit():
+    assert kv_shortfall_bytes(-5_485_854_720, 524_288, 1) == 5_486_379_008
+    assert kv_shortfall_bytes(10 * 512 - 1, 512, 10) == 1
+    assert kv_shortfall_bytes(10 * 512, 512, 10) == 0
+    assert kv_shortfall_bytes(10**9, 512, 10) == 0
+    # Freeing exactly the shortfall makes the gate pass; one byte less does not.
+    free = -1_000_003
+    short = kv_shortfall_bytes(free, 4096, 7)
+    assert kv_blocks(free + short, 4096) == 7 and kv_blocks(free + short - 1, 4096) == 6
 
 
 def test_check_pool_shared():

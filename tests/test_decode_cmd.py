@@ -17,11 +17,9 @@ from typer.testing import CliRunner
 
 from engine.config import PRESETS
 from nanobench.cli import app
-from nanobench.cmd_decode import CSV_COLUMNS, DecodeSpec, gates
-from nanobench.decode_bench import TARGETS, DecodeTargets, derive, targets_for
-from nanobench.decode_rows import ProbeRow, RunSpec, SystemRow
-from nanobench.env_record import read_env
-from nanobench.roofline import (
+from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
+from nanobench.decode.command import CSV_COLUMNS, DecodeSpec, gates
+from nanobench.decode.roofline import (
     floor_ms,
     kv_read_bytes,
     matmul_params,
@@ -29,7 +27,9 @@ from nanobench.roofline import (
     step_flops,
     weight_bytes,
 )
-from nanobench.rounds import Window
+from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
+from nanobench.harness.env_record import read_env
+from nanobench.harness.rounds import Window
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
 runner = CliRunner()
@@ -229,7 +229,7 @@ def test_a_ratio_whose_interval_straddles_its_target_cannot_tell(monkeypatch):
 
 
 def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
-    import nanobench.decode_bench as bench
+    import nanobench.decode.bench as bench
 
     def sweep(spec, systems, plan, **kw):
         probe = ProbeRow("ok", bench.PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3)
@@ -245,7 +245,7 @@ def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
 
 
 def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch):
-    import nanobench.decode_bench as bench
+    import nanobench.decode.bench as bench
 
     steady = {s: [ms] * 5 for s, ms in STEADY_MS.items()}
     monkeypatch.setattr(bench, "sweep", fake_sweep(steady, [[1, 2], [3, 9]]))
@@ -260,7 +260,7 @@ def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch)
 
 
 def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monkeypatch):
-    import nanobench.decode_bench as bench
+    import nanobench.decode.bench as bench
 
     around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
     monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
@@ -351,7 +351,8 @@ def test_the_engines_reference_read_is_the_oracles_math(dtype):
 def test_fused_projection_weights_stay_the_checkpoints_through_load_and_dtype_changes():
     from engine.engine import Engine
     from engine.model import Llama
-    from engine.weights import load_checkpoint, materialize_preset
+    from engine.sources import materialize_preset
+    from engine.weights import load_checkpoint
 
     config, tensors = load_checkpoint(materialize_preset("tiny"))
     name = "model.layers.1.self_attn.k_proj.weight"
@@ -465,8 +466,8 @@ def test_compiled_systems_report_compile_apart_from_their_steps(tmp_path):
 def test_a_field_renamed_in_a_real_workers_payload_fails_the_parent_naming_it(
     tmp_path, monkeypatch
 ):
-    import nanobench.decode_bench as bench
-    from nanobench.rows import RowSchemaError
+    import nanobench.decode.bench as bench
+    from nanobench.harness.rows import RowSchemaError
 
     monkeypatch.setattr(bench, "WORKER", "tests.renaming_decode_worker")
     result = runner.invoke(
@@ -483,7 +484,7 @@ def test_a_field_renamed_in_a_real_workers_payload_fails_the_parent_naming_it(
 
 
 def test_the_figure_draws_a_single_step_row_whose_rounded_rate_sits_above_its_quartile(tmp_path):
-    from nanobench.decode_rows import DecodeRow
+    from nanobench.decode.rows import DecodeRow
     from reports.decode import draw_decode
 
     # One decode step a round: q1 = median = q3 = 0.1235 ms; 1000 / 0.1235 = 8097.1659... tok/s,

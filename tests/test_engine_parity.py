@@ -9,7 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine.engine import Engine
-from engine.weights import materialize_preset, read_config
+from engine.sources import materialize_preset
+from engine.weights import read_config
 from tests.helpers import (
     TINY_GQA,
     TINY_MHA,

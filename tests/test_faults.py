@@ -165,11 +165,11 @@ def test_a_worker_past_its_timeout_becomes_a_timeout_row(tmp_path, spawned):
 
 
 def test_an_exception_inside_a_worker_is_an_error_row_with_its_line(tmp_path):
-    from nanobench.compile_bench import spec_for
-    from nanobench.fresh import run_fresh
+    from nanobench.compile.bench import spec_for
+    from nanobench.harness.fresh import run_fresh
 
     spec = spec_for(model=tmp_path / "gone", steps=2, backend="eager", mode="off")
-    row = run_fresh("nanobench.compile_session", spec, timeout=120)
+    row = run_fresh("nanobench.compile.session", spec, timeout=120)
     assert row["status"].startswith("error: CheckpointError:")
     assert "no such checkpoint directory" in row["status"]
 
@@ -181,7 +181,7 @@ WORKER_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', ''
 
 
 def test_a_timeout_kills_the_worker_and_its_grandchildren(spawned):
-    from nanobench.fresh import run_fresh
+    from nanobench.harness.fresh import run_fresh
 
     row = run_fresh(
         "tests.spawning_worker",
@@ -201,7 +201,7 @@ def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned):
     """SIGINT to the process running run_fresh (as Ctrl-C reaches the CLI), not to the group."""
     driver = (
         "import json, sys\n"
-        "from nanobench.fresh import run_fresh\n"
+        "from nanobench.harness.fresh import run_fresh\n"
         "run_fresh('tests.spawning_worker', {'sleep_s': 600}, timeout=600,\n"
         "          on_progress=lambda e: print(json.dumps(e), flush=True))\n"
     )
@@ -224,8 +224,8 @@ def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned):
 # -- a renamed field in a real worker's payload ------------------------------------------------
 
 RENAMING_WORKER = """
-import nanobench.compile_session as session
-from nanobench.fresh import serve_main
+import nanobench.compile.session as session
+from nanobench.harness.fresh import serve_main
 
 real_ledger = session.CompileSession.ledger
 
@@ -243,13 +243,13 @@ serve_main(session.open_session)
 
 def test_a_field_renamed_in_the_worker_fails_the_parent_naming_it(tmp_path, monkeypatch):
     """The real compile session, one field renamed before it is emitted: the parent refuses."""
-    from engine.weights import materialize_preset
-    from nanobench.compile_bench import spec_for, sweep
-    from nanobench.rows import RowSchemaError
+    from engine.sources import materialize_preset
+    from nanobench.compile.bench import spec_for, sweep
+    from nanobench.harness.rows import RowSchemaError
 
     (tmp_path / "renaming_worker.py").write_text(RENAMING_WORKER)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
-    monkeypatch.setattr("nanobench.compile_bench.WORKER", "renaming_worker")
+    monkeypatch.setattr("nanobench.compile.bench.WORKER", "renaming_worker")
     spec = spec_for(model=materialize_preset("tiny"), steps=2, backend="eager", threads=1)
     with pytest.raises(RowSchemaError, match="unknown field 'frames_built'"):
         sweep(spec, ["off"], timeout=120)

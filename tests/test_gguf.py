@@ -163,3 +163,27 @@ def test_pool_budget_reads_a_gguf_model_from_its_metadata(tiny_gguf, monkeypatch
     doc = json.loads(result.output)
     weights = {r["weights_bytes"] for r in doc["rows"] if "weights_bytes" in r}
     assert weights == {CONFIG.num_params * 4}
+
+
+def test_a_user_gguf_is_converted_once_for_transformers(tiny_gguf, tmp_path, monkeypatch):
+    """decode hands transformers a HF directory: the GGUF's own tensors, under config.json."""
+    import transformers
+
+    from engine.sources import materialize_gguf
+    from engine.weights import load_checkpoint
+    from nanobench.decode.bench import transformers_can_load
+
+    monkeypatch.setenv("NANOBENCH_CACHE", str(tmp_path / "cache"))
+    path, tensors = tiny_gguf
+    directory = materialize_gguf(path)
+    assert directory != path and (directory / "config.json").is_file()
+    assert materialize_gguf(path) == directory  # converted once, then reused
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    assert materialize_gguf(tmp_path / "hf") == tmp_path / "hf"  # a HF directory: as given
+    transformers_can_load(directory)
+    hf = transformers.AutoConfig.from_pretrained(str(directory), local_files_only=True)
+    assert (hf.hidden_size, hf.num_hidden_layers) == (CONFIG.hidden_size, CONFIG.num_layers)
+    _, loaded = load_checkpoint(directory)
+    for name, t in tensors.items():
+        assert torch.equal(loaded[name], t), name

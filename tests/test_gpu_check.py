@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-import nanobench.gpu_check as gpu_check
-from nanobench.gpu_check import NO_CUDA, parse_junit, run_checks
+import nanobench.gpu.check as gpu_check
+from nanobench.gpu.check import NO_CUDA, parse_junit, run_checks
 from reports.gpu_check import GPU_CHECK_COLUMNS, RowLog, render_gpu_check
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def script(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "nanobench.gpu_check", *args],
+        [sys.executable, "-m", "nanobench.gpu.check", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -200,12 +200,12 @@ def make_n(directory: Path, *args: str) -> str:
 
 def test_make_gpu_check_runs_the_system_python_and_installs_nothing():
     out = make_n(REPO, "gpu-check")
-    assert "PYTHONPATH=. python3 -m nanobench.gpu_check --out ${OUT:-nanobench-out}" in out
+    assert "PYTHONPATH=. python3 -m nanobench.gpu.check --out ${OUT:-nanobench-out}" in out
     assert "pip" not in out and "venv" not in out
 
 
 def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "requirements.lock"):
         (tmp_path / name).write_text((REPO / name).read_text())
     cpu, gpu = "torch==2.13.0", "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
     first = make_n(tmp_path, "setup", f"TORCH_SPEC={cpu}")
@@ -214,6 +214,7 @@ def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
     (tmp_path / ".venv/bin").mkdir(parents=True)
     (tmp_path / stamp).touch()
     os.utime(tmp_path / "pyproject.toml", (1, 1))
+    os.utime(tmp_path / "requirements.lock", (1, 1))
     (tmp_path / ".venv/bin/nanobench").touch()
     assert "pip" not in make_n(tmp_path, "setup", f"TORCH_SPEC={cpu}")
     again = make_n(tmp_path, "setup", f"TORCH_SPEC={gpu}")
@@ -225,7 +226,7 @@ def test_setup_reinstalls_torch_when_the_spec_changes(tmp_path):
 @pytest.mark.parametrize("output", ["shared", "per-graph"])
 @pytest.mark.parametrize("kernel", ["reference", "triton"])
 def test_capture_path_on_cuda_holds_its_outputs_and_the_predicted_rectangle(kernel, output):
-    from nanobench.gpu_capture import check_capture_path
+    from nanobench.gpu.capture import check_capture_path
 
     row = check_capture_path(kernel, capture_output=output)
     assert row["ok"], row
@@ -254,7 +255,7 @@ def test_capture_path_on_cuda_holds_its_outputs_and_the_predicted_rectangle(kern
 @pytest.mark.parametrize("kernel", ["reference", "triton"])
 def test_one_graphs_allocator_peak_is_its_traced_peak(kernel):
     from engine.config import preset
-    from nanobench.capture_memory_check import cuda_capture_check
+    from nanobench.gpu.memory_check import cuda_capture_check
 
     found = cuda_capture_check(preset("tiny").config, kernel, "bfloat16", rows=8, width=256)
     assert found["traced_peak_bytes"] > 0
@@ -262,7 +263,7 @@ def test_one_graphs_allocator_peak_is_its_traced_peak(kernel):
 
 
 def test_capture_path_on_cpu_replays_every_step_equal_to_eager():
-    from nanobench.gpu_capture import check_capture_path
+    from nanobench.gpu.capture import check_capture_path
 
     row = check_capture_path("reference", dtype="float32", device="cpu")
     assert row["ok"], row

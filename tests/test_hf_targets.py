@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.targets import inputs_at, make_target, shape_signature
+from nanobench.harness.targets import inputs_at, make_target, shape_signature
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -27,7 +27,7 @@ def test_explain_a_transformers_decode_step(name):
 
 
 def test_a_dynamic_cache_grows_by_one_token_per_step_and_a_static_one_does_not():
-    from engine.weights import materialize_preset
+    from engine.sources import materialize_preset
 
     model = str(materialize_preset("tiny"))
     shapes = {}

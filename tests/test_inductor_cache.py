@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
-from nanobench.compile_bench import cache_env
-from nanobench.inductor_cache import codegen_key, warm_dir
+from nanobench.compile.bench import cache_env
+from nanobench.harness.inductor_cache import codegen_key, warm_dir
 
 
 def test_the_suite_compiles_into_its_own_fresh_inductor_cache():
@@ -23,20 +23,32 @@ def test_the_suite_compiles_into_its_own_fresh_inductor_cache():
 
 
 def test_the_warm_key_changes_with_each_codegen_fact(monkeypatch):
+    # Every fact the key reads is patched on every side of each comparison, so no side is the
+    # host's own (an AVX2 host once made "AVX2" equal to its base key).
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setattr(torch, "__version__", "2.98.0")
+    monkeypatch.setattr("nanobench.harness.inductor_cache.cpu_model", lambda: "A CPU")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     base = codegen_key("cpu")
     assert codegen_key("cpu") == base  # stable: a warm cache is reused
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
-    assert codegen_key("cpu") != base
-    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    isa = codegen_key("cpu")
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    assert codegen_key("cpu") != isa
-    monkeypatch.setattr(torch, "__version__", "2.99.0")
-    assert codegen_key("cpu") not in (base, isa)
-    monkeypatch.setattr("nanobench.inductor_cache.cpu_model", lambda: "Some Other CPU")
-    assert len({codegen_key("cpu"), base, isa}) == 3
+    seen = {base}
+    for fact, value in (
+        ("aten", "default"),
+        ("isa", "AVX512"),
+        ("torch", "2.99.0"),
+        ("cpu", "Some Other CPU"),
+    ):
+        if fact == "aten":
+            monkeypatch.setenv("ATEN_CPU_CAPABILITY", value)
+        elif fact == "isa":
+            monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda v=value: v)
+        elif fact == "torch":
+            monkeypatch.setattr(torch, "__version__", value)
+        else:
+            monkeypatch.setattr("nanobench.harness.inductor_cache.cpu_model", lambda v=value: v)
+        key = codegen_key("cpu")
+        assert key not in seen, f"changing {fact} left the key as it was"
+        seen.add(key)
 
 
 def test_the_cuda_key_names_the_gpu(monkeypatch):

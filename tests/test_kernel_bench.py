@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-import nanobench.kernel_bench as kernel_bench
+import nanobench.gpu.kernel_bench as kernel_bench
 from kernels.reference import paged_attention_batched_reference
-from nanobench.kernel_bench import (
+from nanobench.gpu.kernel_bench import (
     KernelTiming,
     bench_kernels,
     copy_bandwidth_gbps,
@@ -19,7 +19,7 @@ from nanobench.kernel_bench import (
     decode_read_bytes,
     kernel_bandwidth_gate,
 )
-from nanobench.rounds import RoundPlan
+from nanobench.harness.rounds import RoundPlan
 
 SMALL = dict(heads=4, kv_heads=2, head_dim=32)
 # rows=2, context=40, H=4, Hkv=2, D=32, fp32, int64 indices, counted by hand:

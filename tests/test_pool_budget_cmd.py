@@ -16,17 +16,18 @@ import typer
 from typer.testing import CliRunner
 
 from engine.buckets import DecodeBuckets
-from nanobench.capture_memory import decode_memory
 from nanobench.cli import app as cli_app
 from nanobench.cost.capture import shared_pool_bytes
 from nanobench.cost.pool import parse_bytes
-from nanobench.pool_budget import (
+from nanobench.memory.decode_workspace import decode_memory
+from nanobench.pool_budget.budget import (
     budget_row,
     candidate_multiples,
     decode_activation_bytes,
     graph_outputs_bytes,
     smallest_fitting,
 )
+from reports.style import binary_bytes
 from tests.helpers import HEADS32, write_model
 
 BUDGET = {"max_batch": 256, "max_model_len": 8192, "block_size": 16, "dtype": "float32"}
@@ -248,11 +249,70 @@ def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, mo
     assert len({r["capture_pool_bytes"] for r in doc["rows"]}) == 1
 
 
+def llama70b_dir(tmp_path):
+    """A Llama-3-70B-shaped checkpoint directory holding only config.json."""
+    bare = tmp_path / "l70"
+    bare.mkdir()
+    hf = {
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 128256,
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+    }
+    (bare / "config.json").write_text(json.dumps(hf))
+    return bare
+
+
+# Llama-3-70B by hand: embed and head 128256 x 8192 each, per layer q and o 8192^2, k and v
+# 8192 x 1024, the MLP 3 x 8192 x 28672 and two norms, plus the final norm; bf16.
+L70_WEIGHTS_BYTES = 2 * (
+    2 * 128256 * 8192 + 80 * (2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192) + 8192
+)
+# 256 rows x (2 x 8192 bf16 streams + 2 x 28672 bf16 projections + 128256 fp32 logits).
+L70_ACTIVATION_BYTES = 256 * (2 * 8192 * 2 + 2 * 28672 * 2 + 128256 * 4)
+L70_BLOCK_BYTES = 2 * 80 * 8 * 128 * 2 * 16  # K and V, 80 layers, 8 kv heads of 128, bf16, 16
+
+
+def test_a_70b_that_does_not_fit_141gib_is_a_result_not_bad_input(app, tmp_path):
+    args = ["pool-budget", "--model", str(llama70b_dir(tmp_path)), "--dtype", "bfloat16"]
+    args += ["--device-memory", "141GiB", "--out", str(tmp_path / "o")]
+    result = invoke(app, [*args, "--json", "--check"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == ""
+    doc = json.loads(result.stdout)
+    usable = math.floor(141 * 2**30 * 0.9)
+    assert L70_WEIGHTS_BYTES > usable  # the weights alone overrun the cap
+    assert [r["kernel"] for r in doc["rows"]] == ["reference", "triton"]
+    for r in doc["rows"]:
+        assert r["weights_bytes"] == L70_WEIGHTS_BYTES and r["fits"] is False
+        assert r["kv_bytes_per_block"] == L70_BLOCK_BYTES and r["kv_blocks"] == 0
+        held = L70_WEIGHTS_BYTES + r["capture_pool_bytes"] + L70_ACTIVATION_BYTES
+        held += PERSISTENT_BYTES
+        # Short by one 8192-token sequence's blocks plus everything held past the cap.
+        assert r["shortfall_bytes"] == 512 * L70_BLOCK_BYTES + held - usable
+        assert r["smallest_fitting_width_multiple"] is None
+    for g in doc["gates"]:
+        assert not g["passed"]
+        assert "141.0 GiB x 0.9 leaves -" in g["detail"] and " MB" not in g["detail"]
+        assert "weights 131.4 GiB" in g["detail"] and "weights alone exceed" in g["detail"]
+    # Without --check the same answer exits 0, in the table, with the shortfall in GiB.
+    table = invoke(app, [*args, "--kernels", "triton"])
+    assert table.exit_code == 0, table.output
+    short = binary_bytes(doc["rows"][1]["shortfall_bytes"])
+    assert short.endswith(" GiB") and f"short by {short}" in table.stdout
+    assert "no capture list fits 141GiB x 0.9, not even the coarsest" in table.stdout
+    assert "FAIL check_pool_budget[triton]" in table.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--device-memory", "80 gigs"], "--device-memory: byte size: expected a number"),
-        (["--device-memory", "1MiB"], "no reference capture list fits, not even the coarsest"),
         (["--kernels", "flash"], "'--kernels': 'flash': expected some of reference, triton"),
         (["--gpu-memory-utilization", "1.5"], "'--gpu-memory-utilization': Input should be less"),
         (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0.0: expected a share"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.remedies import (
+from nanobench.harness.remedies import (
     Growth,
     ValueGuard,
     quote_dynamic_row,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from nanobench.fresh import LiveWorker, run_fresh
-from nanobench.rounds import (
+from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.rounds import (
     SAMPLE_COLUMNS,
     Comparison,
     RoundPlan,
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 FAKE_WORKER = """
 import os, signal, time
-from nanobench.fresh import serve_main
+from nanobench.harness.fresh import serve_main
 
 
 class Session:

@@ -6,9 +6,9 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from nanobench.cmd_decode import add_samples
-from nanobench.decode_rows import DecodeRow
-from nanobench.samples import PASSAGE, sample_text, text_prompts, tokenizer_for
+from nanobench.decode.command import add_samples
+from nanobench.decode.rows import DecodeRow
+from nanobench.decode.samples import PASSAGE, sample_text, text_prompts, tokenizer_for
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from engine.config import PRESETS
 from engine.engine import Engine
 from engine.gguf import read_gguf_config
-from engine.sources import packaged_gguf
-from engine.weights import materialize_preset
+from engine.sources import materialize_preset, packaged_gguf
 from tests.test_engine_parity import engine_run
 
 NAME = "smollm2-135m"

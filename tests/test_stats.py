@@ -12,10 +12,17 @@ import math
 import numpy as np
 import pytest
 
-from nanobench.common import FAIL, INCONCLUSIVE, PASS, Gate, finish
-from nanobench.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from nanobench.rounds import Comparison, RoundPlan, Window, intervals, run_rounds, time_steps
-from nanobench.stats import (
+from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, finish
+from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
+from nanobench.harness.rounds import (
+    Comparison,
+    RoundPlan,
+    Window,
+    intervals,
+    run_rounds,
+    time_steps,
+)
+from nanobench.harness.stats import (
     MIN_ROUNDS,
     Interval,
     difference_interval,

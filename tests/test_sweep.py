@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import nanobench.launchers as launchers
+import nanobench.sweep.launchers as launchers
 from nanobench.cli import app
-from nanobench.launchers import run_point
-from nanobench.sweep import load_grid, points
+from nanobench.sweep.launchers import run_point
+from nanobench.sweep.points import load_grid, points
 
 BUCKETS_GRID = """
 command = "buckets"
@@ -107,7 +107,7 @@ def test_the_csv_is_tidy_with_axes_status_and_environment(local_sweep):
 
 
 def test_the_heatmap_holds_each_points_waste(local_sweep):
-    from nanobench.sweep import Ledger
+    from nanobench.sweep.points import Ledger
     from reports.sweep import FIGURES, draw_sweep, run_of
 
     grid, out, _ = local_sweep

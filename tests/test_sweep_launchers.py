@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import nanobench.launchers as launchers
+import nanobench.sweep.launchers as launchers
 from nanobench.cli import app
-from nanobench.launchers import PointRun, Task, run_point
-from nanobench.sweep import load_grid, points
+from nanobench.sweep.launchers import PointRun, Task, run_point
+from nanobench.sweep.points import load_grid, points
 
 # Four points; every run here is canned, so the options only have to be valid.
 BUCKETS_GRID = 'command = "buckets"\n[axes]\nwidth_multiple = [64, 512]\nrows = [3, 5]\n'
@@ -36,8 +36,8 @@ def invoke(args: list[str]):
 
 
 def test_a_timed_ray_task_asks_for_a_whole_node():
-    from nanobench.errors import BadInput
-    from nanobench.launchers import parse_resources, whole_node
+    from nanobench.harness.errors import BadInput
+    from nanobench.sweep.launchers import parse_resources, whole_node
 
     two = {"Alive": True, "Resources": {"CPU": 2.0}}
     assert whole_node([two, two, {"Alive": False, "Resources": {"CPU": 64.0}}]) == {"num_cpus": 2.0}

@@ -130,7 +130,7 @@ def test_the_fall_back_ends_with_its_remedies(sweep):
 
 
 def test_trace_writes_raw_traces_and_a_tlparse_index_per_compiled_mode(sweep):
-    from nanobench.traces import tlparse_path
+    from nanobench.compile.traces import tlparse_path
 
     rows, out = sweep
     for mode in ("dynamic", "static"):

@@ -10,8 +10,8 @@ import torch
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.errors import BadInput
-from nanobench.targets import (
+from nanobench.harness.errors import BadInput
+from nanobench.harness.targets import (
     TargetError,
     changing_scalars,
     growing_dims,
@@ -165,7 +165,7 @@ def test_compile_refuses_a_bad_target_before_any_worker(step_file, tmp_path, mon
     def measuring(*args, **kwargs):
         raise AssertionError("a worker started before validation")
 
-    monkeypatch.setattr("nanobench.fresh.run_fresh", measuring)
+    monkeypatch.setattr("nanobench.harness.fresh.run_fresh", measuring)
     out = ["--out", str(tmp_path / "o")]
     for args, needle in (
         (["--target", f"{step_file}:missing"], "missing: steps"),
@@ -267,14 +267,14 @@ GUARDED = {"L['pos']", "L['keys']"}
     ],
 )
 def test_the_prediction_reads_the_python_values_of_the_inputs(seen, mode, expected):
-    from nanobench.target_bench import predict_target
+    from nanobench.harness.target_bench import predict_target
 
     assert predict_target(mode, seen, [], GUARDED, 8) == expected
 
 
 def test_a_guard_that_changes_with_no_input_behind_it_is_one_build_a_step():
-    from nanobench.remedies import ValueGuard
-    from nanobench.target_bench import predict_target
+    from nanobench.harness.remedies import ValueGuard
+    from nanobench.harness.target_bench import predict_target
 
     # A resume function's local (after a .item()): each of 10 steps presents a new value.
     local = ValueGuard("L['___stack0'] == 7", "step.py:3", True)

@@ -9,7 +9,7 @@ import pytest
 
 from engine.engine import Engine, resolve_attention
 from engine.plan import plan_decode
-from engine.weights import materialize_preset
+from engine.sources import materialize_preset
 from tests.helpers import prompts
 from tests.test_engine_parity import assert_matches_transformers, engine_run
 

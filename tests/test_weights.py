@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from engine.config import PRESETS, ConfigError, ModelConfig
+from engine.sources import materialize_preset
 from engine.weights import (
     CheckpointError,
     inspect_checkpoint,
     load_checkpoint,
-    materialize_preset,
     synthesize_weights,
     write_checkpoint,
 )

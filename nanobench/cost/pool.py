@@ -3,10 +3,12 @@
 What it is: bytes per KV token and block, weight bytes, what a device leaves for the KV pool
 after weights, a capture pool and activations, how many blocks that is, and the gates
 (`PoolUnsound`): the budget leaves enough blocks, and the captures share one pool.
-Also `parse_bytes` for `--device-memory 80GiB` style inputs.
+Also `parse_bytes` for `--device-memory 80GiB` style inputs and `kv_shortfall_bytes`, how far
+a budget that does not fit is from fitting.
 What it is not: a memory probe. Device totals come from the caller (or the CLI).
 Invariant: every byte count is an int; decimal units are powers of 1000 and binary units
-(KiB, MiB, GiB) powers of 1024, never mixed.
+(KiB, MiB, GiB) powers of 1024, never mixed; a message prints bytes with the one formatter,
+`reports.style.binary_bytes`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import math
 import re
 from collections.abc import Hashable, Iterable
 from decimal import Decimal, InvalidOperation
+
+from reports.style import binary_bytes
 
 _UNITS = {
     "b": 1,
@@ -122,6 +126,20 @@ def kv_blocks_needed(max_batch: int, max_model_len: int, block_size: int) -> int
     return max_batch * -(-max_model_len // block_size)
 
 
+def kv_shortfall_bytes(free_bytes: int, bytes_per_block: int, min_blocks: int) -> int:
+    """max(0, min_blocks * bytes_per_block - free_bytes): the bytes a budget lacks to fit.
+
+    kv_blocks(free, per_block) >= min_blocks exactly when free >= min_blocks * per_block, so
+    the shortfall is 0 exactly when the budget fits, and freeing that many bytes makes it fit.
+    """
+    if bytes_per_block < 1 or min_blocks < 0:
+        raise ValueError(
+            "bytes_per_block, min_blocks: expected a positive byte count and a non-negative "
+            f"block count, got {bytes_per_block}, {min_blocks}"
+        )
+    return max(0, min_blocks * bytes_per_block - free_bytes)
+
+
 def check_pool_budget(
     device_bytes: int,
     utilization: float,
@@ -137,11 +155,18 @@ def check_pool_budget(
     )
     blocks = kv_blocks(free, bytes_per_block)
     if blocks < min_blocks:
+        short = kv_shortfall_bytes(free, bytes_per_block, min_blocks)
+        # Shrinking the capture list cannot help when the weights alone overrun the cap.
+        if weights_bytes > math.floor(device_bytes * utilization):
+            remedy = "the weights alone exceed the cap: more device memory or fewer weight bytes"
+        else:
+            remedy = "shrink the capture list or its workspace"
         raise PoolUnsound(
-            f"{_mb(device_bytes)} x {utilization:g} leaves {_mb(free)} for the KV pool after "
-            f"weights {_mb(weights_bytes)}, capture pool {_mb(capture_pool_bytes)} and "
-            f"activations {_mb(activation_bytes)}: {blocks} blocks of {bytes_per_block:,} bytes, "
-            f"need {min_blocks}; shrink the capture list or its workspace"
+            f"{binary_bytes(device_bytes)} x {utilization:g} leaves {binary_bytes(free)} for the "
+            f"KV pool after weights {binary_bytes(weights_bytes)}, capture pool "
+            f"{binary_bytes(capture_pool_bytes)} and activations {binary_bytes(activation_bytes)}: "
+            f"{blocks} blocks of {binary_bytes(bytes_per_block)}, need {min_blocks} "
+            f"(short by {binary_bytes(short)}); {remedy}"
         )
     return blocks
 
@@ -156,8 +181,3 @@ def check_pool_shared(pool_ids: Iterable[Hashable]) -> None:
             "pools are a sum over the capture list where a shared one is its max; pass one "
             "pool handle to every recording"
         )
-
-
-def _mb(n_bytes: int) -> str:
-    # Decimal megabytes, as the pool tables print them.
-    return f"{n_bytes / 1e6:,.1f} MB"

@@ -1,0 +1,1 @@
+"""`nanobench buckets`: price a closed shape set and a capture list before capturing anything."""

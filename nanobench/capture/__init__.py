@@ -1,0 +1,1 @@
+"""`nanobench capture`: record once per shape, replay after; the replay timing and the pool table."""

@@ -1,0 +1,225 @@
+"""The capture bench: drive an eager engine and a capturing engine identically, then price pools.
+
+What it is: `run_rows`, which for each run length decodes the same seeded prompts through a
+bucketed eager engine and a bucketed capturing engine (lazily, or after `Engine.capture()` up
+front), teacher-forcing the capturing one with the eager tokens so the logits are compared
+step by step; then times both engines in interleaved rounds (`nanobench.capture.timing`).
+The pool table and what a step holds are `nanobench.capture.pools`.
+What it is not: a unit test of the recorder (tests/test_captured.py) or a timing claim in a
+test: the milliseconds here are what this machine measured, with their spread and interval.
+Invariant: rows are measured, never constants; every run builds a fresh capturing engine so
+its recordings belong to that run alone; logits are copied out of the replay's buffer before
+the next step (check_output_not_held); the counts a row reports (replays, recordings) are those
+of the correctness drive, read before any timed window adds to them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+
+import torch
+
+from engine.captured import check_all_shapes_captured, check_output_not_held
+from engine.config import EngineConfig, ModelConfig
+from engine.engine import Engine
+from nanobench.capture.rows import RunRow
+from nanobench.capture.timing import DEFAULT_PLAN, Clock, time_run, timing_of
+from nanobench.harness.common import gate
+from nanobench.cost.buckets import bucket_run
+from nanobench.cost.capture import capture_reuse_share
+from nanobench.cost.pool import check_pool_shared
+from nanobench.harness.dynamo_explain import seeded_prompts
+from nanobench.harness.rounds import RoundPlan, Window
+
+# Replayed logits are the same kernels on the same shapes (both engines are bucketed): on CPU
+# (eager recorder) they are bit-identical. On a device the two engines may pick different GEMM
+# algorithms, so the tolerance is relative to the logits' scale and follows the dtype's eps.
+CUDA_RTOL = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 4e-3}
+
+
+def replay_tolerance(device: str, dtype: str, scale: float) -> float:
+    """0 on CPU (same kernel, same shape); CUDA_RTOL[dtype] x the largest |logit| on a GPU."""
+    return 0.0 if device == "cpu" else CUDA_RTOL[dtype] * scale
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def copy_out(logits: torch.Tensor) -> torch.Tensor:
+    """What the bench keeps of a step: a copy, because the next replay writes through `logits`."""
+    return logits.clone()
+
+
+def drive(engine: Engine, batch: list[list[int]], steps: int, forced=None):
+    """Prefill, then `steps` decode steps; returns (tokens fed, logits copies, decode ms).
+
+    With `forced`, step i feeds forced[i] instead of this engine's own greedy tokens.
+    """
+    device = engine.config.device
+    tokens = engine.prefill(batch).argmax(-1).tolist()
+    fed, held, elapsed = [], [], 0.0
+    for i in range(steps):
+        if forced is not None:
+            tokens = forced[i]
+        fed.append(tokens)
+        _sync(device)
+        start = time.perf_counter()
+        logits = engine.decode_step(tokens)  # (B, V) a view on the replay's buffer when captured
+        nxt = logits.argmax(-1).tolist()
+        elapsed += time.perf_counter() - start
+        held.append(copy_out(logits))
+        tokens = nxt
+    engine.release_all()
+    return fed, held, elapsed * 1e3
+
+
+def run_config(
+    rows: int,
+    prompt_len: int,
+    steps: list[int],
+    width_multiple: int,
+    kernel: str,
+    device: str,
+    dtype: str,
+    capture: bool,
+) -> EngineConfig:
+    """One server config for every run length: max_model_len = prompt_len + max(steps)."""
+    return EngineConfig(
+        max_batch_size=rows,
+        max_model_len=prompt_len + max(steps),
+        dtype=dtype,
+        device=device,
+        attention=kernel,
+        bucket_decode=True,
+        width_multiple=width_multiple,
+        persist_inputs=True,
+        capture_decode=capture,
+    )
+
+
+def run_rows(
+    model: ModelConfig,
+    tensors: dict | None,
+    *,
+    rows: int,
+    prompt_len: int,
+    steps: list[int],
+    width_multiple: int,
+    up_front: bool,
+    kernel: str = "reference",
+    device: str = "cpu",
+    dtype: str = "float32",
+    recorder: Callable | None = None,
+    status: Callable[[str], None] = lambda _m: None,
+    plan: RoundPlan = DEFAULT_PLAN,
+    clock_for: Callable[[str], Clock] = lambda system: time.perf_counter,
+    on_window: Callable[[int, Window], None] = lambda steps, w: None,
+) -> tuple[list[RunRow], list[dict]]:
+    """Table 1 rows and per-shape up-front capture records.
+
+    After each run length's correctness drive, both engines are timed in rounds under `plan`;
+    its budget_s is shared by the run lengths (each gets an equal part). `on_window(steps, w)`
+    sees every timed window; `clock_for(system)` is the clock its steps are timed by.
+    """
+    per_run = replace(plan, budget_s=plan.budget_s / len(steps))
+    eager_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, False)
+    capture_cfg = run_config(rows, prompt_len, steps, width_multiple, kernel, device, dtype, True)
+    eager = Engine.build(model, tensors, eager_cfg)
+    batch = seeded_prompts(rows, prompt_len, model.vocab_size)
+    # Untimed warm-up: the first steps of a process pay lazy initialisation on every backend.
+    drive(eager, batch, min(4, max(steps)))
+    out, shapes = [], []
+    for n in steps:
+        status(f"capture bench: {n} steps eager")
+        fed, eager_logits, _ = drive(eager, batch, n)
+        engine = Engine.build(model, tensors, capture_cfg, recorder=recorder)
+        graphs = engine.decode_graphs
+        capture_s = None
+        stats = None
+        if up_front:
+            status(f"capture bench: recording {engine.buckets.count} shapes up front")
+            stats = engine.capture()
+            capture_s = stats.total_s
+            shapes += [
+                {
+                    "steps": n,
+                    "rows": s.shape[0],
+                    "width": s.shape[1],
+                    "record_s": s.record_s,
+                    "pool_growth_bytes": s.pool_growth_bytes,
+                    "peak_bytes": s.peak_bytes,
+                }
+                for s in stats.shapes
+            ]
+        status(f"capture bench: {n} steps captured ({'up front' if up_front else 'lazy'})")
+        _, replay_logits, _ = drive(engine, batch, n, forced=fed)
+        diff = max(
+            float((a - b).abs().max()) for a, b in zip(eager_logits, replay_logits, strict=True)
+        )
+        scale = max(float(a.abs().max()) for a in eager_logits)
+        run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
+        predicted = bucket_run(rows, prompt_len, n, engine.buckets)
+        mid_run = graphs.recorded_mid_run
+        counts = dict(
+            steps=n,
+            captures_open=predicted.open_count,
+            captures_closed=graphs.distinct,
+            predicted_closed=predicted.bucketed_count,
+            recorded_mid_run=mid_run,
+            replays=graphs.replays,
+            reuse=capture_reuse_share(mid_run, n),
+            max_abs_diff=diff,
+            replay_tolerance=replay_tolerance(device, dtype, scale),
+            mode="up-front" if up_front else "lazy",
+            captured_up_front=stats.count if stats else 0,
+            capture_s=capture_s,
+            capture_pool_bytes=stats.pool_growth_bytes if stats else None,
+            kernel=engine.attention,
+            device=device,
+            rows=rows,
+            prompt_len=prompt_len,
+            width_multiple=width_multiple,
+            max_model_len=capture_cfg.max_model_len,
+            pool_shared=check_detail(check_pool_shared, graphs.pools),
+            output_not_held=check_detail(check_output_not_held, replay_logits, graphs.outputs),
+            all_shapes_captured=(
+                check_detail(check_all_shapes_captured, engine.buckets.shapes, graphs.graphs)
+                if up_front
+                else None
+            ),
+            threads=torch.get_num_threads(),  # read where both engines run, not the option
+        )
+        status(f"capture bench: {n} steps, eager against replayed in rounds")
+        windows = time_run(
+            eager,
+            engine,
+            batch,
+            fed,
+            per_run,
+            clock_for=clock_for,
+            on_window=lambda w, n=n: on_window(n, w),
+        )
+        timing = timing_of(windows)
+        failed = next((w.status for w in windows if w.status != "ok"), None)
+        row = RunRow(**counts, **asdict(timing), status=run_status or failed or "ok")
+        out.append(row)
+        del engine, graphs
+    return out, shapes
+
+
+def check_detail(check, *args) -> str:
+    """ "ok" when `check(*args)` holds, else the first line of the promise it found broken."""
+    return gate(check.__name__, check, *args).detail
+
+
+def finite_status(logits: list[torch.Tensor], system: str) -> str | None:
+    """`error: non-finite logits at step N (system)` for the first decode step (1-based) whose
+    logits held NaN or Inf: NaN logits compare equal to nothing, yet argmax still agrees."""
+    for step, held in enumerate(logits, start=1):
+        if not bool(torch.isfinite(held).all()):
+            return f"error: non-finite logits at step {step} ({system})"
+    return None

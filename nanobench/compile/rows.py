@@ -1,0 +1,219 @@
+"""The compile sweep's row: one mode's first pass, its rounds and what is derived from them.
+
+What it is: `CompileRow` (the CSV's columns, in order: PyTorch's dynamo harness columns where
+they mean the same thing, then nanobench's), `from_worker(payload)` (a worker's JSON back into
+a row, loudly), and `derive(rows, horizon, windows)` (step-time spread; speedup, saving and
+breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell).
+What it is not: a measurement. The worker (`compile_session`) measures; this only names and
+combines what it reported.
+Invariant: a worker's `ok` payload carries every first-pass field under its own name; a
+renamed or dropped field fails here, naming it, never as a column that reads as None or 0.
+A ratio is paired by round, never across rounds; a failed row (or a sweep whose off failed)
+derives nothing: speedup, saving, breakeven and worth compiling stay empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from nanobench.cost.compile import breakeven_steps
+from nanobench.harness.rounds import Window
+from nanobench.harness.rows import RowSchemaError, rebuild
+
+CANT_TELL = "can't tell at this noise"
+
+
+@dataclass(frozen=True)
+class CompileRow:
+    """One mode of the sweep. Measured fields are None only in a failed row (status not ok)."""
+
+    # PyTorch's benchmarks/dynamo harness columns, same meaning
+    speedup: float | None = None
+    abs_latency: float | None = None  # ms: step_ms under the harness's name
+    compilation_latency: float | None = None  # s: compile_s under the harness's name
+    calls_captured: int | None = None
+    unique_graphs: int | None = None
+    graph_breaks: int | None = None
+    fallbacks_to_eager: int | None = None
+    # nanobench's
+    mode: str = ""
+    status: str = "ok"
+    shapes: int | None = None
+    predicted_shapes: int | None = None
+    builds: int | None = None  # counters["frames"]["ok"]
+    reuse: float | None = None
+    fell_back: bool | None = None
+    predicted_fall_back: bool | None = None
+    guard_kind: str | None = None
+    predicted_guard_kind: str | None = None
+    recompile_reasons: list[str] | None = None
+    recompile_limit: int | None = None
+    compile_s: float | None = None  # get_compilation_metrics(): entire_frame_compile_time_s
+    inductor_s: float | None = None
+    build_steps_s: float | None = None
+    step_ms: float | None = None  # median of the steady steps of every round's window
+    step_ms_q1: float | None = None
+    step_ms_q3: float | None = None
+    step_ms_iqr: float | None = None
+    step_ms_cv: float | None = None  # std / mean of the same samples
+    steady_steps: int | None = None
+    rounds: int | None = None  # timed windows this mode ran (interleaved with the other modes)
+    step_kind: str | None = None  # eager | compiled | eager-after-fall-back
+    guard_sets_checked: int | None = None  # after a fall-back: guard sets checked per call
+    speedup_low: float | None = None  # 95% bootstrap interval over rounds, paired by round
+    speedup_high: float | None = None
+    saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
+    saving_per_step_ms_low: float | None = None
+    saving_per_step_ms_high: float | None = None
+    saving_needed_ms: float | None = None  # compile_s / horizon: what a step must save
+    breakeven_steps: float | None = None
+    breakeven_steps_low: float | None = None
+    breakeven_steps_high: float | None = None
+    worth_compiling: str | None = None  # yes | no | can't tell at this noise
+    worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
+    builds_in_windows: int | None = None  # frames built during the timed windows
+    cache: str | None = None
+    fxgraph_cache_hit: int | None = None
+    fxgraph_cache_miss: int | None = None
+    backend: str | None = None
+    bucketed: bool | None = None
+    torch_version: str | None = None
+    device: str | None = None
+    threads: int | None = None
+    builds_per_step: list[int] | None = None
+    step_ms_all: list[float] | None = None
+    # --target, reduce-overhead, remedies and --trace
+    target: str = ""
+    cudagraph_skips: int | None = None
+    cudagraph_rerecords: int | None = None
+    remedies: list[str] | None = None
+    trace_index: str | None = None
+    trace_dir: str | None = None
+    expected_value_guards: list[str] | None = None
+    growing: list[str] | None = None  # a target's step inputs: which dims grew, from..to
+    worker_s: float | None = None
+
+
+# What every worker's ok first pass reports (the engine's session and a target's alike).
+FIRST_PASS = (
+    "mode", "status", "shapes", "predicted_shapes", "builds", "unique_graphs", "calls_captured",
+    "graph_breaks", "fallbacks_to_eager", "reuse", "fell_back", "predicted_fall_back",
+    "guard_kind", "predicted_guard_kind", "expected_value_guards", "recompile_reasons",
+    "recompile_limit", "compile_s", "inductor_s", "fxgraph_cache_hit", "fxgraph_cache_miss",
+    "cudagraph_skips", "cudagraph_rerecords", "torch_version", "threads", "build_steps_s",
+    "step_ms_all", "builds_per_step", "step_ms", "steady_steps",
+)  # fmt: skip
+
+
+def from_worker(payload: Mapping[str, Any], mode: str) -> CompileRow:
+    """A worker's row: unknown keys fail; an ok row lacking a first-pass field fails too."""
+    row = rebuild(CompileRow, {"mode": mode, **payload})
+    if row.status == "ok":
+        missing = [k for k in FIRST_PASS if k not in payload]
+        if missing:
+            raise RowSchemaError(f"CompileRow: payload lacks field {missing[0]!r}")
+    return row
+
+
+def derive(
+    rows: list[CompileRow], horizon: int, windows: list[Window] | tuple = ()
+) -> list[CompileRow]:
+    """Step-time spread, and speedup, saving and breakeven against `off` with their intervals.
+
+    With windows (interleaved rounds) every timing is the rounds' steady samples and every
+    comparison is paired by round; without (a one-shot run) the first pass's median stands
+    alone and nothing has an interval, so `worth_compiling` cannot say yes or no.
+    """
+    from nanobench.harness.rounds import paired_medians
+    from nanobench.harness.stats import spread
+
+    timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
+    spread_rows = []
+    for r in rows:
+        found = spread([m for w in timed if w.system == r.mode for m in w.steady_ms()])
+        times = {}
+        if found is not None:
+            times = dict(
+                step_ms=round(found.median_ms, 4),
+                step_ms_q1=round(found.q1_ms, 4),
+                step_ms_q3=round(found.q3_ms, 4),
+                step_ms_iqr=round(found.iqr_ms, 4),
+                step_ms_cv=round(found.cv, 4),
+                steady_steps=found.n,
+            )
+        r = replace(
+            r,
+            **times,
+            rounds=len({w.round for w in timed if w.system == r.mode}),
+            step_kind="eager"
+            if r.mode == "off"
+            else ("eager-after-fall-back" if r.fell_back else "compiled"),
+            # Past the limit dynamo still walks every cached entry's guards before running eagerly.
+            guard_sets_checked=r.builds if r.fell_back else None,
+            **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling")},
+        )
+        spread_rows.append(replace(r, abs_latency=r.step_ms, compilation_latency=r.compile_s))
+    # A failed row (its own or off's) is compared with nothing: no speedup, saving, breakeven
+    # or verdict is derived from a sweep that did not finish.
+    off = next((r for r in spread_rows if r.mode == "off" and r.step_ms and r.status == "ok"), None)
+    out = []
+    for r in spread_rows:
+        if off is None or not r.step_ms or r.status != "ok":
+            out.append(r)
+            continue
+        off_ms, mode_ms = paired_medians(timed, "off", r.mode)
+        pair = ([off.step_ms], [r.step_ms]) if r is off or not off_ms else (off_ms, mode_ms)
+        out.append(compared(r, *pair, horizon))
+    return out
+
+
+def compared(row: CompileRow, off_ms: list, mode_ms: list, horizon: int) -> CompileRow:
+    """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
+    from nanobench.harness.common import FAIL, PASS
+    from nanobench.harness.stats import (
+        difference_interval,
+        ratio_interval,
+        rounds_to_decide,
+        verdict_at_least,
+    )
+
+    speedup = ratio_interval(off_ms, mode_ms)
+    saving = difference_interval(off_ms, mode_ms)
+    row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
+    if row.mode == "off":
+        return row
+    compile_s = row.compile_s or 0.0  # an ok row's compile_s is 0.0 when nothing compiled
+    # Worth it when horizon * saving > compile_s: the saving must beat compile_s / horizon.
+    needed_ms = compile_s * 1e3 / horizon
+    verdict = verdict_at_least(saving, needed_ms)
+    return replace(
+        row,
+        # breakeven falls as the saving grows: its low end comes from the saving's high end.
+        breakeven_steps=steps_or_none(breakeven_steps(compile_s, saving.estimate / 1e3)),
+        breakeven_steps_low=steps_or_none(breakeven_steps(compile_s, saving.high / 1e3)),
+        breakeven_steps_high=steps_or_none(breakeven_steps(compile_s, saving.low / 1e3)),
+        worth_compiling={PASS: "yes", FAIL: "no"}.get(verdict, CANT_TELL),
+        worth_rounds_to_decide=rounds_to_decide(saving, needed_ms),
+        saving_needed_ms=round(needed_ms, 6),
+    )
+
+
+INTERVAL_FIELDS = tuple(
+    f.name
+    for f in fields(CompileRow)
+    if f.name.startswith(("speedup", "saving_per_step_ms", "breakeven_steps"))
+) + ("worth_rounds_to_decide", "saving_needed_ms")
+
+
+def ends(name: str, interval) -> dict[str, float | None]:
+    """name, name_low, name_high from an Interval; NaN ends (no interval) become None."""
+    values = (interval.estimate, interval.low, interval.high)
+    keys = (name, f"{name}_low", f"{name}_high")
+    return {k: None if v != v else round(v, 4) for k, v in zip(keys, values)}
+
+
+def steps_or_none(steps: float) -> float | None:
+    """Breakeven steps rounded; None for never (inf) or no interval (NaN)."""
+    return None if steps != steps or steps == float("inf") else round(steps, 1)

@@ -1,0 +1,1 @@
+"""`nanobench decode`: the engine against transformers on the same checkpoint, interleaved."""

@@ -1,0 +1,331 @@
+"""One decode system in its own worker: built and warmed up once, then timed a generation a round.
+
+What it is: `TokenClock` (wall and CPU time at every token on the host, and the frames dynamo
+built by then), the systems (`engine_system`: the engine eager, compiled or captured;
+`hf_system`: transformers' `generate`, default cache or static cache + compiled forward) and
+`DecodeSession`, the session this module serves (`python -m nanobench.decode.session`, the probe's
+too): set-up builds the system and runs one untimed warm-up generation (where compiling happens);
+each request is one timed greedy generation, a window of `steps - 1` decode steps; `finish`
+reports tokens, determinism and what was built while timed.
+What it is not: the sweep, the floor or the gates (`nanobench.decode.bench`).
+Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps
+on the same thread count. The first token (the prefill) is timed on its own and never enters a
+decode step's time. Dynamo's state is this process's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed
+from nanobench.decode.rows import RunSpec
+from nanobench.harness.fresh import serve_main
+from nanobench.harness.rounds import Window
+from nanobench.harness.rows import rebuild
+
+# -- timing -----------------------------------------------------------------------------------
+
+
+class TokenClock:
+    """Wall and thread-CPU time at the start of a generation and at every token on the host.
+
+    For transformers it is the streamer `generate` calls: once with the prompt, then once per
+    generated token after it has been picked and copied to the host.
+    """
+
+    def __init__(self, frames: Callable[[], int] = lambda: 0) -> None:
+        self.start = self.start_cpu = 0.0
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        # dynamo's frames built so far, read at every token: what each step built
+        self.frames = frames
+        self.built: list[int] = []
+        self.puts = 0
+
+    def begin(self) -> None:
+        self.start, self.start_cpu = time.perf_counter(), time.thread_time()
+
+    def token(self) -> None:
+        self.wall.append(time.perf_counter())
+        self.cpu.append(time.thread_time())
+        self.built.append(self.frames())
+
+    # the transformers streamer protocol
+    def put(self, value) -> None:
+        self.puts += 1
+        if self.puts > 1:  # the first put is the prompt
+            self.token()
+
+    def end(self) -> None:
+        pass
+
+    def summary(self) -> dict:
+        """prefill ms (start to first token) and the decode phase (every later token)."""
+        if len(self.wall) < 2:
+            raise DecodeGateFailed(f"{len(self.wall)} tokens timed: a decode phase needs two")
+        steps = [(b - a) * 1e3 for a, b in zip(self.wall, self.wall[1:])]
+        n = len(steps)
+        return {
+            "prefill_ms": (self.wall[0] - self.start) * 1e3,
+            "step_ms": steps,
+            "built": [b - a for a, b in zip(self.built, self.built[1:])],
+            "median_ms": statistics.median(steps),
+            "mean_ms": (self.wall[-1] - self.wall[0]) * 1e3 / n,
+            "cpu_ms": (self.cpu[-1] - self.cpu[0]) * 1e3 / n,
+        }
+
+
+# -- systems ----------------------------------------------------------------------------------
+
+
+def quiet_libraries() -> None:
+    """Dynamo's recompile warnings and transformers' notices are not this command's output."""
+    for name in ("torch._dynamo", "torch._inductor", "torch.fx", "transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
+    """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
+    from nanobench.harness.dynamo_explain import seeded_prompts
+    from nanobench.decode.samples import text_prompts, tokenizer_for
+
+    tokenizer = tokenizer_for(spec.model)
+    if tokenizer is not None:
+        return text_prompts(tokenizer, spec.rows, spec.prompt_len)
+    return seeded_prompts(spec.rows, spec.prompt_len, vocab, spec.seed)
+
+
+def compiler_for(backend: str) -> Callable:
+    def compile_with(fn, mode):
+        import torch
+
+        return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend)
+
+    return compile_with
+
+
+def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
+    """A generation function over the engine in the system's mode, and the facts of its build."""
+    from engine.engine import Engine
+    from nanobench.harness.finite import FiniteWatch
+
+    system = spec.system
+    options: dict = {}
+    if system == "engine-compiled":
+        options = dict(compile_decode="dynamic")
+        # Inductor is the engine's own compiler: measure exactly what the engine runs.
+        if spec.backend != "inductor":
+            options["compiler"] = compiler_for(spec.backend)
+    elif system == "engine-captured":
+        options = dict(capture_decode=True, bucket_decode=True, width_multiple=spec.width_multiple)
+        if spec.device == "cpu":
+            from engine.recorders import eager_recorder
+
+            # No device to record on: capture semantics (fixed buffers, no-argument replays).
+            options["recorder"] = eager_recorder
+    engine = Engine.from_checkpoint(
+        spec.model,
+        max_batch_size=spec.rows,
+        max_model_len=spec.max_model_len,
+        dtype=spec.dtype,
+        device=spec.device,
+        **options,
+    )
+    prompts = prompts_for(spec, engine.model_config.vocab_size)
+    info: dict = {"attention": engine.attention, "linear_layout": engine.linear_layout}
+    if system == "engine-captured":
+        recorder = options.get("recorder")
+        info["recorder"] = recorder.__name__ if recorder is not None else "default_recorder"
+        # Up front, before any request, as a server would: every later step is a replay.
+        stats = engine.capture()
+        info["capture_s"] = round(stats.total_s, 4)
+        info["captured_shapes"] = stats.count
+
+    def generate(clock: TokenClock) -> list:
+        watch = FiniteWatch()
+        clock.begin()
+        logits = engine.prefill(prompts)  # (B, V)
+        tokens = logits.argmax(-1).tolist()
+        clock.token()
+        watch.see(logits)
+        out = [[t] for t in tokens]
+        for _ in range(spec.steps - 1):
+            # argmax + tolist is the greedy sampler and puts the tokens on the host, as
+            # transformers' streamer does: both clocks stop at the same point of a step.
+            logits = engine.decode_step(tokens)  # (B, V)
+            tokens = logits.argmax(-1).tolist()
+            clock.token()
+            # One on-device flag per step, as transformers' side pays in its logits processor.
+            watch.see(logits)
+            for row, t in zip(out, tokens):
+                row.append(t)
+        engine.release_all()
+        watch.check()
+        return out
+
+    def finish(row: dict) -> None:
+        if engine.decode_graphs is not None:
+            row["recorded_mid_run"] = engine.decode_graphs.recorded_mid_run
+
+    info["finish"] = finish
+    return generate, info
+
+
+def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
+    """transformers' `generate` over the same directory: default cache, or static + compiled."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, LogitsProcessorList
+
+    from engine.weights import DTYPES
+    from nanobench.harness.finite import FiniteWatch
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+
+    model = (
+        AutoModelForCausalLM.from_pretrained(
+            spec.model, dtype=DTYPES[spec.dtype], attn_implementation=spec.hf_attn
+        )
+        .to(spec.device)
+        .eval()
+    )
+    gen = model.generation_config
+    # Exactly `steps` greedy tokens per row, as the engine makes: no stop token, no sampling
+    # defaults a downloaded checkpoint's generation_config.json may carry.
+    gen.eos_token_id = None
+    gen.pad_token_id = 0
+    gen.do_sample = False
+    gen.temperature = gen.top_p = gen.top_k = None
+    info = {"attention": model.config._attn_implementation, "hf_version": transformers.__version__}
+    if spec.system == "hf-static-compiled":
+        gen.cache_implementation = "static"
+        # mode="reduce-overhead" means CUDA graphs; on CPU the default mode is the fair one.
+        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec.backend)
+    vocab = model.config.vocab_size
+    ids = torch.tensor(prompts_for(spec, vocab), device=spec.device)  # (B, P)
+    mask = torch.ones_like(ids)
+
+    def watch_scores(_input_ids, scores):  # a LogitsProcessor: sees every step's logits
+        watch.see(scores)
+        return scores
+
+    watch = FiniteWatch()
+
+    def generate(clock: TokenClock) -> list:
+        clock.begin()
+        out = model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=spec.steps,
+            streamer=clock,
+            logits_processor=LogitsProcessorList([watch_scores]),
+        )
+        watch.check()
+        tokens = out[:, ids.shape[1] :].tolist()
+        if any(len(t) != spec.steps for t in tokens):
+            raise DecodeGateFailed(
+                f"transformers made {len(tokens[0])} tokens per row, expected {spec.steps}"
+            )
+        return tokens
+
+    return generate, info
+
+
+class DecodeSession:
+    def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
+        import torch
+        import torch._dynamo
+        from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
+
+        quiet_libraries()
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        torch._dynamo.reset()
+        counters.clear()
+        clear_compilation_metrics()
+        self.spec = spec
+        system = spec.system
+        build = engine_system if system in ENGINE_SYSTEMS else hf_system
+        started = time.perf_counter()
+        self.generate, info = build(spec)
+        build_s = time.perf_counter() - started
+        self.on_finish = info.pop("finish", None)
+        progress({"phase": "warm-up", "i": 0, "of": 1})
+        started = time.perf_counter()
+        self.tokens = self.generate(TokenClock())
+        warmup_s = time.perf_counter() - started
+        compiled = [m for m in get_compilation_metrics() if m.fail_type is None]
+        self.frames = lambda: counters["frames"]["ok"]
+        self.frames_before = self.frames()
+        self.deterministic = True
+        self.clocks: list[dict] = []
+        self.ready = {
+            "system": system,
+            "status": "ok",
+            "compile_s": (
+                round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4)
+                if system in ("engine-compiled", "hf-static-compiled")
+                else None
+            ),
+            "frames_compiled": len(compiled),
+            "build_s": round(build_s, 4),
+            "warmup_s": round(warmup_s, 4),
+            "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(),
+            **info,
+        }
+
+    def serve(self, request: dict) -> dict:
+        """One timed generation: its decode steps are the window (all steady: warmed up)."""
+        clock = TokenClock(self.frames)
+        tokens = self.generate(clock)
+        self.deterministic &= tokens == self.tokens
+        summary = clock.summary()
+        self.clocks.append(summary)
+        ms = summary["step_ms"]
+        window = Window(
+            self.spec.system,
+            int(request["round"]),
+            "ok",
+            tuple(ms),
+            tuple(summary["built"]),
+            (True,) * len(ms),
+        )
+        return asdict(window)
+
+    def finish(self) -> dict:
+        import resource
+
+        rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB
+        row = {
+            **self.ready,
+            "builds_measured": self.frames() - self.frames_before,
+            "deterministic": self.deterministic,
+            "tokens": self.tokens,
+            "peak_rss_mb": round(rss_kib / 1024, 1),
+            "peak_rss_bytes": rss_kib * 1024,
+        }
+        if self.clocks:
+            row["prefill_ms"] = round(statistics.median(c["prefill_ms"] for c in self.clocks), 4)
+            row["mean_ms_per_step"] = round(statistics.median(c["mean_ms"] for c in self.clocks), 4)
+            row["cpu_ms_per_step"] = round(statistics.median(c["cpu_ms"] for c in self.clocks), 4)
+        if self.on_finish is not None:
+            self.on_finish(row)
+        return row
+
+
+def open_session(payload: dict, progress: Callable[[dict], None] = lambda e: None):
+    """The probe's session or a system's, by the spec's `system`; the payload is a RunSpec's."""
+    from nanobench.decode.roofline import PROBE, ProbeSession
+
+    spec = rebuild(RunSpec, payload)
+    return (ProbeSession if spec.system == PROBE else DecodeSession)(spec, progress)
+
+
+if __name__ == "__main__":
+    serve_main(open_session)

@@ -1,0 +1,1 @@
+"""`nanobench explain`: graphs, breaks, ops and break reasons of one decode forward."""

@@ -1,0 +1,1 @@
+"""What every command shares: fresh processes and live workers, rounds, statistics and verdicts, typed rows, errors, console, env record, Inductor cache, finite checks, the option vocabulary, targets."""

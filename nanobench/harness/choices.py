@@ -1,0 +1,18 @@
+"""The names an option may take, for the commands and the code that runs them.
+
+What it is: the fixed choices of the command line (compile modes and backends, decode systems,
+devices, caches, launchers): plain tuples of strings, so the CLI can declare its options from
+them without importing torch or any command. The engine's own vocabularies (dtypes, kernels,
+paths) stay in `engine.config`, which is just as light.
+What it is not: the options themselves (`options`) or what a mode does (each command's package).
+Invariant: imports nothing; each name is defined here once.
+"""
+
+MODES = ("off", "dynamic", "static")
+REDUCE_OVERHEAD = "reduce-overhead"
+BACKENDS = ("inductor", "aot_eager", "eager")
+SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
+DEVICES = ("cpu", "cuda")
+CACHES = ("cold", "warm")
+HF_ATTENTION = ("sdpa", "eager")
+LAUNCHERS = ("local", "ray")

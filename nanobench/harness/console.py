@@ -1,0 +1,117 @@
+"""Terminal plumbing for commands: error mapping, progress on stderr, the stdout console.
+
+What it is: `run_command()`, a context manager every command body runs in. It turns a user
+mistake into one line on stderr and exit 2, and yields a `status(msg)` callable that shows
+progress on stderr only when both streams are terminals and `--quiet` is not set.
+`OneLineErrors`, the app's command group, does the same for what click rejects while parsing
+(`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
+What it is not: output formatting (that is `reports/`).
+Invariant: no traceback ever reaches the user for a mistake of theirs.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
+
+
+def stdout_console() -> Console:
+    # Piped output keeps whole rows: a table wrapped at 80 columns is unreadable in a log.
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    from engine.config import ConfigError
+    from engine.engine import EngineLimitError
+    from engine.weights import CheckpointError
+
+    return (BadInput, ConfigError, CheckpointError, EngineLimitError)
+
+
+def say_error(message: str) -> None:
+    line = " ".join(str(message).split())
+    sys.stderr.write(f"nanobench: error: {line}\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def run_command(quiet: bool = False):
+    live = not quiet and sys.stderr.isatty() and sys.stdout.isatty()
+    console = stderr_console()
+    status_box = console.status("") if live else None
+
+    def status(message: str) -> None:
+        if status_box is not None:
+            status_box.update(message)
+
+    try:
+        if status_box is not None:
+            status_box.start()
+        yield status
+    except typer.Exit:
+        raise
+    except user_error_types() as e:
+        if status_box is not None:
+            status_box.stop()
+        say_error(str(e))
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    finally:
+        if status_box is not None:
+            status_box.stop()
+
+
+class OneLineErrors(TyperGroup):
+    """Typer's group, with click's parse errors reported as one line on stderr and exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(
+                args=args,
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except typer.TyperException as e:
+            if not standalone_mode:
+                raise
+            report_parse_error(e)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            sys.stderr.write("nanobench: aborted\n")
+            sys.exit(1)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def report_parse_error(e: typer.TyperException) -> None:
+    ctx = getattr(e, "ctx", None)
+    # Bare `nanobench` raises an error whose message is the help: that is shown whole.
+    if type(e).__name__ == "NoArgsIsHelpError":
+        typer.echo(e.format_message(), err=True)
+        return
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    say_error(f"{where}{e.format_message().rstrip('.')}{hint}")
+
+
+def interrupted(finished: int, windows: int, missing: list[str], *paths) -> typer.Exit:
+    """Ctrl-C in a rounds sweep: say what is on disk and what did not run; exit 130."""
+    say_error(
+        f"interrupted: {finished} rows and {windows} windows are in "
+        f"{' and '.join(str(p) for p in paths)}; not run: {', '.join(missing) or 'none'}"
+    )
+    return typer.Exit(130)

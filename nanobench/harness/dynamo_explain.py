@@ -1,0 +1,175 @@
+"""Explain one decode forward: graphs, breaks, ops, guards and where each break comes from.
+
+What it is: `explain_forward`, which builds the engine at a given depth and dtype (same shapes,
+seeded random weights: explain needs shapes, not values), prepares one step, and runs
+`torch._dynamo.explain` over the planned or unplanned decode forward, or over the prefill.
+`ExplainRow` is its result (and a `--target`'s, `target_bench.explain_target`).
+What it is not: a compile. explain's backend never runs Inductor, and it sees one call, so it
+cannot show a recompile; it shows the guards that will cause one (`value_guards`).
+Invariant: dynamo's own numbers are reported as dynamo gives them; where its
+`graph_break_count` (graphs - 1) and the counted break reasons disagree, the row says so.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from engine.attention import UnplannedDecode
+from engine.config import EngineConfig, ModelConfig
+from engine.engine import Engine
+from engine.plan import plan_decode
+
+
+@dataclass(frozen=True)
+class ExplainRow:
+    """One explained forward: dynamo's counts, the counted break reasons, value guards."""
+
+    layers: int | None  # None for a --target (its depth is its own)
+    path: str  # planned | unplanned | prefill | "target step K"
+    attention: str  # the kernel the engine resolved ("" for a target)
+    graphs: int
+    graph_breaks: int
+    counted_breaks: int
+    breaks_agree: bool
+    ops: int
+    guards: int
+    value_guards: int
+    value_guard_text: list[str]
+    break_reasons: list[dict]
+    target: str = ""
+    remedies: list[str] | None = None  # added by the command (engine) or explain_target
+    # Floating dtypes of the explained graphs' inputs (weights included), read off dynamo's graphs.
+    graph_dtypes: list[str] | None = None
+    dtype: str = ""  # the dtype the forward was built in (added by the command)
+    threads: int | None = None  # torch.get_num_threads() where it was explained (the command)
+
+
+STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")
+VALUE_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
+
+
+def seeded_prompts(rows: int, prompt_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (rows, prompt_len), generator=g).tolist()
+
+
+def guard_text(guard) -> str:
+    code = getattr(guard, "code_list", None)
+    return "; ".join(code) if code else guard.name
+
+
+def value_guards(out_guards) -> list[str]:
+    """Guards on Python values reached through the step's inputs: they change every step."""
+    found = []
+    for g in out_guards or ():
+        if g.create_fn_name() in VALUE_GUARDS and g.name.startswith(STEP_ARGS):
+            found.append(guard_text(g))
+    return sorted(set(found))
+
+
+def break_table(break_reasons) -> list[dict]:
+    counts: Counter = Counter()
+    for r in break_reasons:
+        frame = r.user_stack[-1] if r.user_stack else None
+        where = f"{frame.filename}:{frame.lineno}" if frame else "?"
+        source = (
+            (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() if frame else ""
+        )
+        counts[(r.reason.splitlines()[0].strip(), where, source)] += 1
+    return [
+        {"reason": reason, "frame": where, "source": source, "count": n}
+        for (reason, where, source), n in counts.most_common()
+    ]
+
+
+def explain_forward(
+    model: ModelConfig,
+    *,
+    layers: int,
+    rows: int = 4,
+    prompt_len: int = 16,
+    path: str = "planned",
+    prefill: bool = False,
+    attention: str = "reference",
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> ExplainRow:
+    config = EngineConfig(
+        max_batch_size=rows,
+        max_model_len=prompt_len + 8,
+        attention=attention,
+        device=device,
+        dtype=dtype,
+        decode_path=path,
+    )
+    engine = Engine.build(model.with_layers(layers), None, config)
+    batch = seeded_prompts(rows, prompt_len, model.vocab_size)
+    if prefill:
+        fn, args = engine.prefill, (batch,)
+    else:
+        tokens = engine.prefill(batch).argmax(-1).tolist()
+        input_ids = torch.tensor(tokens, device=device).view(-1, 1)  # (B, 1)
+        if path == "planned":
+            plan = plan_decode(
+                engine.cache, list(engine.active_rows), None, engine.inputs, engine.width_free
+            )
+            fn, args = engine.planned_forward, (input_ids, plan)
+        else:
+            engine._grow(engine.active_rows)
+            fn, args = (
+                engine.unplanned_forward,
+                (input_ids, UnplannedDecode(engine.cache, engine.active_rows)),
+            )
+    with torch.no_grad():
+        out = torch._dynamo.explain(fn)(*args)
+    breaks = break_table(out.break_reasons)
+    vguards = value_guards(out.out_guards)
+    return ExplainRow(
+        layers=layers,
+        path="prefill" if prefill else path,
+        attention=engine.attention,
+        **explained_counts(out, breaks, vguards),
+    )
+
+
+def explained_counts(out, breaks: list[dict], vguards: list[str]) -> dict:
+    """The row fields `torch._dynamo.explain`'s output decides, for the engine and a target."""
+    counted = sum(b["count"] for b in breaks)
+    return dict(
+        graphs=out.graph_count,
+        graph_breaks=out.graph_break_count,
+        counted_breaks=counted,
+        breaks_agree=counted == out.graph_break_count,
+        ops=out.op_count,
+        guards=len(out.out_guards or ()),
+        value_guards=len(vguards),
+        value_guard_text=vguards,
+        break_reasons=breaks,
+        graph_dtypes=graph_dtypes(out.graphs),
+    )
+
+
+def graph_dtypes(graphs) -> list[str]:
+    """The floating dtypes of the graphs' placeholders: what the traced forward really ran in."""
+    found = set()
+    for g in graphs:
+        for node in g.graph.nodes:
+            value = node.meta.get("example_value") if node.op == "placeholder" else None
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                found.add(str(value.dtype).removeprefix("torch."))
+    return sorted(found)
+
+
+def scaling(rows: list[ExplainRow]) -> str:
+    """Breaks that grow with depth are inside the block; a fixed count is in the entry."""
+    by_layers = sorted((r.layers, r.graph_breaks) for r in rows)
+    if len(by_layers) < 2 or by_layers[-1][1] == 0:
+        return "none" if all(b == 0 for _, b in by_layers) else "unknown"
+    (l0, b0), (l1, b1) = by_layers[0], by_layers[-1]
+    if b1 > b0:
+        return f"structural: +{(b1 - b0) / (l1 - l0):g} breaks per layer (inside the block)"
+    return "fixed: the break count does not grow with depth (in the entry, not the block)"

@@ -1,0 +1,218 @@
+"""Fresh processes: run measurements in spawned interpreters and keep whatever they return.
+
+What it is: the coordinator side, `run_fresh(module, spec, timeout)` (spawn `python -m module`,
+send the spec, relay progress, return its result row) and `LiveWorker` (the same process kept
+alive: the spec first, then one request at a time, each answered with one reply); and the worker
+side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
+`stop` or end of input; a session's `ready` row, one `reply` per request, the final `result`).
+`run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result.
+What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
+Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
+`status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
+lost, and killing it kills its whole process group (Inductor's compile workers with it).
+Dynamo's counters and recompile budget are per code object per process, so a fresh process
+per mode is the only sweep whose rows are independent of each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+
+from nanobench.harness.errors import MeasurementFailed
+
+EVENT = "@@nanobench "
+
+
+class LiveWorker:
+    """One fresh worker process, kept alive across requests; every answer is a row.
+
+    `start` waits for the session's `ready` row, `request` sends one request and waits for its
+    `reply`, `close` asks for the final `result`. Once the process is gone, each of them
+    returns `{"status": ...}` naming how it ended.
+    """
+
+    def __init__(
+        self,
+        module: str,
+        spec: dict,
+        *,
+        env: dict[str, str] | None = None,
+        on_progress: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        self.ended: str | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._stderr_tail: list[str] = []
+        self._on_progress = on_progress
+        self._readers = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        self._send(spec)
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout:
+            if not line.startswith(EVENT):
+                continue
+            event = json.loads(line[len(EVENT) :])
+            if event.get("event") == "progress":
+                if self._on_progress is not None:
+                    self._on_progress(event)
+            else:
+                self._events.put(event)
+        self._events.put(None)  # stdout closed: the process is ending
+
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            if line.strip():
+                self._stderr_tail.append(line.rstrip())
+                del self._stderr_tail[:-40]
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone; the wait that follows says how it ended
+
+    def _wait(self, kind: str, timeout: float) -> dict:
+        if self.ended is not None:
+            return {"status": self.ended}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                event = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                self.ended = "timeout"
+                return {"status": "timeout"}
+            if event is None:
+                self.ended = self._death_status()
+                return {"status": self.ended}
+            if event.get("event") == kind:
+                return event["row"]
+
+    def _death_status(self) -> str:
+        self.proc.wait()
+        for t in self._readers:
+            t.join(timeout=5)
+        code = self.proc.returncode
+        if code < 0:
+            return f"crashed: {signal.Signals(-code).name}"
+        tail = self._stderr_tail
+        last = next((ln for ln in reversed(tail) if ln.startswith("nanobench-worker:")), None)
+        detail = (last or (tail[-1] if tail else f"exit {code}")).replace("nanobench-worker: ", "")
+        return f"error: {detail[:300]}"
+
+    def start(self, timeout: float) -> dict:
+        """The session's `ready` row: what it built and measured before any request."""
+        return self._wait("ready", timeout)
+
+    def request(self, payload: dict, timeout: float) -> dict:
+        if self.ended is None:
+            self._send(payload)
+        return self._wait("reply", timeout)
+
+    def close(self, timeout: float) -> dict:
+        """Ask for the final row, then make sure the process group is gone."""
+        if self.ended is None:
+            self._send({"op": "stop"})
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        row = self._wait("result", timeout)
+        if self.ended is None:
+            try:
+                self.proc.wait(timeout=max(1.0, timeout))
+            except subprocess.TimeoutExpired:
+                self.kill()
+            if self.proc.returncode:
+                row = {**row, "status": self._death_status()}
+            self.ended = str(row.get("status", "ok"))
+        self.kill()
+        return row
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+
+def run_fresh(
+    module: str,
+    spec: dict,
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+) -> dict:
+    """The spec, no requests, the final row: one measurement in one fresh process."""
+    worker = LiveWorker(module, spec, env=env, on_progress=on_progress)
+    try:
+        return worker.close(timeout)
+    except BaseException:
+        worker.kill()
+        raise
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """The worker and anything it spawned (Inductor's compile workers) go together."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def emit(event: dict) -> None:
+    sys.stdout.write(EVENT + json.dumps(event, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def serve_main(open_session: Callable[[dict, Callable[[dict], None]], object]) -> None:
+    """The worker side: the spec, the session's ready row, a reply per request, the final row.
+
+    `open_session(spec, progress)` returns an object with a `ready` row, `serve(request)` and
+    `finish()`. Any exception ends the worker with one line on stderr and exit 1.
+    """
+    spec = json.loads(sys.stdin.readline())
+    started = time.perf_counter()
+    try:
+        session = open_session(spec, lambda event: emit({"event": "progress", **event}))
+        emit({"event": "ready", "row": session.ready})
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request.get("op") == "stop":
+                break
+            emit({"event": "reply", "row": session.serve(request)})
+        row = session.finish()
+    except BaseException as e:
+        traceback.print_exc()
+        first = str(e).splitlines()[0] if str(e) else ""
+        # A failed measurement names itself ("non-finite logits at step 3"); anything else is a
+        # bug whose type is the first clue.
+        line = first if isinstance(e, MeasurementFailed) else f"{type(e).__name__}: {first}"
+        sys.stderr.write(f"nanobench-worker: {line}\n")
+        sys.stderr.flush()
+        sys.exit(1)
+    row.setdefault("status", "ok")
+    row["worker_s"] = round(time.perf_counter() - started, 3)
+    emit({"event": "result", "row": row})

@@ -1,0 +1,185 @@
+"""Statistics of step times: a spread per system, an interval per comparison, a tri-state verdict.
+
+What it is: `spread` (median, quartiles, IQR and coefficient of variation of a system's samples,
+numpy), `ratio_interval` and `difference_interval` (a point estimate and its 95% confidence
+interval by a bootstrap over rounds, paired by round: `scipy.stats.bootstrap(paired=True)` with
+a fixed seed, its level expanded for few rounds, none below MIN_ROUNDS), `verdict_at_most` / `verdict_at_least` (pass only when the whole interval is on
+the good side of the target, fail only when it is wholly on the bad side, else inconclusive) and
+`rounds_to_decide` (how many more rounds would likely shrink the interval off the target).
+What it is not: a timer or a scheduler. Numbers in, numbers out; no torch, no processes.
+Invariant: a verdict is `pass` or `fail` only when the interval excludes the target; an interval
+that cannot be computed (fewer than MIN_ROUNDS rounds, a missing system) is NaN on both ends and its
+verdict is `inconclusive`, never a guess. The same input gives the same interval (fixed seed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+
+CONFIDENCE = 0.95
+RESAMPLES = 10000
+SEED = 0
+# Fewer rounds than this give no interval: a bootstrap cannot reach past the range of its data,
+# and the range of 4 rounds misses the true median one time in 8 (2 * 0.5^4); of 5, one in 16.
+MIN_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One system's samples: median, quartiles and spread, all in ms; cv has no unit."""
+
+    n: int
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    iqr_ms: float
+    cv: float
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its 95% interval over `rounds` paired rounds (NaN ends: none)."""
+
+    estimate: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def half_width(self) -> float:
+        """(high - low) / 2; NaN when there is no interval."""
+        return (self.high - self.low) / 2
+
+    @property
+    def rel_half_width(self) -> float:
+        """half_width / |estimate|: the precision --rel-ci asks for; inf when the estimate is 0."""
+        if not math.isfinite(self.half_width):
+            return math.inf
+        return self.half_width / abs(self.estimate) if self.estimate else math.inf
+
+
+def spread(ms: list[float] | np.ndarray) -> Spread | None:
+    """Median, 25th/75th percentiles, IQR and std/mean of the samples; None without samples."""
+    values = np.asarray(ms, dtype=float)
+    if values.size == 0:
+        return None
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    mean = values.mean()
+    cv = float(values.std(ddof=1) / mean) if values.size > 1 and mean else 0.0
+    return Spread(int(values.size), float(median), float(q1), float(q3), float(q3 - q1), cv)
+
+
+def _geometric_mean_ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    # The mean of log ratios: a round twice as slow and one twice as fast cancel exactly.
+    return np.exp(np.mean(np.log(a / b), axis=axis))
+
+
+def _geometric_mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    # gm(a) - gm(b) > 0 exactly when gm(a / b) > 1: the difference and the ratio of the same
+    # rounds agree in sign in every resample, so a saving never contradicts its speedup.
+    return np.exp(np.mean(np.log(a), axis=axis)) - np.exp(np.mean(np.log(b), axis=axis))
+
+
+def _bootstrap(a, b, statistic) -> Interval:
+    from scipy.stats import bootstrap
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired rounds: {a.size} against {b.size}")
+    if a.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    estimate = float(statistic(a, b))
+    if a.size < MIN_ROUNDS:
+        return Interval(estimate, math.nan, math.nan, int(a.size))
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        # Every round the same: no resample differs, the interval is the point.
+        return Interval(estimate, estimate, estimate, int(a.size))
+    result = bootstrap(
+        (a, b),
+        statistic,
+        paired=True,
+        vectorized=True,
+        confidence_level=expanded_level(int(a.size)),
+        n_resamples=RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(SEED),
+    )
+    ci = result.confidence_interval
+    return Interval(estimate, float(ci.low), float(ci.high), int(a.size))
+
+
+def expanded_level(n: int) -> float:
+    """2 Phi(sqrt(n / (n - 1)) t_{n-1}) - 1: the percentile level that covers 95% at n rounds.
+
+    A percentile bootstrap of n rounds is as narrow as a z-interval with the sample's own
+    spread; over few rounds that undercovers. Hesterberg's expanded percentile interval widens
+    the level to what a t-interval with n - 1 degrees of freedom would need.
+    """
+    from scipy.stats import norm, t
+
+    z = math.sqrt(n / (n - 1)) * t.ppf(0.5 + CONFIDENCE / 2, n - 1)
+    return float(2 * norm.cdf(z) - 1)
+
+
+def ratio_interval(num_ms: list[float], den_ms: list[float]) -> Interval:
+    """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired bootstrap interval.
+
+    Each round contributes one pair (the two systems' window medians of that round), so drift
+    between rounds, which hits both windows of a round alike, cancels in the ratio.
+    """
+    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio)
+
+
+def difference_interval(a_ms: list[float], b_ms: list[float]) -> Interval:
+    """Geometric mean of a_ms minus that of b_ms over rounds, with its paired bootstrap interval.
+
+    Not the mean of per-round differences: under heavy-tailed noise that mean can be negative
+    while the geometric-mean ratio of the same rounds is above 1. gm(a) - gm(b) has the sign of
+    log gm(a / b) in every resample, and the same seed draws the same resamples, so the
+    difference's interval excludes 0 exactly when `ratio_interval`'s excludes 1.
+    """
+    return _bootstrap(a_ms, b_ms, _geometric_mean_difference)
+
+
+def verdict_at_most(interval: Interval, target: float) -> str:
+    """pass when high <= target, fail when low > target, else (or without an interval) inconclusive."""
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return INCONCLUSIVE
+    if interval.high <= target:
+        return PASS
+    if interval.low > target:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def verdict_at_least(interval: Interval, target: float) -> str:
+    """pass when low >= target, fail when high < target, else (or without an interval) inconclusive."""
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return INCONCLUSIVE
+    if interval.low >= target:
+        return PASS
+    if interval.high < target:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def rounds_to_decide(interval: Interval, target: float) -> int | None:
+    """More rounds likely to pull the interval off the target: rounds * (half_width / gap)^2 - rounds.
+
+    0 when already decided; None when the estimate sits on the target (no number of rounds
+    decides a tie) or there is no interval yet. The half-width shrinks as 1/sqrt(rounds).
+    """
+    gap = abs(interval.estimate - target)
+    if not math.isfinite(interval.half_width) or interval.rounds < 2:
+        return None
+    if not interval.low < target < interval.high:
+        return 0
+    if gap == 0:
+        return None
+    needed = interval.rounds * (interval.half_width / gap) ** 2
+    return max(1, math.ceil(needed) - interval.rounds)

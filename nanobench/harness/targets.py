@@ -1,0 +1,267 @@
+"""Your decode step as a target: load `module:factory` or `path/file.py:factory`, check, wrap.
+
+What it is: the target protocol. A factory is called with keyword-only `rows, prompt_len, steps,
+device, dtype` and returns an object with `forward` (the callable to compile: an nn.Module or a
+function) and `step_inputs(step) -> (args, kwargs)` (decode step `step`, 0-based, built outside
+the traced region). `target_option` imports and inspects a factory without calling it (the
+parent's validation, `BadInput`); `make_target` calls it (in a worker); `inputs_at` calls one step;
+`shape_signature` and `growing_dims` read the shape history of the step inputs,
+`scalar_signature` and `changing_scalars` the Python values in them.
+The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.hf_targets`) also take `model`.
+What it is not: a runner. Compiling, timing and explaining a target live in `target_bench`.
+Invariant: every way a target can be wrong (import, signature, factory, step) is a
+`TargetError` with one line naming the spec; it is never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from nanobench.harness.errors import BadInput, MeasurementFailed
+
+PROTOCOL = ("rows", "prompt_len", "steps", "device", "dtype")
+BUILTINS = {
+    "hf-static": "nanobench.harness.hf_targets:hf_static",
+    "hf-dynamic": "nanobench.harness.hf_targets:hf_dynamic",
+}
+
+
+class TargetError(MeasurementFailed):
+    """A target that cannot be loaded, built or stepped; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str
+    forward: Callable
+    step_inputs: Callable[[int], tuple[tuple, dict]]
+
+
+def _load_file(path: Path, spec: str):
+    if not path.is_file():
+        raise TargetError(f"--target {spec!r}: no such file {path}")
+    name = f"nanobench_target_{abs(hash(str(path.resolve())))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader)
+    # Registered before running: dataclasses and pickling look the module up by name.
+    sys.modules[name] = module
+    try:
+        loader.loader.exec_module(module)
+    except BaseException as e:
+        del sys.modules[name]
+        raise TargetError(f"--target {spec!r}: importing {path} raised {_one_line(e)}") from None
+    return module
+
+
+def load_factory(spec: str) -> Callable:
+    """The factory a spec names: a built-in name, `package.module:factory` or `file.py:factory`."""
+    resolved = BUILTINS.get(spec, spec)
+    where, sep, attr = resolved.rpartition(":")
+    if not sep or not where or not attr:
+        raise TargetError(
+            f"--target {spec!r}: expected package.module:factory, path/to/file.py:factory, "
+            f"or one of {', '.join(BUILTINS)}"
+        )
+    if where.endswith(".py") or "/" in where:
+        module = _load_file(Path(where), spec)
+    else:
+        # As `python -m` would: a module beside the user resolves from where they run.
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except BaseException as e:
+            raise TargetError(
+                f"--target {spec!r}: importing {where} raised {_one_line(e)}"
+            ) from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise TargetError(f"--target {spec!r}: {where} has no callable {attr!r}")
+    return factory
+
+
+def check_signature(spec: str, factory: Callable) -> None:
+    """Every protocol name is keyword-only (or taken by **kwargs); nothing else is required."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        raise TargetError(f"--target {spec!r}: the factory has no inspectable signature") from None
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    wrong = [n for n in PROTOCOL if n in params and params[n].kind is not params[n].KEYWORD_ONLY]
+    missing = [n for n in PROTOCOL if n not in params and not takes_any]
+    extra = [
+        n
+        for n, p in params.items()
+        if n not in PROTOCOL
+        and p.default is p.empty
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        and not (spec in BUILTINS and n == "model")
+    ]
+    if wrong or missing or extra:
+        what = "; ".join(
+            part
+            for part in (
+                f"not keyword-only: {', '.join(wrong)}" if wrong else "",
+                f"missing: {', '.join(missing)}" if missing else "",
+                f"required but not in the protocol: {', '.join(extra)}" if extra else "",
+            )
+            if part
+        )
+        raise TargetError(
+            f"--target {spec!r}: expected def factory(*, {', '.join(PROTOCOL)}) ({what})"
+        )
+
+
+def target_option(spec: str) -> str:
+    """--target validated in the parent: BadInput (one line, exit 2) before any worker starts."""
+    try:
+        check_signature(spec, load_factory(spec))
+    except TargetError as e:
+        raise BadInput(str(e)) from None
+    return spec
+
+
+def make_target(spec: str, *, model: str = "", **protocol) -> Target:
+    """Call the factory (in the process that will step it) and check what it returned."""
+    factory = load_factory(spec)
+    check_signature(spec, factory)
+    extra = {"model": model} if spec in BUILTINS else {}
+    try:
+        made = factory(**protocol, **extra)
+    except BaseException as e:
+        raise TargetError(f"--target {spec!r}: the factory raised {_one_line(e)}") from None
+    forward, step_inputs = getattr(made, "forward", None), getattr(made, "step_inputs", None)
+    if not callable(forward) or not callable(step_inputs):
+        raise TargetError(
+            f"--target {spec!r}: the factory returned {type(made).__name__}, expected an object "
+            "with a callable forward and step_inputs(step)"
+        )
+    return Target(spec, forward, step_inputs)
+
+
+def inputs_at(target: Target, step: int) -> tuple[tuple, dict]:
+    """step_inputs(step), checked to be (args tuple, kwargs dict)."""
+    try:
+        got = target.step_inputs(step)
+    except BaseException as e:
+        raise TargetError(
+            f"--target {target.spec!r}: step_inputs({step}) raised {_one_line(e)}"
+        ) from None
+    if not (
+        isinstance(got, tuple)
+        and len(got) == 2
+        and isinstance(got[0], (tuple, list))
+        and isinstance(got[1], dict)
+    ):
+        raise TargetError(
+            f"--target {target.spec!r}: step_inputs({step}) returned {type(got).__name__}, "
+            "expected (args tuple, kwargs dict)"
+        )
+    return tuple(got[0]), got[1]
+
+
+def _tensors(value, path: str, depth: int, found: list) -> None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        found.append((path, tuple(value.shape)))
+    elif depth == 0:
+        return
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _tensors(v, f"{path}[{i}]", depth - 1, found)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _tensors(v, f"{path}[{k!r}]", depth - 1, found)
+    elif hasattr(value, "__dict__") and not callable(value):
+        # A cache object passed in (transformers' DynamicCache) holds the growing tensors.
+        for k, v in vars(value).items():
+            _tensors(v, f"{path}.{k}", depth - 1, found)
+
+
+def shape_signature(args: tuple, kwargs: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """((path, shape), ...) of every tensor reachable from one step's inputs, in order."""
+    found: list = []
+    for i, a in enumerate(args):
+        _tensors(a, f"args[{i}]", 4, found)
+    for k, v in kwargs.items():
+        _tensors(v, f"kwargs[{k!r}]", 4, found)
+    return tuple(found)
+
+
+def _scalars(value, source: str, depth: int, module: bool, found: list) -> None:
+    import torch
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        # dynamo makes an int or float symbolic under dynamic=True unless an nn.Module holds it.
+        found.append((source, value, type(value) in (int, float) and not module))
+    elif isinstance(value, torch.Tensor) or depth == 0:
+        return
+    elif isinstance(value, (tuple, list, dict)):
+        # A container's length is guarded by value in every mode: it can never be symbolic.
+        found.append((f"len({source})", len(value), False))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            _scalars(v, f"{source}[{k!r}]", depth - 1, module, found)
+    elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not callable(value)):
+        inside = module or isinstance(value, torch.nn.Module)
+        for k, v in vars(value).items():
+            _scalars(v, f"{source}.{k}", depth - 1, inside, found)
+
+
+def scalar_signature(forward: Callable, args: tuple, kwargs: dict) -> tuple:
+    """((source, value, symbolic), ...) of every Python scalar and container length reachable
+    from one step's inputs, each named as dynamo names its guard (`L['pos']`, `L['cache'].n`,
+    `len(L['keys'])`); `symbolic` says whether dynamic=True makes it a SymInt or SymFloat."""
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {f"args[{i}]": a for i, a in enumerate(args)} | dict(kwargs)
+    found: list = []
+    for name, value in bound.items():
+        _scalars(value, f"L[{name!r}]", 4, False, found)
+    return tuple(found)
+
+
+def changing_scalars(history: list[tuple], guarded: set[str]) -> dict[str, bool]:
+    """{source: symbolic} of the scalars whose value changed over the run and that dynamo
+    guards on (`guarded`: the sources of its guards; an unread attribute guards nothing)."""
+    seen: dict[str, set] = {}
+    symbolic: dict[str, bool] = {}
+    for signature in history:
+        for source, value, sym in signature:
+            seen.setdefault(source, set()).add((type(value), value))
+            symbolic[source] = sym
+    base = {s: s[4:-1] if s.startswith("len(") else s for s in seen}
+    return {s: symbolic[s] for s, v in seen.items() if len(v) > 1 and base[s] in guarded}
+
+
+def growing_dims(history: list[tuple]) -> list[tuple[str, int, int, int]]:
+    """(path, dim, first size, last size) of each tensor dimension that changed over the run."""
+    if len(history) < 2:
+        return []
+    first = dict(history[0])
+    last = dict(history[-1])
+    grew = []
+    for path, shape in first.items():
+        seen = {dict(h).get(path) for h in history}
+        if len(seen) < 2 or any(s is None or len(s) != len(shape) for s in seen):
+            continue
+        for dim in range(len(shape)):
+            if len({s[dim] for s in seen}) > 1:
+                grew.append((path, dim, shape[dim], last[path][dim]))
+    return grew
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -1,0 +1,1 @@
+"""`nanobench sweep`: a grid of command points, locally or on a Ray cluster, with a ledger."""
