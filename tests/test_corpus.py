@@ -86,7 +86,7 @@ IDIOMS = [
 def factory_of(idiom: Idiom):
     """The step's own factory, loaded here by path (not through nanobench's loader)."""
     if idiom.name.startswith("hf-"):
-        from engine.weights import materialize_preset
+        from engine.sources import materialize_preset
         from nanobench.harness import hf_targets
 
         made = getattr(hf_targets, idiom.name.replace("-", "_"))
