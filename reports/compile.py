@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from reports.csvio import save_figure
 from reports.style import colour, gate_mark
@@ -34,7 +35,8 @@ def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
 
 
 def render_compile(console, rows: list, gates, title: str) -> None:
-    table = Table(title=title)
+    # Text, not markup: a target spec such as "step.py:factory: cpu" is not an emoji code.
+    table = Table(title=Text(title))
     for col in (
         "mode",
         "status",
@@ -56,7 +58,8 @@ def render_compile(console, rows: list, gates, title: str) -> None:
         def steps(value) -> str:
             return "never" if value is None else f"{value:,.0f}"
 
-        timed = r.mode != "off" and r.step_ms
+        # A failed row has no derived figures: its breakeven is "-", not "never".
+        timed = r.mode != "off" and r.step_ms and r.status == "ok"
         breakeven = (
             f"{steps(r.breakeven_steps)} [{steps(r.breakeven_steps_low)}, "
             f"{steps(r.breakeven_steps_high)}]"

@@ -47,10 +47,12 @@ def colour(name: str) -> str:
     return COLOURS.get(name, "tab:olive")
 
 
-def title(what: str, *, model: str, device: str, dtype: str, **shape) -> str:
-    """`what` and the run it measured: "compiled decode: tiny, cpu float32, rows 4, steps 16"."""
+def title(what: str, *, model: str | None, device: str, dtype: str, **shape) -> str:
+    """`what` and the run it measured: "compiled decode: tiny, cpu float32, rows 4, steps 16";
+    model None (a run that loads no model, such as a user's own target) names none."""
     parts = [f"{k.replace('_', ' ')} {v}" for k, v in shape.items() if v is not None]
-    return f"{what}: {', '.join([str(model), f'{device} {dtype}', *parts])}"
+    named = [] if model is None else [str(model)]
+    return f"{what}: {', '.join([*named, f'{device} {dtype}', *parts])}"
 
 
 def gate_mark(g) -> str:

@@ -72,3 +72,16 @@ def test_a_mode_whose_every_step_built_has_no_ratio():
 def test_the_off_row_is_found_wherever_it_sits():
     dynamic, _, off = derive(rows(DYNAMIC, STATIC, OFF), horizon=10_000)
     assert dynamic.speedup == 2.5 and off.speedup == 1.0
+
+
+def test_a_row_that_failed_after_its_first_pass_derives_nothing():
+    # A window failed: the rows keep their first-pass step times, but nothing is compared.
+    failed = {**DYNAMIC, "status": "error: --target 'x': timed window 1, step 0 broke ..."}
+    off, dynamic, static = derive(rows(OFF, failed, STATIC), horizon=10_000)
+    assert (dynamic.speedup, dynamic.saving_per_step_ms, dynamic.breakeven_steps) == (None,) * 3
+    assert dynamic.worth_compiling is None and dynamic.saving_needed_ms is None
+    # static still stands against a measured off: 10 / 12.5.
+    assert static.speedup == 0.8
+    failed_off = {**OFF, "status": "error: timed window 1"}
+    for r in derive(rows(failed_off, DYNAMIC, STATIC), horizon=10_000):
+        assert (r.speedup, r.breakeven_steps, r.worth_compiling) == (None, None, None)

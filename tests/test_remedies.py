@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.harness.remedies import Growth, remedies_for, width_multiple_for
+from nanobench.harness.remedies import (
+    Growth,
+    ValueGuard,
+    quote_dynamic_row,
+    remedies_for,
+    symbolic_source,
+    value_guard,
+    width_multiple_for,
+)
 
 INT_BREAK = {
     "reason": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
@@ -106,3 +114,85 @@ def test_a_shape_guard_that_stayed_within_the_limit_needs_no_fix():
         fell_back=False, guard_kind="shape", growth=[Growth("args[0]", 1, 17, 20)], limit=8
     )
     assert found == []
+
+
+# dynamo's own reasons (torch 2.13), as get_compilation_metrics() records them.
+INT_REASON = (
+    "0/1: pos == 17                                                # self.k_cache[:, :, pos : "
+    "pos + 1] = k  # corpus/int_position.py:20 in forward\nUser stack trace:\n  File x"
+)
+LEN_REASON = "0/0: len(keys) == 16      # keys.append(k)  # corpus/list_cache.py:23 in forward\n"
+MODULE_REASON = (
+    "0/0: s.n == 0    # return x[:, s.n]  # spec.py:7 in forward (HINT: torch.compile considers "
+    "integer attributes of the nn.Module to be static. If you are observing recompilation)"
+)
+ITEM_REASON = (
+    "1/3: ___stack0 == 19   # n = pos.max().item() + 1  # the host read  # "
+    "corpus/item_in_step.py:23 in torch_dynamo_resume_in_forward_at_23"
+)
+
+
+def test_a_reason_names_its_guard_source_line_and_file_line():
+    g = value_guard(INT_REASON)
+    assert g == ValueGuard(
+        "pos == 17", "corpus/int_position.py:20: self.k_cache[:, :, pos : pos + 1] = k", True
+    )
+    assert g.expression == "pos"
+    # A source line with a '#' of its own: the location is dynamo's last "# file:line in".
+    item = value_guard(ITEM_REASON)
+    assert item.where == "corpus/item_in_step.py:23: n = pos.max().item() + 1 # the host read"
+    assert value_guard(LEN_REASON).where == "corpus/list_cache.py:23: keys.append(k)"
+
+
+@pytest.mark.parametrize(
+    "guard,reason,symbolic",
+    [
+        # Measured on torch 2.13 (dynamic=True, 12 values): one build for each of these ...
+        ("pos == 17", "", True),
+        ("L['pos'] == 19", "", True),
+        ("o.n == 3", "", True),
+        ("l[0] == 3", "", True),
+        ("L['d']['n'] == 3", "", True),
+        ("L['temperature'] == 0.8", "", True),
+        # ... and 8 builds and a fall-back for these: a length, a module's int, a string.
+        ("len(keys) == 16", "", False),
+        ("s.n == 0", MODULE_REASON, False),
+        ("self.n == 0", "", False),
+        ("L['mode'] == 'greedy'", "", False),
+    ],
+)
+def test_dynamic_helps_only_what_dynamo_does_not_specialise(guard, reason, symbolic):
+    assert symbolic_source(guard, reason) is symbolic
+
+
+def test_a_symbolic_remedy_says_what_the_dynamic_row_measured():
+    (r,) = remedies_for(fell_back=False, guard_kind="value", value_guards=[value_guard(INT_REASON)])
+    assert r.kind == "symbolic" and r.where.startswith("corpus/int_position.py:20")
+    helped = quote_dynamic_row(r.text(), 1, False)
+    assert "this sweep's dynamic row built 1, no fall-back" in helped and "cannot" not in helped
+    # The dynamic row fell back: the remedy must not claim dynamic=True helps.
+    failed = quote_dynamic_row(r.text(), 8, True)
+    assert "built 8 and fell back" in failed and "pass it as a tensor" in failed
+    assert "--modes dynamic" in quote_dynamic_row(r.text(), None, None)
+    # The dynamic row already makes it symbolic: nothing for it to fix.
+    assert (
+        remedies_for(
+            fell_back=False,
+            guard_kind="none",
+            value_guards=[value_guard(INT_REASON)],
+            mode="dynamic",
+        )
+        == []
+    )
+
+
+def test_a_specialised_value_says_dynamic_cannot_help_once_per_source():
+    found = remedies_for(
+        fell_back=True,
+        guard_kind="value",
+        value_guards=[value_guard(LEN_REASON), value_guard(LEN_REASON.replace("16", "17"))],
+        mode="dynamic",
+    )
+    assert kinds(found) == ["plan-outside", "fail-fast"]
+    assert "dynamic=True cannot help" in found[0].fix
+    assert found[0].where == "corpus/list_cache.py:23: keys.append(k)"

@@ -13,10 +13,12 @@ from nanobench.cli import app
 from nanobench.harness.errors import BadInput
 from nanobench.harness.targets import (
     TargetError,
+    changing_scalars,
     growing_dims,
     inputs_at,
     load_factory,
     make_target,
+    scalar_signature,
     shape_signature,
     target_option,
 )
@@ -193,3 +195,88 @@ def test_a_step_that_raises_while_measuring_is_a_failed_row(step_file, tmp_path)
     (row,) = json.loads(result.stdout)["rows"]
     assert row["status"].startswith("error: --target")
     assert "step_inputs(2) raised ValueError: no step 2 here" in row["status"]
+
+
+def test_the_python_values_in_a_step_are_named_as_dynamo_names_their_guards():
+    class Cache:
+        def __init__(self, n):
+            self.n, self.keys = n, [torch.zeros(1), torch.zeros(1)]
+
+    def forward(x, pos, cache, scale=1.0):
+        return x
+
+    module = torch.nn.Linear(1, 1)
+    module.pos = 3
+    got = scalar_signature(forward, (torch.zeros(2), 5, Cache(7)), {"scale": module})
+    # By hand: an int argument, a plain object's int and its list's length, then an
+    # nn.Module whose int attribute dynamo keeps static (not symbolic).
+    assert (
+        got[:4]
+        == (
+            ("L['pos']", 5, True),
+            ("L['cache'].n", 7, True),
+            ("len(L['cache'].keys)", 2, False),
+        )
+        + got[3:4]
+    )
+    assert ("L['scale'].pos", 3, False) in got and ("L['scale'].training", True, False) in got
+
+
+def test_a_scalar_counts_only_when_it_changed_and_dynamo_guards_on_it():
+    history = [(("L['pos']", p, True), ("len(L['keys'])", p, False), ("L['k']", 1, True))
+               for p in (4, 5, 6)]  # fmt: skip
+    assert changing_scalars(history, {"L['pos']", "L['keys']", "L['k']"}) == {
+        "L['pos']": True,
+        "len(L['keys'])": False,
+    }
+    # An attribute the step never reads is guarded by nothing: it predicts nothing.
+    assert changing_scalars(history, {"L['keys']"}) == {"len(L['keys'])": False}
+
+
+def steps_seen(positions, lengths=None, widths=None) -> list[tuple]:
+    """(shape signature, scalar signature) per step, made up: an int pos, a list, a width."""
+    seen = []
+    for i, pos in enumerate(positions):
+        shapes = (("L['x']", (2, widths[i] if widths else 1)),)
+        scalars = (("L['pos']", pos, True),)
+        if lengths:
+            scalars += (("len(L['keys'])", lengths[i], False),)
+        seen.append((shapes, scalars))
+    return seen
+
+
+GUARDED = {"L['pos']", "L['keys']"}
+
+
+@pytest.mark.parametrize(
+    "seen,mode,expected",
+    [
+        # Nothing changes: no guard will fail, in any mode.
+        (steps_seen([7] * 10), "static", ("none", False)),
+        (steps_seen([7] * 10), "dynamic", ("none", False)),
+        # A changing int argument: 10 values > 8 in static; a SymInt under dynamic=True.
+        (steps_seen(range(10)), "static", ("value", True)),
+        (steps_seen(range(10)), "dynamic", ("none", False)),
+        (steps_seen(range(8)), "static", ("value", False)),
+        # A list one longer a step: specialised in every mode.
+        (steps_seen([7] * 10, lengths=range(10)), "dynamic", ("value", True)),
+        # A growing width alone: a shape guard in static, symbolic under dynamic.
+        (steps_seen([7] * 10, widths=range(1, 11)), "static", ("shape", True)),
+        (steps_seen([7] * 10, widths=range(1, 11)), "dynamic", ("none", False)),
+        (steps_seen(range(10)), "off", ("none", False)),
+    ],
+)
+def test_the_prediction_reads_the_python_values_of_the_inputs(seen, mode, expected):
+    from nanobench.harness.target_bench import predict_target
+
+    assert predict_target(mode, seen, [], GUARDED, 8) == expected
+
+
+def test_a_guard_that_changes_with_no_input_behind_it_is_one_build_a_step():
+    from nanobench.harness.remedies import ValueGuard
+    from nanobench.harness.target_bench import predict_target
+
+    # A resume function's local (after a .item()): each of 10 steps presents a new value.
+    local = ValueGuard("L['___stack0'] == 7", "step.py:3", True)
+    assert predict_target("static", steps_seen([7] * 10), [local], GUARDED, 8) == ("value", True)
+    assert predict_target("dynamic", steps_seen([7] * 10), [local], GUARDED, 8) == ("none", False)

@@ -19,9 +19,9 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
+from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.cost.compile import predicts_fall_back
-from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.harness.choices import BACKENDS, MODES  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.rounds import Comparison, RoundPlan, Window
 
@@ -72,8 +72,12 @@ def quiet_dynamo() -> None:
 
 
 def short_reason(reason: str) -> str:
-    first = reason.split("#")[0].strip()
-    return first.split(": ", 1)[1] if first[:1].isdigit() and ": " in first else first
+    """dynamo's reason on one line, its user stack dropped: the failed guard, its source line
+    and the file:line dynamo names ("pos == 17 # k_cache[...] = k # step.py:20 in forward")."""
+    head = reason.split("User stack trace:", 1)[0].strip()
+    first = head.splitlines()[0] if head else ""
+    first = first.split(": ", 1)[1] if first[:1].isdigit() and ": " in first else first
+    return " ".join(first.split())
 
 
 def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:

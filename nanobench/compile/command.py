@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, replace
 
 import typer
 
+from nanobench.compile.rows import CompileRow
+from nanobench.compile.traces import render_trace, trace_root
 from nanobench.harness import options as o
 from nanobench.harness.common import (
     FAIL,
@@ -31,11 +33,9 @@ from nanobench.harness.common import (
     out_dir,
     positive,
 )
-from nanobench.compile.rows import CompileRow
 from nanobench.harness.console import interrupted, run_command, stdout_console
 from nanobench.harness.errors import BadInput
 from nanobench.harness.targets import BUILTINS
-from nanobench.compile.traces import render_trace, trace_root
 
 
 @dataclass(frozen=True)
@@ -110,20 +110,41 @@ class CompileSpec:
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:
     """The engine's fixes: its growing dimension is the width of the decode step's shape."""
     from nanobench.compile.bench import step_shapes
-    from nanobench.harness.remedies import Growth, remedies_for
+    from nanobench.cost.compile import classify_guard
+    from nanobench.harness.remedies import Growth, remedies_for, value_guard
 
     widths = [w for _, w in step_shapes(spec.worker())]
     growth = [] if spec.bucketed else [Growth("width", 1, widths[0], widths[-1])]
+    # dynamo's reasons carry the guard's file:line; the probe's guard texts stand in before.
+    recompiled = [
+        value_guard(r) for r in row.recompile_reasons or () if classify_guard(r) == "value"
+    ]
     found = remedies_for(
         fell_back=bool(row.fell_back),  # None only in a failed row, which has nothing to fix
         guard_kind=str(row.guard_kind),
-        value_guards=row.expected_value_guards or [],
+        value_guards=recompiled or row.expected_value_guards or [],
         growth=growth,
         limit=row.recompile_limit or 8,
         inputs_where="engine/plan.py: plan_decode",
         engine=True,
+        mode=row.mode,
     )
     return [r.text() for r in found]
+
+
+def with_dynamic_row(rows: list[CompileRow]) -> list[CompileRow]:
+    """Every row's `symbolic` remedies worded by what this sweep's dynamic row measured, so a
+    remedy never contradicts a row beside it."""
+    from nanobench.harness.remedies import quote_dynamic_row
+
+    dynamic = next((r for r in rows if r.mode == "dynamic" and r.builds is not None), None)
+    builds, fell_back = (dynamic.builds, dynamic.fell_back) if dynamic else (None, None)
+    return [
+        replace(r, remedies=[quote_dynamic_row(t, builds, fell_back) for t in r.remedies])
+        if r.remedies
+        else r
+        for r in rows
+    ]
 
 
 def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:
@@ -297,7 +318,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
 
     def save() -> list[CompileRow]:
         level = look_confidence(plan, max((w.round for w in windows), default=0))
-        rows_now = derive(list(done.values()), spec.horizon, windows, level)
+        rows_now = derive(with_dynamic_row(list(done.values())), spec.horizon, windows, level)
         # every row timed while the machine was crowded says so (seen before timing or after)
         rows_now = [replace(r, load_note=note) for r in rows_now] if note else rows_now
         write_rows(csv_path, as_dicts(rows_now), columns(CompileRow))
@@ -349,7 +370,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> N
     rounds_run = max((r.rounds or 0 for r in rows_out), default=0)
     heading = title(
         "compiled decode" + (f" of target {spec.target}" if spec.target else ""),
-        model=spec.model,
+        # A target of the user's own takes no --model: the title names the target alone.
+        model=spec.model if not spec.target or spec.target in BUILTINS else None,
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,

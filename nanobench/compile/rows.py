@@ -9,7 +9,8 @@ What it is not: a measurement. The worker (`compile_session`) measures; this onl
 combines what it reported.
 Invariant: a worker's `ok` payload carries every first-pass field under its own name; a
 renamed or dropped field fails here, naming it, never as a column that reads as None or 0.
-A ratio is paired by round, never across rounds.
+A ratio is paired by round, never across rounds; a failed row (or a sweep whose off failed)
+derives nothing: speedup, saving, breakeven and worth compiling stay empty.
 """
 
 from __future__ import annotations
@@ -163,10 +164,12 @@ def derive(
             **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling", "suspect")},
         )
         spread_rows.append(replace(r, abs_latency=r.step_ms, compilation_latency=r.compile_s))
-    off = next((r for r in spread_rows if r.mode == "off" and r.step_ms), None)
+    # A failed row (its own or off's) is compared with nothing: no speedup, saving, breakeven
+    # or verdict is derived from a sweep that did not finish.
+    off = next((r for r in spread_rows if r.mode == "off" and r.step_ms and r.status == "ok"), None)
     out = []
     for r in spread_rows:
-        if off is None or not r.step_ms:
+        if off is None or not r.step_ms or r.status != "ok":
             out.append(r)
             continue
         off_ms, mode_ms, processes = paired_rounds(timed, "off", r.mode)

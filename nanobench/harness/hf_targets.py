@@ -8,8 +8,9 @@ call: `forward` is the model itself, `step_inputs(step)` the next token, its cac
 and the cache.
 What it is not: generation. The next token is seeded, not sampled from the logits: the
 diagnosis needs the shapes and guards of a step, not a sensible text.
-Invariant: step k presents `input_ids` (B, 1) and `cache_position` (1,) = prompt_len + k;
-a static cache never changes shape, a dynamic one grows by one token per step.
+Invariant: step k presents `input_ids` (B, 1), `cache_position` (1,) = prompt_len + k and a
+cache holding prompt_len + k tokens, in the first pass and in every timed window; a static
+cache never changes shape, a dynamic one grows by one token per step.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ class HFDecode:
         import torch
 
         at = self.prompt_len + step
+        # The contract: a function of `step` alone. Each timed window starts again at step 0,
+        # and both caches count their own length (a StaticCache writes at it, whatever the
+        # cache_position), so the cache is cropped back to what it held before this step.
+        held = int(self.cache.get_seq_length())
+        if held > at:
+            self.cache.crop(at - held)
         return (), {
             "input_ids": self.ids[:, at : at + 1],  # (B, 1)
             "cache": self.cache,

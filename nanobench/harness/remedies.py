@@ -3,29 +3,49 @@
 What it is: pure functions from what a row measured (break reasons with their frames, guards
 on Python values that change between steps, the recompile guard kind, whether dynamo fell back,
 which input dimension grew) to `Remedy` records, each with the source line it points at:
-plan the value outside the traced region; mark the growing dimension dynamic; bucket it (the
-multiple from the bucket arithmetic of `nanobench.cost.buckets`); fail fast in CI with
-`torch.compiler.set_stance("fail_on_recompile")`.
+plan the value outside the traced region; let dynamic=True make a changing int or float argument
+symbolic (`symbolic`, worded by `quote_dynamic_row` from what the same sweep's dynamic row
+measured); mark the growing dimension dynamic; bucket it (the multiple from the bucket
+arithmetic of `nanobench.cost.buckets`); fail fast in CI with
+`torch.compiler.set_stance("fail_on_recompile")`. `value_guard` reads one dynamo recompile
+reason (guard, source line, file:line) into a `ValueGuard`.
 What it is not: a measurement, and never imports torch.
 Invariant: a row with nothing to fix (no fall-back, no step-varying value guard, no break that
-reads a tensor into Python) gets no remedy; every remedy names where it applies.
+reads a tensor into Python) gets no remedy; every remedy names where it applies (the file:line
+dynamo's reason carries, when it carries one); "dynamic=True cannot help" is said only of what
+dynamo specialises, decided from the guard's source, never of an int or float argument.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nanobench.cost.buckets import round_up
 
 # Break reasons that mean "a tensor was read into a Python value inside the region".
-VALUE_READS = ("item()", "tolist", "data-dependent", "__int__", "__bool__", "__float__")
+# dynamo names a branch on a tensor's truth value `generic_jump`.
+VALUE_READS = (
+    "item()", "tolist", "data-dependent", "__int__", "__bool__", "__float__", "generic_jump"
+)  # fmt: skip
 FAIL_FAST = 'torch.compiler.set_stance("fail_on_recompile")'
+# The slot a `symbolic` remedy leaves for what the sweep's dynamic row measured.
+DYNAMIC_ROW = "{dynamic row}"
+# dynamo's words on a recompile from an int attribute of an nn.Module: those stay static.
+MODULE_INT_HINT = "integer attributes of the nn.Module to be static"
+# A guard `source == number` on a local or what hangs off it (L['pos'], o.n, l[0], L['d']['k']).
+_NUMBER_GUARD = re.compile(
+    r"^(?:L\['(?P<local>\w+)'\]|(?P<name>\w+))(?:\[\d+\]|\['[^']*'\]|\.\w+)*"
+    r" == -?\d[\d.e+-]*$"
+)
+_COMPILE_ID = re.compile(r"^\s*(\[[^\]]*\]\s*)?\d+/\d+:\s*")
+_LOCATION = re.compile(r"#\s*(\S+:\d+) in [\w<>.]+")
 
 
 @dataclass(frozen=True)
 class Remedy:
-    kind: str  # plan-outside | mark-dynamic | bucket | fail-fast
+    kind: str  # plan-outside | symbolic | mark-dynamic | bucket | fail-fast
     fix: str
     where: str  # file:line and source, or the input it applies to
 
@@ -43,6 +63,69 @@ class Growth:
     last: int
 
 
+@dataclass(frozen=True)
+class ValueGuard:
+    """A guard on a Python value that fails as the run moves, and where dynamo says it is."""
+
+    guard: str  # as dynamo writes it: "pos == 16", "len(keys) == 16", "L['pos'] == 19"
+    where: str  # "file:line: source" from dynamo's reason or the guard's frame; or the guard
+    symbolic: bool  # an int or float argument: dynamic=True makes it a SymInt / SymFloat
+
+    @property
+    def expression(self) -> str:
+        """The guarded source without its value: one remedy for "pos == 16" and "pos == 17"."""
+        return self.guard.rsplit(" == ", 1)[0]
+
+
+def symbolic_source(guard: str, reason: str = "") -> bool:
+    """Whether dynamic=True makes the guarded value symbolic, from the guard's source.
+
+    An int or float reached from an argument (a local, its items, a plain object's attributes)
+    becomes a SymInt / SymFloat; dynamo specialises a container's length, a non-number, and
+    an attribute of an nn.Module (`self`, or a reason carrying dynamo's module hint).
+    """
+    found = _NUMBER_GUARD.match(guard.strip())
+    root = found and (found.group("local") or found.group("name"))
+    return bool(found) and root != "self" and MODULE_INT_HINT not in reason
+
+
+def value_guard(reason: str) -> ValueGuard:
+    """dynamo's recompile reason ("0/3: pos == 19  # source  # file.py:20 in forward ...")."""
+    line = _COMPILE_ID.sub("", reason.split("User stack trace:", 1)[0].strip().splitlines()[0])
+    guard, _, rest = line.partition("#")
+    guard = guard.split("; ")[0].strip()
+    at = list(_LOCATION.finditer(rest))
+    if not at:
+        return ValueGuard(guard, guard, symbolic_source(guard, reason))
+    # The source line may hold a '#' of its own: the location is dynamo's last "# file:line in".
+    source = " ".join(rest[: at[-1].start()].split())
+    return ValueGuard(guard, f"{at[-1].group(1)}: {source}", symbolic_source(guard, reason))
+
+
+def quote_dynamic_row(text: str, builds: int | None, fell_back: bool | None) -> str:
+    """A `symbolic` remedy worded by what this sweep's dynamic row measured (None: no such row)."""
+    if DYNAMIC_ROW not in text:
+        return text
+    if builds is None:
+        said = (
+            "dynamic=True (or automatic dynamic, after the first recompile) makes an int "
+            "argument symbolic (nanobench compile --modes dynamic measures it)"
+        )
+    elif fell_back or builds > 2:
+        said = (
+            f"dynamic=True would make an int argument symbolic, but this sweep's dynamic row "
+            f"built {builds}{' and fell back' if fell_back else ''}: dynamo specialised it "
+            "where named; pass it as a tensor"
+        )
+    else:
+        said = (
+            "dynamic=True (or automatic dynamic, after the first recompile) makes this int "
+            f"argument symbolic: this sweep's dynamic row built {builds}, no fall-back; "
+            "compile with dynamic=True"
+        )
+    return text.replace(DYNAMIC_ROW, said)
+
+
 def width_multiple_for(sizes: Iterable[int], max_shapes: int) -> int:
     """Smallest power of two N with len({round_up(s, N)}) <= max_shapes: least padding that fits."""
     values = sorted(set(sizes))
@@ -56,8 +139,15 @@ def width_multiple_for(sizes: Iterable[int], max_shapes: int) -> int:
     return n
 
 
-def plan_outside(breaks: Sequence[dict], value_guards: Sequence[str]) -> list[Remedy]:
-    """A break that reads a tensor into Python, or a guard on a value that changes each step."""
+def plan_outside(
+    breaks: Sequence[dict], value_guards: Sequence[ValueGuard | str], mode: str = "static"
+) -> list[Remedy]:
+    """A break that reads a tensor into Python, or a guard on a value that changes each step.
+
+    A guard on an int or float argument is `symbolic` (nothing to fix in the dynamic mode,
+    which already makes it symbolic); anything dynamo specialises is `plan-outside`. A bare
+    string is a guard text without a source line (the engine's probe).
+    """
     found = [
         Remedy(
             "plan-outside",
@@ -68,15 +158,26 @@ def plan_outside(breaks: Sequence[dict], value_guards: Sequence[str]) -> list[Re
         for b in breaks
         if any(word in b["reason"] for word in VALUE_READS)
     ]
-    found += [
-        Remedy(
-            "plan-outside",
-            "a guard on a Python value that changes every step rebuilds in every compiled "
-            "mode (dynamic=True cannot help); keep the value out of the traced region",
-            guard,
+    seen: set[tuple[str, str]] = set()
+    for g in value_guards:
+        g = g if isinstance(g, ValueGuard) else ValueGuard(g, g, False)
+        if (g.expression, g.where) in seen or (g.symbolic and mode == "dynamic"):
+            continue
+        seen.add((g.expression, g.where))
+        if g.symbolic:
+            found.append(
+                Remedy("symbolic", f"{g.guard} changes every step; {DYNAMIC_ROW}", g.where)
+            )
+            continue
+        found.append(
+            Remedy(
+                "plan-outside",
+                f"{g.guard}: a guard on a Python value that changes every step rebuilds in "
+                "every compiled mode (dynamo specialises it: dynamic=True cannot help); keep "
+                "the value out of the traced region",
+                g.where,
+            )
         )
-        for guard in value_guards
-    ]
     return found
 
 
@@ -117,14 +218,15 @@ def remedies_for(
     fell_back: bool,
     guard_kind: str,
     breaks: Sequence[dict] = (),
-    value_guards: Sequence[str] = (),
+    value_guards: Sequence[ValueGuard | str] = (),
     growth: Sequence[Growth] = (),
     limit: int = 8,
     inputs_where: str = "",
     engine: bool = False,
+    mode: str = "static",
 ) -> list[Remedy]:
     """Every fix that applies to one row, most specific first; fail-fast closes a fall-back."""
-    found = plan_outside(breaks, value_guards)
+    found = plan_outside(breaks, value_guards, mode)
     if fell_back and guard_kind == "shape":
         found += for_shapes(growth, limit, inputs_where, engine)
     if fell_back:

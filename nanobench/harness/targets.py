@@ -5,7 +5,8 @@ device, dtype` and returns an object with `forward` (the callable to compile: an
 function) and `step_inputs(step) -> (args, kwargs)` (decode step `step`, 0-based, built outside
 the traced region). `target_option` imports and inspects a factory without calling it (the
 parent's validation, `BadInput`); `make_target` calls it (in a worker); `inputs_at` calls one step;
-`shape_signature` and `growing_dims` read the shape history of the step inputs.
+`shape_signature` and `growing_dims` read the shape history of the step inputs,
+`scalar_signature` and `changing_scalars` the Python values in them.
 The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.hf_targets`) also take `model`.
 What it is not: a runner. Compiling, timing and explaining a target live in `target_bench`.
 Invariant: every way a target can be wrong (import, signature, factory, step) is a
@@ -195,6 +196,53 @@ def shape_signature(args: tuple, kwargs: dict) -> tuple[tuple[str, tuple[int, ..
     for k, v in kwargs.items():
         _tensors(v, f"kwargs[{k!r}]", 4, found)
     return tuple(found)
+
+
+def _scalars(value, source: str, depth: int, module: bool, found: list) -> None:
+    import torch
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        # dynamo makes an int or float symbolic under dynamic=True unless an nn.Module holds it.
+        found.append((source, value, type(value) in (int, float) and not module))
+    elif isinstance(value, torch.Tensor) or depth == 0:
+        return
+    elif isinstance(value, (tuple, list, dict)):
+        # A container's length is guarded by value in every mode: it can never be symbolic.
+        found.append((f"len({source})", len(value), False))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            _scalars(v, f"{source}[{k!r}]", depth - 1, module, found)
+    elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not callable(value)):
+        inside = module or isinstance(value, torch.nn.Module)
+        for k, v in vars(value).items():
+            _scalars(v, f"{source}.{k}", depth - 1, inside, found)
+
+
+def scalar_signature(forward: Callable, args: tuple, kwargs: dict) -> tuple:
+    """((source, value, symbolic), ...) of every Python scalar and container length reachable
+    from one step's inputs, each named as dynamo names its guard (`L['pos']`, `L['cache'].n`,
+    `len(L['keys'])`); `symbolic` says whether dynamic=True makes it a SymInt or SymFloat."""
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {f"args[{i}]": a for i, a in enumerate(args)} | dict(kwargs)
+    found: list = []
+    for name, value in bound.items():
+        _scalars(value, f"L[{name!r}]", 4, False, found)
+    return tuple(found)
+
+
+def changing_scalars(history: list[tuple], guarded: set[str]) -> dict[str, bool]:
+    """{source: symbolic} of the scalars whose value changed over the run and that dynamo
+    guards on (`guarded`: the sources of its guards; an unread attribute guards nothing)."""
+    seen: dict[str, set] = {}
+    symbolic: dict[str, bool] = {}
+    for signature in history:
+        for source, value, sym in signature:
+            seen.setdefault(source, set()).add((type(value), value))
+            symbolic[source] = sym
+    base = {s: s[4:-1] if s.startswith("len(") else s for s in seen}
+    return {s: symbolic[s] for s, v in seen.items() if len(v) > 1 and base[s] in guarded}
 
 
 def growing_dims(history: list[tuple]) -> list[tuple[str, int, int, int]]:
