@@ -294,7 +294,7 @@ def test_unwritable_out_is_bad_input(app, tmp_path):
 @pytest.mark.parametrize(("max_waste", "passed"), [(0.35, False), (0.37, True)])
 def test_the_waste_gate_reads_the_spec_limit(max_waste, passed):
     from nanobench.buckets.bench import measure
-    from nanobench.buckets.command import gates
+    from nanobench.buckets.gates import gates
 
     # 8 steps after a 16-token prompt, 3 rows, multiple 128: 492 real cells of 768 computed,
     # a waste of 1 - 492/768 = 0.359 (DAY52_RUNS), so the limit lands on either side of it.
