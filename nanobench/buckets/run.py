@@ -24,6 +24,7 @@ from reports.buckets import (
     render_short_answer,
     save_buckets_figure,
 )
+from reports.capture_sizes import capture_sizes_table, recommended_table
 from reports.csvio import write_rows
 
 
@@ -85,10 +86,6 @@ def render(spec: BucketsSpec, result, found, outputs, runs, capture, chosen) -> 
             explicit_len=bool(spec.max_model_len),
         )
     if spec.sizes is not None and not spec.short:
-        from reports.capture_sizes import capture_sizes_table
-
         console.print(capture_sizes_table(result.chosen))
     if result.recommended:
-        from reports.capture_sizes import recommended_table
-
         console.print(recommended_table(as_dicts(result.recommended)))
