@@ -13,8 +13,8 @@ import typer
 
 from nanobench import __version__
 from nanobench.commands import COMMANDS, help_of
-from nanobench.sweep.command import SWEEP
 from nanobench.harness.console import OneLineErrors
+from nanobench.sweep.command import SWEEP
 
 app = typer.Typer(
     name="nanobench",

@@ -22,6 +22,7 @@ from nanobench.decode.command import decode_command
 from nanobench.explain.command import explain
 from nanobench.pool_budget.command import pool_budget
 
+
 @dataclass(frozen=True)
 class Command:
     name: str

@@ -20,7 +20,6 @@ from nanobench.cli import app
 from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
 from nanobench.decode.command import DecodeSpec
 from nanobench.decode.gates import gates
-from nanobench.decode.run import CSV_COLUMNS
 from nanobench.decode.roofline import (
     floor_ms,
     kv_read_bytes,
@@ -30,6 +29,7 @@ from nanobench.decode.roofline import (
     weight_bytes,
 )
 from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
+from nanobench.decode.run import CSV_COLUMNS
 from nanobench.harness.env_record import read_env
 from nanobench.harness.rounds import Window
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model

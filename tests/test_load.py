@@ -59,8 +59,8 @@ def test_a_busy_child_is_other_processes_load_unless_it_is_the_runs_own(busy_chi
 
 
 def test_decode_warns_before_timing_and_every_row_and_the_env_carry_the_load(tmp_path, monkeypatch):
-    import nanobench.harness.console as console
     import nanobench.decode.bench as bench
+    import nanobench.harness.console as console
     import nanobench.harness.load as load
     from tests.test_decode_cmd import fake_sweep
 

@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nanobench", "engine", "kernels", "reports")
-NAMED = re.compile(r"^(?:%s)(?:\.[a-z_][a-z0-9_]*)+(?::[a-z_][a-z0-9_]*)?$" % "|".join(PACKAGES))
+TOPS = "|".join(PACKAGES)
+NAMED = re.compile(rf"^(?:{TOPS})(?:\.[a-z_][a-z0-9_]*)+(?::[a-z_][a-z0-9_]*)?$")
 
 
 def named_modules() -> list[tuple[str, str]]:

@@ -26,10 +26,10 @@ from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from nanobench.capture.rows import RunRow
 from nanobench.capture.timing import DEFAULT_PLAN, Clock, time_run, timing_of
-from nanobench.harness.common import gate
 from nanobench.cost.buckets import bucket_run
 from nanobench.cost.capture import capture_reuse_share
 from nanobench.cost.pool import check_pool_shared
+from nanobench.harness.common import gate
 from nanobench.harness.dynamo_explain import seeded_prompts
 from nanobench.harness.rounds import RoundPlan, Window
 

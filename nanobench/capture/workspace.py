@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from engine.buckets import DecodeBuckets
 from engine.config import ModelConfig
-from nanobench.memory.decode_workspace import decode_memory, list_memory, with_heads
 from nanobench.capture.rows import PoolRow, WorkspaceRow
 from nanobench.cost.capture import workspace_bytes
+from nanobench.memory.decode_workspace import decode_memory, list_memory, with_heads
 
 # The reference read's softmax runs in fp32 whatever the model dtype.
 SCORE_BYTES = 4

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
-from nanobench.harness.errors import BadInput
 from nanobench.decode.roofline import PROBE
+from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
+from nanobench.harness.errors import BadInput
 from nanobench.harness.rounds import Comparison, RoundPlan, Window
 from nanobench.harness.rows import rebuild
 from nanobench.harness.stats import CONFIDENCE

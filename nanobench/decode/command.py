@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import typer
 
-from nanobench.harness.console import run_command
 from nanobench.decode.bench import SYSTEMS
+from nanobench.harness.console import run_command
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
     Backend,

@@ -25,6 +25,7 @@ from nanobench.decode.gates import gates
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
+from nanobench.harness import load  # looked up per run: the tests' seam
 from nanobench.harness.common import (
     INCONCLUSIVE,
     device_option,
@@ -37,7 +38,6 @@ from nanobench.harness.common import (
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
-from nanobench.harness import load  # looked up per run: the tests' seam
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
 from reports.csvio import write_rows
 from reports.decode import draw_decode, render_decode

@@ -91,8 +91,8 @@ def quiet_libraries() -> None:
 
 def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
     """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
-    from nanobench.harness.dynamo_explain import seeded_prompts
     from nanobench.decode.samples import text_prompts, tokenizer_for
+    from nanobench.harness.dynamo_explain import seeded_prompts
 
     tokenizer = tokenizer_for(spec.model)
     if tokenizer is not None:

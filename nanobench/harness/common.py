@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, BadInput
-
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS  # noqa: F401 (re-exported)
 
 
@@ -183,8 +182,7 @@ def model_option(model: str):
     """
     from engine.config import PRESETS, ConfigError
     from engine.gguf import find_gguf
-    from engine.sources import inspect_model
-    from engine.sources import materialize_preset
+    from engine.sources import inspect_model, materialize_preset
     from engine.weights import CheckpointError, scan_finite
 
     try:

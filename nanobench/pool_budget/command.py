@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 import typer
 
 from nanobench.harness.common import (
-    device_memory_bytes,
     Gate,
     capture_sizes_option,
+    device_memory_bytes,
     device_option,
     dtype_option,
     out_dir,

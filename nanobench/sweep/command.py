@@ -18,8 +18,8 @@ from typing import Annotated
 
 import typer
 
-from nanobench.harness.common import INCONCLUSIVE, PASS, Gate, finish
 from nanobench.commands import Command
+from nanobench.harness.common import INCONCLUSIVE, PASS, Gate, finish
 from nanobench.harness.console import run_command, say_error, stdout_console
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
