@@ -115,9 +115,10 @@ def test_the_heatmap_holds_each_points_waste(local_sweep):
     ledger = Ledger(out)
     records = [ledger.records[p.key] for p in points(spec)]
     fig = draw_sweep(records, list(spec.axes), FIGURES["buckets"], "buckets", run_of(points(spec)))
-    # buckets plans on the host with no model: the title says none rather than inventing one.
+    # buckets plans on the host with no model or device: the title says none rather than
+    # inventing one; its --dtype (the dtype a --target's memory budget is priced in) is named.
     assert fig.axes[0].get_title() == (
-        "nanobench sweep buckets, worst padding waste of a run: -, - -"
+        "nanobench sweep buckets, worst padding waste of a run: -, - float32"
     )
     shown = fig.axes[0].images[0].get_array()
     for y, multiple in enumerate((64, 512)):
