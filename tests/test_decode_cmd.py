@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from engine.config import PRESETS
 from nanobench.cli import app
 from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
-from nanobench.decode.command import DecodeSpec
+from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import (
     floor_ms,

@@ -18,7 +18,7 @@ from nanobench.harness.common import Gate, gate, ratio_gate
 from reports.style import binary_bytes
 
 if TYPE_CHECKING:
-    from nanobench.capture.command import CaptureSpec
+    from nanobench.capture.spec import CaptureSpec
 
 
 def gates(spec: CaptureSpec, rows: list[RunRow]) -> list[Gate]:

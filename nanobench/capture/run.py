@@ -21,10 +21,10 @@ from engine.config import ConfigError, ModelConfig
 from engine.sources import load_model
 from kernels.reference import KernelInputError
 from nanobench.capture.bench import run_rows
-from nanobench.capture.command import CaptureSpec
 from nanobench.capture.gates import gates, up_front_notes
 from nanobench.capture.pools import held_rows, measure_pools, pool_rows, with_measured
 from nanobench.capture.rows import capture_columns
+from nanobench.capture.spec import CaptureSpec
 from nanobench.capture.timing import SAMPLE_HEADER, ratio_notes
 from nanobench.capture.workspace import with_traced, workspace_rows
 from nanobench.harness.common import finish, fits_option, model_option, out_dir, threads_applied

@@ -22,7 +22,7 @@ from nanobench.decode.rows import DecodeRow
 from nanobench.harness.common import INCONCLUSIVE, Gate, gate, ratio_gate
 
 if TYPE_CHECKING:
-    from nanobench.decode.command import DecodeSpec
+    from nanobench.decode.spec import DecodeSpec
 
 
 def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:

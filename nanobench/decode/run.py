@@ -20,11 +20,11 @@ from engine.gguf import find_gguf
 from engine.sources import materialize_gguf
 from nanobench.decode import bench  # bench.sweep looked up per run: the tests' seam
 from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, derive, transformers_can_load
-from nanobench.decode.command import DecodeSpec
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
+from nanobench.decode.spec import DecodeSpec
 from nanobench.harness import load  # looked up per run: the tests' seam
 from nanobench.harness.common import (
     INCONCLUSIVE,

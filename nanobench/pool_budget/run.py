@@ -26,7 +26,8 @@ from nanobench.pool_budget.budget import (
     smallest_fitting,
     target_rows,
 )
-from nanobench.pool_budget.command import PoolBudgetSpec, gates
+from nanobench.pool_budget.gates import gates
+from nanobench.pool_budget.spec import PoolBudgetSpec
 from reports.csvio import write_rows
 from reports.pool_budget import (
     plot_pool_budget,

@@ -1,0 +1,61 @@
+"""`nanobench decode`'s spec: every option's default and the rules across options.
+
+What it is: `DecodeSpec` (frozen; `validate()` checks what no option checks alone) and its round
+plan. What it is not: the command (`command.py`) or the run (`run.py`).
+Invariant: a spec that validated runs without another check; a bad one is `BadInput`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nanobench.decode.bench import SYSTEMS
+from nanobench.harness.errors import BadInput
+from nanobench.harness.options import (
+    Names,
+)
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """`nanobench decode`'s options: the one place their defaults live."""
+
+    model: str = "tiny"
+    systems: Names = Names(SYSTEMS)
+    rows: int = 4
+    prompt_len: int = 16
+    steps: int = 128  # greedy tokens per row: the prefill's first, then decode steps
+    rounds: int = 3
+    max_rounds: int = 30
+    rel_ci: float = 0.03
+    budget_s: float = 120.0
+    max_model_len: int = 0  # 0: prompt_len + steps
+    width_multiple: int = 128  # engine-captured's width buckets
+    device: str = "cpu"
+    dtype: str = "auto"
+    threads: int = 0
+    backend: str = "inductor"
+    hf_attn: str = "sdpa"
+    timeout: int = 900
+    out: str = "nanobench-out"
+    processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
+
+    def round_plan(self):
+        from nanobench.harness.rounds import round_plan
+
+        return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
+
+    def validate(self) -> None:
+        """Rules across options (ranges and choices are the options' own): BadInput, one line."""
+        if self.steps < 2:
+            raise BadInput(
+                f"--steps {self.steps}: expected at least 2 (the prefill's token, then decode steps)"
+            )
+        if self.max_model_len and self.prompt_len + self.steps > self.max_model_len:
+            raise BadInput(
+                f"--prompt-len {self.prompt_len} + --steps {self.steps} exceed "
+                f"--max-model-len {self.max_model_len}"
+            )
+        self.round_plan()
+        if self.processes < 1:
+            raise BadInput(f"--processes {self.processes}: expected a positive integer")
