@@ -143,6 +143,25 @@ def persistent_bytes(max_batch: int, max_model_len: int) -> int:
     return slot_table_bytes(max_batch, max_model_len) + input_buffer_bytes(max_batch)
 
 
+def traced_list(
+    model: ModelConfig, kernel: str, dtype: str, max_batch: int, max_model_len: int, shapes
+):
+    """The list's memory traced on the engine's decode forward (fake tensors)."""
+    # A server's list may capture more rows than --max-batch (vLLM goes to 2x max_num_seqs):
+    # the traced engine holds the list's largest row count.
+    top_rows = max(max_batch, *(rows for rows, _ in shapes))
+    return list_memory(decode_memory(model, kernel, dtype, top_rows, max_model_len), shapes)
+
+
+def judged_fit(*pool_args) -> tuple[bool, str]:
+    """`check_pool_budget` as a verdict: (fits, the one line that says why not, or "ok")."""
+    try:
+        check_pool_budget(*pool_args)
+    except PoolUnsound as e:
+        return False, str(e)
+    return True, "ok"
+
+
 def budget_row(
     model: ModelConfig,
     *,
@@ -168,11 +187,7 @@ def budget_row(
         model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes, block_size
     )
     formula = workspace_pool_bytes(kernel, shapes, model.num_heads)
-    # A server's list may capture more rows than --max-batch (vLLM goes to 2x max_num_seqs):
-    # the traced engine holds the list's largest row count.
-    top_rows = max(max_batch, *(rows for rows, _ in shapes))
-    memory = decode_memory(model, kernel, dtype, top_rows, max_model_len)
-    traced = list_memory(memory, shapes)
+    traced = traced_list(model, kernel, dtype, max_batch, max_model_len, shapes)
     workspace = traced.shared_workspace_bytes
     activations = decode_activation_bytes(
         max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
@@ -186,13 +201,9 @@ def budget_row(
     free = free_for_kv_bytes(device_bytes, utilization, weights, capture_pool, others)
     blocks = kv_blocks(free, per_block)
     min_blocks = -(-max_model_len // block_size)
-    try:
-        check_pool_budget(
-            device_bytes, utilization, weights, capture_pool, others, per_block, min_blocks
-        )
-        fits, why = True, "ok"
-    except PoolUnsound as e:
-        fits, why = False, str(e)
+    fits, why = judged_fit(
+        device_bytes, utilization, weights, capture_pool, others, per_block, min_blocks
+    )
     full_batch = kv_blocks_needed(max_batch, max_model_len, block_size)
     usable = int(device_bytes * utilization)
     return BudgetRow(
