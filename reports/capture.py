@@ -218,9 +218,24 @@ def plot_capture(path: Path, rows: list, heading: str) -> Path:
     held = [r for r in rows if r.table == "held"]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     (ax_ms, ax_count), (ax_pool, ax_held) = axes
+    step_panel(ax_ms, runs)
+    count_panel(ax_count, runs)
+    if pools:
+        pool_panel(ax_pool, pools)
+    if held:
+        held_panel(ax_held, held)
+    fig.suptitle(heading)
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def count_panel(ax_count, runs: list) -> None:
+    """Graphs to record per run length: the open set against the closed (bucketed) set."""
     labels = [str(r.steps) for r in runs]
     xs = range(len(runs))
-    step_panel(ax_ms, runs)
     ax_count.bar(
         [x - 0.2 for x in xs], [r.captures_open for r in runs], 0.4, label="open (per step)"
     )
@@ -233,76 +248,76 @@ def plot_capture(path: Path, rows: list, heading: str) -> Path:
     ax_count.set_ylabel("graphs to record")
     ax_count.set_title("captures: open set against closed set")
     ax_count.legend()
-    if pools:
-        px = range(len(pools))
-        ax_pool.bar(
-            [x - 0.2 for x in px],
-            [r.shared_pool_bytes / MIB for r in pools],
-            0.4,
-            label="shared",
-        )
-        ax_pool.bar(
-            [x + 0.2 for x in px],
-            [r.private_pools_bytes / MIB for r in pools],
-            0.4,
-            label="private",
-        )
-        for key, x_off, marker, name in (
-            ("traced_shared_pool_bytes", -0.2, "ko", "shared, traced"),
-            ("traced_private_pools_bytes", 0.2, "ks", "private, traced"),
-        ):
-            if all(getattr(r, key) is not None for r in pools):
-                ax_pool.plot(
-                    [x + x_off for x in px],
-                    [getattr(r, key) / MIB for r in pools],
-                    marker,
-                    label=name,
-                )
-        measured = [r.shared_pool_measured_bytes for r in pools]
-        if any(m is not None for m in measured):
+
+
+def pool_panel(ax_pool, pools: list) -> None:
+    """The reference list's pools per width multiple: shared (a max) against private (a sum)."""
+    px = range(len(pools))
+    ax_pool.bar(
+        [x - 0.2 for x in px],
+        [r.shared_pool_bytes / MIB for r in pools],
+        0.4,
+        label="shared",
+    )
+    ax_pool.bar(
+        [x + 0.2 for x in px],
+        [r.private_pools_bytes / MIB for r in pools],
+        0.4,
+        label="private",
+    )
+    for key, x_off, marker, name in (
+        ("traced_shared_pool_bytes", -0.2, "ko", "shared, traced"),
+        ("traced_private_pools_bytes", 0.2, "ks", "private, traced"),
+    ):
+        if all(getattr(r, key) is not None for r in pools):
             ax_pool.plot(
-                [x - 0.2 for x, m in zip(px, measured, strict=True) if m is not None],
-                [m / MIB for m in measured if m is not None],
-                "k^",
-                label="shared, measured",
+                [x + x_off for x in px],
+                [getattr(r, key) / MIB for r in pools],
+                marker,
+                label=name,
             )
-        ax_pool.set_xticks(list(px), [f"{r.width_multiple}\n({r.shapes} shapes)" for r in pools])
-        ax_pool.set_yscale("log")
-        ax_pool.set_xlabel("width multiple")
-        ax_pool.set_ylabel("MiB")
-        ax_pool.set_title("shared pool (a max) against one per shape (a sum): formula bars")
-        ax_pool.legend()
-    if held:
-        hy = range(len(held))
-        ax_held.barh(
-            [y + 0.2 for y in hy],
-            [max(r.reference_bytes, 1) for r in held],
-            0.4,
-            label="reference",
-            color=colour("reference"),
+    measured = [r.shared_pool_measured_bytes for r in pools]
+    if any(m is not None for m in measured):
+        ax_pool.plot(
+            [x - 0.2 for x, m in zip(px, measured, strict=True) if m is not None],
+            [m / MIB for m in measured if m is not None],
+            "k^",
+            label="shared, measured",
         )
-        ax_held.barh(
-            [y - 0.2 for y in hy],
-            [max(r.triton_bytes, 1) for r in held],
-            0.4,
-            label="triton",
-            color=colour("triton"),
-        )
-        for y, r in zip(hy, held, strict=True):
-            if r.triton_bytes == 0:
-                # A log axis has no zero: say so instead of letting a 1-byte bar stand for it.
-                ax_held.text(1.5, y - 0.2, "0 (no rectangle)", va="center", fontsize=8)
-        ax_held.set_yticks(list(hy), [r.item for r in held])
-        ax_held.set_xscale("log")
-        ax_held.set_xlabel("bytes")
-        ax_held.set_title("what a step holds at the top of the list")
-        ax_held.legend()
-    fig.suptitle(heading)
-    fig.tight_layout()
-    try:
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    ax_pool.set_xticks(list(px), [f"{r.width_multiple}\n({r.shapes} shapes)" for r in pools])
+    ax_pool.set_yscale("log")
+    ax_pool.set_xlabel("width multiple")
+    ax_pool.set_ylabel("MiB")
+    ax_pool.set_title("shared pool (a max) against one per shape (a sum): formula bars")
+    ax_pool.legend()
+
+
+def held_panel(ax_held, held: list) -> None:
+    """What a step holds at the top of the list, per kernel, on a log axis."""
+    hy = range(len(held))
+    ax_held.barh(
+        [y + 0.2 for y in hy],
+        [max(r.reference_bytes, 1) for r in held],
+        0.4,
+        label="reference",
+        color=colour("reference"),
+    )
+    ax_held.barh(
+        [y - 0.2 for y in hy],
+        [max(r.triton_bytes, 1) for r in held],
+        0.4,
+        label="triton",
+        color=colour("triton"),
+    )
+    for y, r in zip(hy, held, strict=True):
+        if r.triton_bytes == 0:
+            # A log axis has no zero: say so instead of letting a 1-byte bar stand for it.
+            ax_held.text(1.5, y - 0.2, "0 (no rectangle)", va="center", fontsize=8)
+    ax_held.set_yticks(list(hy), [r.item for r in held])
+    ax_held.set_xscale("log")
+    ax_held.set_xlabel("bytes")
+    ax_held.set_title("what a step holds at the top of the list")
+    ax_held.legend()
 
 
 def step_panel(ax, runs: list) -> None:
