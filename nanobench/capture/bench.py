@@ -138,61 +138,19 @@ def run_rows(
         fed, eager_logits, _ = drive(eager, batch, n)
         engine = Engine.build(model, tensors, capture_cfg, recorder=recorder)
         graphs = engine.decode_graphs
-        capture_s = None
         stats = None
         if up_front:
             status(f"capture bench: recording {engine.buckets.count} shapes up front")
             stats = engine.capture()
-            capture_s = stats.total_s
-            shapes += [
-                {
-                    "steps": n,
-                    "rows": s.shape[0],
-                    "width": s.shape[1],
-                    "record_s": s.record_s,
-                    "pool_growth_bytes": s.pool_growth_bytes,
-                    "peak_bytes": s.peak_bytes,
-                }
-                for s in stats.shapes
-            ]
+            shapes += shape_records(n, stats)
         status(f"capture bench: {n} steps captured ({'up front' if up_front else 'lazy'})")
         _, replay_logits, _ = drive(engine, batch, n, forced=fed)
-        diff = max(
-            float((a - b).abs().max()) for a, b in zip(eager_logits, replay_logits, strict=True)
-        )
-        scale = max(float(a.abs().max()) for a in eager_logits)
         run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
-        predicted = bucket_run(rows, prompt_len, n, engine.buckets)
-        mid_run = graphs.recorded_mid_run
-        counts = dict(
-            steps=n,
-            captures_open=predicted.open_count,
-            captures_closed=graphs.distinct,
-            predicted_closed=predicted.bucketed_count,
-            recorded_mid_run=mid_run,
-            replays=graphs.replays,
-            reuse=capture_reuse_share(mid_run, n),
-            max_abs_diff=diff,
-            replay_tolerance=replay_tolerance(device, dtype, scale),
-            mode="up-front" if up_front else "lazy",
-            captured_up_front=stats.count if stats else 0,
-            capture_s=capture_s,
-            capture_pool_bytes=stats.pool_growth_bytes if stats else None,
-            kernel=engine.attention,
-            device=device,
-            rows=rows,
-            prompt_len=prompt_len,
-            width_multiple=width_multiple,
+        counts = run_counts(
+            engine, n, eager_logits, replay_logits, stats, up_front=up_front, rows=rows,
+            prompt_len=prompt_len, width_multiple=width_multiple, device=device, dtype=dtype,
             max_model_len=capture_cfg.max_model_len,
-            pool_shared=check_detail(check_pool_shared, graphs.pools),
-            output_not_held=check_detail(check_output_not_held, replay_logits, graphs.outputs),
-            all_shapes_captured=(
-                check_detail(check_all_shapes_captured, engine.buckets.shapes, graphs.graphs)
-                if up_front
-                else None
-            ),
-            threads=torch.get_num_threads(),  # read where both engines run, not the option
-        )
+        )  # fmt: skip
         status(f"capture bench: {n} steps, eager against replayed in rounds")
         windows = time_run(
             eager,
@@ -209,6 +167,61 @@ def run_rows(
         out.append(row)
         del engine, graphs
     return out, shapes
+
+
+def shape_records(n: int, stats) -> list[dict]:
+    """The up-front walk's per-shape records: its record seconds and the pool's growth."""
+    return [
+        {
+            "steps": n,
+            "rows": s.shape[0],
+            "width": s.shape[1],
+            "record_s": s.record_s,
+            "pool_growth_bytes": s.pool_growth_bytes,
+            "peak_bytes": s.peak_bytes,
+        }
+        for s in stats.shapes
+    ]
+
+
+def run_counts(engine, n: int, eager_logits, replay_logits, stats, *, up_front: bool, rows: int,
+               prompt_len: int, width_multiple: int, device: str, dtype: str,
+               max_model_len: int) -> dict:  # fmt: skip
+    """One run length's counts and checks: captures open and closed, replays, the logits' gap."""
+    graphs = engine.decode_graphs
+    diff = max(float((a - b).abs().max()) for a, b in zip(eager_logits, replay_logits, strict=True))
+    scale = max(float(a.abs().max()) for a in eager_logits)
+    predicted = bucket_run(rows, prompt_len, n, engine.buckets)
+    mid_run = graphs.recorded_mid_run
+    return dict(
+        steps=n,
+        captures_open=predicted.open_count,
+        captures_closed=graphs.distinct,
+        predicted_closed=predicted.bucketed_count,
+        recorded_mid_run=mid_run,
+        replays=graphs.replays,
+        reuse=capture_reuse_share(mid_run, n),
+        max_abs_diff=diff,
+        replay_tolerance=replay_tolerance(device, dtype, scale),
+        mode="up-front" if up_front else "lazy",
+        captured_up_front=stats.count if stats else 0,
+        capture_s=stats.total_s if stats else None,
+        capture_pool_bytes=stats.pool_growth_bytes if stats else None,
+        kernel=engine.attention,
+        device=device,
+        rows=rows,
+        prompt_len=prompt_len,
+        width_multiple=width_multiple,
+        max_model_len=max_model_len,
+        pool_shared=check_detail(check_pool_shared, graphs.pools),
+        output_not_held=check_detail(check_output_not_held, replay_logits, graphs.outputs),
+        all_shapes_captured=(
+            check_detail(check_all_shapes_captured, engine.buckets.shapes, graphs.graphs)
+            if up_front
+            else None
+        ),
+        threads=torch.get_num_threads(),  # read where both engines run, not the option
+    )
 
 
 def check_detail(check, *args) -> str:
