@@ -188,19 +188,10 @@ def sweep(
             env, cache = worker_env(spec.threads)
             caches.append(cache)
             workers[system] = []
-            for process in range(1, processes + 1):
-                tag = system if process == 1 else f"{system} (process {process})"
-                on_status(f"{tag}: building and warming up in a fresh process")
-                worker = LiveWorker(WORKER, asdict(replace(spec, system=system)), env=env)
-                workers[system].append(worker)
-                row = rebuild(SystemRow, {"system": system, **worker.start(timeout)})
-                if process == 1:
-                    rows[system] = row
-                    on_row(row)
-                elif row.status != "ok":
-                    rows[system] = replace(rows[system], status=f"process {process}: {row.status}")
-                if rows[system].status != "ok":
-                    break
+            rows[system] = start_system(
+                replace(spec, system=system), processes, env, timeout, workers[system], on_status,
+                on_row,
+            )  # fmt: skip
         ready = [rows[s] for s in workers if rows[s].status == "ok"]
         slices = round_slices(ready, spec, plan, on_status)
         live = {
@@ -225,6 +216,32 @@ def sweep(
         for cache in caches:
             shutil.rmtree(cache, ignore_errors=True)
     return list(rows.values()), probe
+
+
+def start_system(spec: RunSpec, processes: int, env, timeout: float, into: list, on_status,
+                 on_row) -> SystemRow:  # fmt: skip
+    """`processes` live workers for one system, set up one at a time; the row is the first's.
+
+    Each worker joins `into` before its set-up is waited for, so an interrupt kills it too; a
+    later worker that fails marks the system's row, and no further worker starts.
+    """
+    from nanobench.harness.fresh import LiveWorker
+
+    row = None
+    for process in range(1, processes + 1):
+        tag = spec.system if process == 1 else f"{spec.system} (process {process})"
+        on_status(f"{tag}: building and warming up in a fresh process")
+        worker = LiveWorker(WORKER, asdict(spec), env=env)
+        into.append(worker)
+        got = rebuild(SystemRow, {"system": spec.system, **worker.start(timeout)})
+        if process == 1:
+            row = got
+            on_row(row)
+        elif got.status != "ok":
+            row = replace(row, status=f"process {process}: {got.status}")
+        if row.status != "ok":
+            break
+    return row
 
 
 def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:
