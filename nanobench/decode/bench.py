@@ -328,14 +328,7 @@ def derive(
     )
     out = []
     for r in rows:
-        d: dict = {"tokens_ref": ref.system if ref else None}
-        if r.tokens and ref is not None:
-            diff = first_difference(r.tokens, ref.tokens)
-            if diff is None and r.deterministic is False:
-                diff = "repeats of this system disagree with each other"
-            d["tokens_match"], d["first_mismatch"] = diff is None, diff
-        if r.tokens:
-            d["tokens_digest"] = digest(r.tokens)
+        d = token_fields(r, ref)
         found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
         d["rounds"] = len({w.round for w in timed if w.system == r.system})
         ok = found is not None and r.status == "ok"
@@ -384,6 +377,19 @@ def derive(
         )
         out.append(DecodeRow(**{**asdict(r), **d}))
     return mark_floor(out)
+
+
+def token_fields(r: SystemRow, ref: SystemRow | None) -> dict:
+    """A row's tokens against the reference's: match, first mismatch, digest."""
+    d: dict = {"tokens_ref": ref.system if ref else None}
+    if r.tokens and ref is not None:
+        diff = first_difference(r.tokens, ref.tokens)
+        if diff is None and r.deterministic is False:
+            diff = "repeats of this system disagree with each other"
+        d["tokens_match"], d["first_mismatch"] = diff is None, diff
+    if r.tokens:
+        d["tokens_digest"] = digest(r.tokens)
+    return d
 
 
 def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
