@@ -15,7 +15,6 @@ from nanobench.harness.choices import REDUCE_OVERHEAD
 from nanobench.harness.errors import BadInput
 
 
-
 def compile_kwargs(mode: str, backend: str) -> dict:
     """torch.compile's arguments: static is dynamic=False (None would generalise on a recompile)."""
     if mode == REDUCE_OVERHEAD:
