@@ -47,6 +47,7 @@ def cudagraph_counts(mode: str) -> dict:
     """Skips and re-records of torch's CUDA graph trees, for a reduce-overhead row."""
     if mode != REDUCE_OVERHEAD:
         return {"cudagraph_skips": None, "cudagraph_rerecords": None}
+    # torch loads here, not at import: the command's spec checks --modes with this module.
     import torch
     from torch._dynamo.utils import counters
     from torch._inductor import cudagraph_trees

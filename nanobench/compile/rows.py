@@ -20,9 +20,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from nanobench.cost.compile import breakeven_steps
-from nanobench.harness.rounds import Window
+from nanobench.harness.rounds import Window, paired_rounds
 from nanobench.harness.rows import RowSchemaError, rebuild
-from nanobench.harness.stats import CONFIDENCE
+from nanobench.harness.stats import (
+    CONFIDENCE,
+    difference_interval,
+    ratio_interval,
+    rounds_to_decide,
+    spread,
+    verdict_at_least,
+)
+from nanobench.harness.verdicts import FAIL, PASS
 
 CANT_TELL = "can't tell at this noise"
 
@@ -164,9 +172,6 @@ def derive(
     alone and nothing has an interval, so `worth_compiling` cannot say yes or no. `confidence`
     is the level of every interval (`rounds.look_confidence` of the rounds run).
     """
-    from nanobench.harness.rounds import paired_rounds
-    from nanobench.harness.stats import spread
-
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     spread_rows = []
     for r in rows:
@@ -234,14 +239,6 @@ def compared(
     confidence: float = CONFIDENCE,
 ) -> CompileRow:
     """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
-    from nanobench.harness.common import FAIL, PASS
-    from nanobench.harness.stats import (
-        difference_interval,
-        ratio_interval,
-        rounds_to_decide,
-        verdict_at_least,
-    )
-
     speedup = ratio_interval(off_ms, mode_ms, processes, confidence)
     saving = difference_interval(off_ms, mode_ms, processes, confidence)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
