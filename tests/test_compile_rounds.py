@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from nanobench.compile.command import amortised_gate
+from nanobench.compile.gates import amortised_gate
 from nanobench.compile.rows import CANT_TELL, CompileRow, derive
-from nanobench.compile.session import steady_mask
+from nanobench.compile.windows import steady_mask
 from nanobench.harness.rounds import Window
 
 

@@ -156,8 +156,9 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
     from engine.compiled import CompiledDecode
     from engine.engine import Engine
     from engine.sources import materialize_preset
-    from nanobench.compile.bench import compiler_for, quiet_dynamo, spec_for
+    from nanobench.compile.bench import compiler_for, quiet_dynamo
     from nanobench.compile.bench import sweep as fresh_sweep
+    from nanobench.compile.spec import WorkerSpec
     from nanobench.harness.dynamo_explain import seeded_prompts
 
     quiet_dynamo()
@@ -175,7 +176,7 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
         engine.release_all()
         builds[mode] = engine.compiled.builds
     torch._dynamo.reset()
-    spec = spec_for(model=materialize_preset("tiny"), steps=10, backend="eager", threads=1)
+    spec = WorkerSpec(model=str(materialize_preset("tiny")), steps=10, backend="eager", threads=1)
     fresh = fresh_sweep(spec, ["dynamic"], timeout=300)[0]
     assert builds["static"] == 8
     # Same code object, same engine: dynamic finds the budget spent and never compiles.

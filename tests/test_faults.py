@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -165,11 +166,11 @@ def test_a_worker_past_its_timeout_becomes_a_timeout_row(tmp_path, spawned):
 
 
 def test_an_exception_inside_a_worker_is_an_error_row_with_its_line(tmp_path):
-    from nanobench.compile.bench import spec_for
+    from nanobench.compile.spec import WorkerSpec
     from nanobench.harness.fresh import run_fresh
 
-    spec = spec_for(model=tmp_path / "gone", steps=2, backend="eager", mode="off")
-    row = run_fresh("nanobench.compile.session", spec, timeout=120)
+    spec = WorkerSpec(model=str(tmp_path / "gone"), steps=2, backend="eager", mode="off")
+    row = run_fresh("nanobench.compile.session", asdict(spec), timeout=120)
     assert row["status"].startswith("error: CheckpointError:")
     assert "no such checkpoint directory" in row["status"]
 
@@ -244,12 +245,13 @@ serve_main(session.open_session)
 def test_a_field_renamed_in_the_worker_fails_the_parent_naming_it(tmp_path, monkeypatch):
     """The real compile session, one field renamed before it is emitted: the parent refuses."""
     from engine.sources import materialize_preset
-    from nanobench.compile.bench import spec_for, sweep
+    from nanobench.compile.bench import sweep
+    from nanobench.compile.spec import WorkerSpec
     from nanobench.harness.rows import RowSchemaError
 
     (tmp_path / "renaming_worker.py").write_text(RENAMING_WORKER)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
     monkeypatch.setattr("nanobench.compile.bench.WORKER", "renaming_worker")
-    spec = spec_for(model=materialize_preset("tiny"), steps=2, backend="eager", threads=1)
+    spec = WorkerSpec(model=str(materialize_preset("tiny")), steps=2, backend="eager", threads=1)
     with pytest.raises(RowSchemaError, match="unknown field 'frames_built'"):
         sweep(spec, ["off"], timeout=120)

@@ -267,14 +267,14 @@ GUARDED = {"L['pos']", "L['keys']"}
     ],
 )
 def test_the_prediction_reads_the_python_values_of_the_inputs(seen, mode, expected):
-    from nanobench.harness.target_bench import predict_target
+    from nanobench.compile.target_session import predict_target
 
     assert predict_target(mode, seen, [], GUARDED, 8) == expected
 
 
 def test_a_guard_that_changes_with_no_input_behind_it_is_one_build_a_step():
+    from nanobench.compile.target_session import predict_target
     from nanobench.harness.remedies import ValueGuard
-    from nanobench.harness.target_bench import predict_target
 
     # A resume function's local (after a .item()): each of 10 steps presents a new value.
     local = ValueGuard("L['___stack0'] == 7", "step.py:3", True)

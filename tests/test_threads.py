@@ -12,6 +12,7 @@ The spec of the toy target is this file itself.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -59,11 +60,11 @@ def other(n: int) -> int:
     return 2 if n == 1 else 1
 
 
-def worker_threads(spec: dict, asked: int) -> int:
+def worker_threads(spec, asked: int) -> int:
     from nanobench.compile.bench import WORKER
     from nanobench.harness.fresh import run_fresh
 
-    row = run_fresh(WORKER, {**spec, "mode": "off", "threads": asked}, timeout=300)
+    row = run_fresh(WORKER, asdict(replace(spec, mode="off", threads=asked)), timeout=300)
     assert row["status"] == "ok", row
     return row["threads"]
 
@@ -72,10 +73,12 @@ def worker_threads(spec: dict, asked: int) -> int:
 @pytest.mark.parametrize("kind", ["target", "engine"])
 def test_a_compile_worker_runs_with_the_threads_it_was_asked_for(kind):
     from engine.sources import materialize_preset
-    from nanobench.compile.bench import spec_for
+    from nanobench.compile.spec import WorkerSpec
 
     target = SPEC if kind == "target" else ""
-    spec = spec_for(model=materialize_preset("tiny"), steps=2, backend="eager", target=target)
+    spec = WorkerSpec(
+        model=str(materialize_preset("tiny")), steps=2, backend="eager", target=target
+    )
     assert {n: worker_threads(spec, n) for n in (1, 2)} == {1: 1, 2: 2}
 
 

@@ -5,8 +5,8 @@ running), the pieces the worker (`nanobench.compile.session`) uses, `interleaved
 (--processes live workers per mode, set up one at a time, then timed windows in rotating rounds,
 each mode's rounds dealt over its workers, until every gate is decided or every speedup's
 interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
-GPU check runs) and `spec_for` (the spec a worker reads).
-What it is not: the CLI, the row type and its derived columns (`compile_rows`) or the report.
+GPU check runs). Each worker is handed a `WorkerSpec` (`compile.spec`) as its fields.
+What it is not: the CLI, the row type and its derived columns (`compile.rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
 `get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by
 round, never across rounds.
@@ -16,50 +16,59 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
+import torch
+import torch._dynamo.config as dc
+
+from engine.buckets import DecodeBuckets
 from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.rows import CompileRow, from_worker
+from nanobench.compile.spec import WorkerSpec
+from nanobench.cost.buckets import open_shapes
 from nanobench.cost.compile import predicts_fall_back
-from nanobench.harness.choices import BACKENDS, MODES  # noqa: F401 (the sweep's vocabulary)
-from nanobench.harness.rounds import Comparison, RoundPlan, Window
+from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.inductor_cache import fresh_dir, warm_dir
+from nanobench.harness.rounds import (
+    Comparison,
+    RoundPlan,
+    Window,
+    first_pass_window,
+    live_window,
+    run_rounds,
+    spread_over,
+)
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
 
 
-def step_shapes(spec: dict) -> list[tuple[int, int]]:
+def step_shapes(spec: WorkerSpec) -> list[tuple[int, int]]:
     """(rows, width) each decode step presents: open, or through the bucket ladder."""
-    from engine.buckets import DecodeBuckets
-    from nanobench.cost.buckets import open_shapes
-
-    shapes = open_shapes(spec["rows"], spec["prompt_len"], spec["steps"])
-    if not spec["bucketed"]:
+    shapes = open_shapes(spec.rows, spec.prompt_len, spec.steps)
+    if not spec.bucketed:
         return shapes
-    buckets = DecodeBuckets(spec["max_batch"], spec["max_model_len"], spec["width_multiple"])
+    buckets = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.width_multiple)
     return [buckets.shape_for(r, w) for r, w in shapes]
 
 
 def recompile_limit() -> int:
-    import torch._dynamo.config as dc
-
     return int(getattr(dc, "recompile_limit", getattr(dc, "cache_size_limit", 8)))
 
 
-def predict(spec: dict, guard_kind: str) -> dict:
+def predict(spec: WorkerSpec, guard_kind: str) -> dict:
     history = step_shapes(spec)
     return {
         "shapes": len(set(history)),
         "predicted_fall_back": predicts_fall_back(
-            history, prediction_mode(spec["mode"]), recompile_limit(), guard_kind
+            history, prediction_mode(spec.mode), recompile_limit(), guard_kind
         ),
     }
 
 
 def compiler_for(backend: str) -> Callable:
     def compile_with(fn, mode):
-        import torch
-
         return torch.compile(fn, **compile_kwargs(mode, backend))
 
     return compile_with
@@ -83,8 +92,6 @@ def short_reason(reason: str) -> str:
 def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:
     """Cold: a fresh Inductor cache per mode (returned for cleanup). Warm: the one shared
     directory for this machine's code-generation setting (`nanobench.harness.inductor_cache`)."""
-    from nanobench.harness.inductor_cache import fresh_dir, warm_dir
-
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if cache == "cold":
         fresh = fresh_dir(mode)
@@ -94,14 +101,16 @@ def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str |
     return env, None
 
 
-def annotate(payload: dict, spec: dict, mode: str) -> CompileRow:
+def annotate(payload: dict, spec: WorkerSpec, mode: str) -> CompileRow:
     """A worker's payload as a row (`from_worker` fails naming a renamed field), with the spec's."""
     row = from_worker(payload, mode)
-    return replace(row, **{k: spec[k] for k in ("cache", "device", "backend", "bucketed")})
+    return replace(
+        row, cache=spec.cache, device=spec.device, backend=spec.backend, bucketed=spec.bucketed
+    )
 
 
 def sweep(
-    spec: dict,
+    spec: WorkerSpec,
     modes: list[str],
     *,
     timeout: float,
@@ -109,19 +118,15 @@ def sweep(
     on_row: Callable[[CompileRow], None] = lambda r: None,
 ) -> list[CompileRow]:
     """One-shot: each mode's first pass in its own fresh process, one after another."""
-    import shutil
-
-    from nanobench.harness.fresh import run_fresh
-
     rows = []
     for mode in modes:
-        env, fresh = cache_env(spec["cache"], mode, spec["device"])
-        if spec.get("trace"):
-            env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
+        env, fresh = cache_env(spec.cache, mode, spec.device)
+        if spec.trace:
+            env["TORCH_TRACE"] = os.path.join(spec.trace, mode)
         try:
             row = run_fresh(
                 WORKER,
-                {**spec, "mode": mode},
+                asdict(replace(spec, mode=mode)),
                 timeout=timeout,
                 env=env,
                 on_progress=lambda e, m=mode: on_progress(m, e),
@@ -142,7 +147,7 @@ def comparisons(modes: list[str]) -> list[Comparison]:
 
 
 def interleaved_sweep(
-    spec: dict,
+    spec: WorkerSpec,
     modes: list[str],
     plan: RoundPlan,
     *,
@@ -165,11 +170,6 @@ def interleaved_sweep(
     first pass (round 0) included. Whatever ends the sweep (an interrupt too), every worker's
     process group is killed and every cold cache directory removed.
     """
-    import shutil
-
-    from nanobench.harness.fresh import LiveWorker
-    from nanobench.harness.rounds import first_pass_window, live_window, run_rounds, spread_over
-
     # A worker past the last round would set up and time nothing.
     processes = min(processes, plan.max_rounds)
     workers: dict[str, list[LiveWorker]] = {}
@@ -185,7 +185,7 @@ def interleaved_sweep(
 
     try:
         for mode in modes:
-            env, fresh = cache_env(spec["cache"], mode, spec["device"])
+            env, fresh = cache_env(spec.cache, mode, spec.device)
             fresh_dirs.extend([fresh] if fresh else [])
             workers[mode] = []
             for process in range(1, processes + 1):
@@ -221,19 +221,17 @@ def interleaved_sweep(
     return list(rows.values()), windows
 
 
-def mode_worker(spec: dict, mode: str, process: int, env: dict, on_status):
+def mode_worker(spec: WorkerSpec, mode: str, process: int, env: dict, on_status) -> LiveWorker:
     """Worker `process` of a mode, spawned (not yet waited for). Only the first is traced: its
     first pass is the mode's row."""
-    from nanobench.harness.fresh import LiveWorker
-
     tag = f"{mode}" if process == 1 else f"{mode} (process {process})"
     on_status(f"{tag}: starting a fresh process")
     env = dict(env)
-    if spec.get("trace") and process == 1:
-        env["TORCH_TRACE"] = os.path.join(spec["trace"], mode)
+    if spec.trace and process == 1:
+        env["TORCH_TRACE"] = os.path.join(spec.trace, mode)
     worker = LiveWorker(
         WORKER,
-        {**spec, "mode": mode},
+        asdict(replace(spec, mode=mode)),
         env=env,
         on_progress=lambda e: on_status(
             f"{tag}: first pass, step {e.get('step')}/{e.get('steps')}"
@@ -243,7 +241,7 @@ def mode_worker(spec: dict, mode: str, process: int, env: dict, on_status):
     return worker
 
 
-def closed_row(row: CompileRow, workers: list, spec: dict, timeout: float) -> CompileRow:
+def closed_row(row: CompileRow, workers: list, spec: WorkerSpec, timeout: float) -> CompileRow:
     """A mode's row once every worker closed: the first's final row, every worker's builds in
     windows summed (any of them would have timed a compile), the first failure's status."""
     finals = [annotate(worker.close(timeout), spec, row.mode) for worker in workers]
@@ -255,32 +253,3 @@ def closed_row(row: CompileRow, workers: list, spec: dict, timeout: float) -> Co
         return replace(row, status=status if process == 1 else f"process {process}: {status}")
     built = sum(f.builds_in_windows or 0 for f in finals)
     return replace(finals[0], builds_in_windows=built)
-
-
-def spec_for(**kw) -> dict:
-    """The spec a worker reads: the command's defaults (`CompileSpec`), then `kw`."""
-    from nanobench.compile.command import CompileSpec
-
-    d = CompileSpec()
-    base = dict(
-        rows=d.rows,
-        max_batch=d.max_batch,
-        prompt_len=d.prompt_len,
-        steps=d.steps,
-        bucketed=d.bucketed,
-        width_multiple=d.width_multiple,
-        max_model_len=d.max_model_len,
-        cache=d.cache,
-        backend=d.backend,
-        device=d.device,
-        dtype="float32",  # what --dtype auto is on a CPU; the command resolves auto first
-        seed=0,
-        decode_path=d.path,
-        threads=d.threads,
-        block_size=d.block_size,
-        target=d.target,
-        trace="",
-    )
-    base.update(kw)
-    base["model"] = str(base["model"])
-    return base

@@ -15,7 +15,6 @@ from nanobench.harness.choices import REDUCE_OVERHEAD
 from nanobench.harness.errors import BadInput
 
 
-
 def compile_kwargs(mode: str, backend: str) -> dict:
     """torch.compile's arguments: static is dynamic=False (None would generalise on a recompile)."""
     if mode == REDUCE_OVERHEAD:
@@ -48,6 +47,7 @@ def cudagraph_counts(mode: str) -> dict:
     """Skips and re-records of torch's CUDA graph trees, for a reduce-overhead row."""
     if mode != REDUCE_OVERHEAD:
         return {"cudagraph_skips": None, "cudagraph_rerecords": None}
+    # torch loads here, not at import: the command's spec checks --modes with this module.
     import torch
     from torch._dynamo.utils import counters
     from torch._inductor import cudagraph_trees

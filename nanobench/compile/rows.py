@@ -1,11 +1,11 @@
 """The compile sweep's row: one mode's first pass, its rounds and what is derived from them.
 
 What it is: `CompileRow` (the CSV's columns, in order: PyTorch's dynamo harness columns where
-they mean the same thing, then nanobench's), `from_worker(payload)` (a worker's JSON back into
+they mean the same thing, then nanobench's), `FirstPass` (what a worker's first pass reports), `from_worker(payload)` (a worker's JSON back into
 a row, loudly), and `derive(rows, horizon, windows)` (step-time spread; speedup, saving and
 breakeven against `off` with their 95% intervals; `worth_compiling` yes / no / can't tell; a
 `suspect` note when an interval claims what the configuration cannot produce).
-What it is not: a measurement. The worker (`compile_session`) measures; this only names and
+What it is not: a measurement. The worker (`compile.session`) measures; this only names and
 combines what it reported.
 Invariant: a worker's `ok` payload carries every first-pass field under its own name; a
 renamed or dropped field fails here, naming it, never as a column that reads as None or 0.
@@ -20,9 +20,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from nanobench.cost.compile import breakeven_steps
-from nanobench.harness.rounds import Window
+from nanobench.harness.rounds import Window, paired_rounds
 from nanobench.harness.rows import RowSchemaError, rebuild
-from nanobench.harness.stats import CONFIDENCE
+from nanobench.harness.stats import (
+    CONFIDENCE,
+    difference_interval,
+    ratio_interval,
+    rounds_to_decide,
+    spread,
+    verdict_at_least,
+)
+from nanobench.harness.verdicts import FAIL, PASS
 
 CANT_TELL = "can't tell at this noise"
 
@@ -101,15 +109,44 @@ class CompileRow:
     worker_s: float | None = None
 
 
-# What every worker's ok first pass reports (the engine's session and a target's alike).
-FIRST_PASS = (
-    "mode", "status", "shapes", "predicted_shapes", "builds", "unique_graphs", "calls_captured",
-    "graph_breaks", "fallbacks_to_eager", "reuse", "fell_back", "predicted_fall_back",
-    "guard_kind", "predicted_guard_kind", "expected_value_guards", "recompile_reasons",
-    "recompile_limit", "compile_s", "inductor_s", "fxgraph_cache_hit", "fxgraph_cache_miss",
-    "cudagraph_skips", "cudagraph_rerecords", "torch_version", "threads", "build_steps_s",
-    "step_ms_all", "builds_per_step", "step_ms", "steady_steps",
-)  # fmt: skip
+@dataclass(frozen=True)
+class FirstPass:
+    """What every worker's ok first pass reports (the engine's session and a target's alike),
+    under CompileRow's names; built in one place (`compile.ledger.first_pass`)."""
+
+    mode: str
+    status: str
+    shapes: int
+    predicted_shapes: int
+    builds: int
+    unique_graphs: int
+    calls_captured: int
+    graph_breaks: int
+    fallbacks_to_eager: int
+    reuse: float | None
+    fell_back: bool
+    predicted_fall_back: bool
+    guard_kind: str
+    predicted_guard_kind: str
+    expected_value_guards: list[str]
+    recompile_reasons: list[str]
+    recompile_limit: int
+    compile_s: float
+    inductor_s: float
+    fxgraph_cache_hit: int
+    fxgraph_cache_miss: int
+    cudagraph_skips: int | None
+    cudagraph_rerecords: int | None
+    torch_version: str
+    threads: int
+    build_steps_s: float
+    step_ms_all: list[float]
+    builds_per_step: list[int]
+    step_ms: float | None
+    steady_steps: int
+
+
+FIRST_PASS = tuple(f.name for f in fields(FirstPass))
 
 
 def from_worker(payload: Mapping[str, Any], mode: str) -> CompileRow:
@@ -135,9 +172,6 @@ def derive(
     alone and nothing has an interval, so `worth_compiling` cannot say yes or no. `confidence`
     is the level of every interval (`rounds.look_confidence` of the rounds run).
     """
-    from nanobench.harness.rounds import paired_rounds
-    from nanobench.harness.stats import spread
-
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     spread_rows = []
     for r in rows:
@@ -205,14 +239,6 @@ def compared(
     confidence: float = CONFIDENCE,
 ) -> CompileRow:
     """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
-    from nanobench.harness.common import FAIL, PASS
-    from nanobench.harness.stats import (
-        difference_interval,
-        ratio_interval,
-        rounds_to_decide,
-        verdict_at_least,
-    )
-
     speedup = ratio_interval(off_ms, mode_ms, processes, confidence)
     saving = difference_interval(off_ms, mode_ms, processes, confidence)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))

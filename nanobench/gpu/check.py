@@ -211,11 +211,12 @@ def check_capture_memory() -> Iterator[dict]:
 def check_compile(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
     from engine.sources import materialize_preset
-    from nanobench.compile.bench import spec_for, sweep
+    from nanobench.compile.bench import sweep
     from nanobench.compile.rows import derive
+    from nanobench.compile.spec import WorkerSpec
 
-    spec = spec_for(
-        model=materialize_preset(model),
+    spec = WorkerSpec(
+        model=str(materialize_preset(model)),
         device="cuda",
         dtype="bfloat16",
         rows=4,

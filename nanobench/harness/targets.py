@@ -8,7 +8,8 @@ parent's validation, `BadInput`); `make_target` calls it (in a worker); `inputs_
 `shape_signature` and `growing_dims` read the shape history of the step inputs,
 `scalar_signature` and `changing_scalars` the Python values in them.
 The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.hf_targets`) also take `model`.
-What it is not: a runner. Compiling, timing and explaining a target live in `target_bench`.
+What it is not: a runner. Explaining a target lives in `target_bench`; compiling and timing
+one in `nanobench.compile.target_session`.
 Invariant: every way a target can be wrong (import, signature, factory, step) is a
 `TargetError` with one line naming the spec; it is never a traceback.
 """

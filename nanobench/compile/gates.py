@@ -1,0 +1,85 @@
+"""The compile sweep's gates: its promises, checked on typed rows.
+
+What it is: `gates(spec, rows)` (measured, no fall-back, graphs reused, compile amortised;
+bucketed shapes on the ladder) and `amortised_gate` (compiling pays back within the horizon,
+judged on the saving's interval).
+What it is not: the measurement (`compile.bench`) or the row's derived columns (`compile.rows`).
+Invariant: a gate reads typed fields, so a field a worker stopped sending fails loudly instead
+of passing; an interval that straddles its target is inconclusive, never pass or fail.
+"""
+
+from __future__ import annotations
+
+from engine.buckets import DecodeBuckets
+from nanobench.compile.bench import step_shapes
+from nanobench.compile.rows import CompileRow
+from nanobench.compile.spec import CompileSpec
+from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed
+from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, gate, interval_gate
+from nanobench.harness.stats import Interval
+
+
+def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:
+    """Measured, no fall-back, graphs reused, compile amortised; bucketed shapes on the ladder."""
+    found = []
+    shapes = step_shapes(spec.worker())
+    for r in rows:
+        if r.status != "ok":
+            found.append(Gate(f"measured[{r.mode}]", False, r.status))
+            continue
+        if r.mode == "off":
+            continue
+        last_reason = r.recompile_reasons[-1] if r.recompile_reasons else ""
+        found.append(
+            gate(f"check_no_fallback[{r.mode}]", check_no_fallback, r.fell_back, last_reason)
+        )
+        if r.mode == "dynamic" or spec.bucketed:
+            limit = 2 if r.mode == "dynamic" else len(set(shapes))
+            found.append(
+                gate(
+                    f"check_graph_reused[{r.mode}]",
+                    check_graph_reused,
+                    r.builds,
+                    spec.steps,
+                    limit,
+                )
+            )
+        found.append(amortised_gate(r, spec.horizon))
+    if spec.bucketed:
+        buckets = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.width_multiple)
+        found.append(gate("check_shapes_bucketed", check_shapes_bucketed, shapes, buckets))
+    return found
+
+
+def amortised_gate(row: CompileRow, horizon: int) -> Gate:
+    """Compiling pays back within the horizon: the saving interval against compile_s / horizon
+    decides pass (wholly above), fail (wholly below) or can't tell (with rounds to decide)."""
+    name = f"check_compile_amortised[{row.mode}]"
+    needed = row.saving_needed_ms
+    if needed is None:
+        why = (
+            "every step built: no steady step to time (more --steps)"
+            if row.status == "ok" and not row.step_ms
+            else "no step time against off: run off in the same sweep"
+        )
+        return Gate(name, False, why)
+    nan = float("nan")
+    ends = (row.saving_per_step_ms, row.saving_per_step_ms_low, row.saving_per_step_ms_high)
+    saving = Interval(*(nan if v is None else v for v in ends), row.rounds or 0)
+    verdict = {"yes": PASS, "no": FAIL}.get(row.worth_compiling, INCONCLUSIVE)
+
+    def steps(value) -> str:
+        return "never" if value is None else f"{value:,.0f}"
+
+    detail = (
+        f"saving {saving.estimate:.4f} ms/step [{saving.low:.4f}, {saving.high:.4f}] against "
+        f"{needed:.4f} needed to repay {row.compile_s:.2f} s within {horizon:,} steps; "
+        f"breakeven {steps(row.breakeven_steps)} [{steps(row.breakeven_steps_low)}, "
+        f"{steps(row.breakeven_steps_high)}] steps"
+    )
+    if verdict == INCONCLUSIVE:
+        more = row.worth_rounds_to_decide
+        detail += "; can't tell at this noise" + (
+            f" (about {more} more rounds would likely decide)" if more else ""
+        )
+    return interval_gate(name, verdict, detail, saving, round(needed, 6))

@@ -1,0 +1,233 @@
+"""One `nanobench compile` run: resolve the model, sweep the modes in rounds, report.
+
+What it is: `run_compile(spec, status, ...)`, the command's work once its spec validated:
+resolve the model and dtype, spawn each mode's workers and time them in interleaved rounds
+(`bench.interleaved_sweep`), keep every row and window on disk as it comes (`Progress`), add
+the engine's remedies, then the CSV, the diagram, the table and the exit code.
+What it is not: the command's options (`command.py`), its spec (`spec.py`), its gates
+(`gates.py`) or the measurement itself (`bench.py`, `session.py`).
+Invariant: every row and every timed window is on disk before the next round; an interrupt
+leaves what was measured there and says what did not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from nanobench.compile.bench import interleaved_sweep, step_shapes
+from nanobench.compile.gates import gates
+from nanobench.compile.rows import CompileRow, derive
+from nanobench.compile.spec import CompileSpec, WorkerSpec
+from nanobench.compile.traces import render_trace, trace_root
+from nanobench.cost.compile import classify_guard
+from nanobench.harness.common import (
+    INCONCLUSIVE,
+    dtype_option,
+    finish,
+    fits_option,
+    model_option,
+    out_dir,
+)
+from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.errors import BadInput
+from nanobench.harness.load import crowded_note, look_before_timing, sample_load
+from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
+from nanobench.harness.rounds import (
+    SAMPLE_COLUMNS,
+    RoundPlan,
+    describe,
+    look_confidence,
+    round_plan,
+    sample_rows,
+)
+from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.targets import BUILTINS, target_option
+from reports.compile import draw_compiled_decode, render_compile
+from reports.csvio import write_rows
+from reports.style import title
+
+
+def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:
+    """The engine's fixes: its growing dimension is the width of the decode step's shape."""
+    widths = [w for _, w in step_shapes(spec.worker())]
+    growth = [] if spec.bucketed else [Growth("width", 1, widths[0], widths[-1])]
+    # dynamo's reasons carry the guard's file:line; the probe's guard texts stand in before.
+    recompiled = [
+        value_guard(r) for r in row.recompile_reasons or () if classify_guard(r) == "value"
+    ]
+    found = remedies_for(
+        fell_back=bool(row.fell_back),  # None only in a failed row, which has nothing to fix
+        guard_kind=str(row.guard_kind),
+        value_guards=recompiled or row.expected_value_guards or [],
+        growth=growth,
+        limit=row.recompile_limit or 8,
+        inputs_where="engine/plan.py: plan_decode",
+        engine=True,
+        mode=row.mode,
+    )
+    return [r.text() for r in found]
+
+
+def with_dynamic_row(rows: list[CompileRow]) -> list[CompileRow]:
+    """Every row's `symbolic` remedies worded by what this sweep's dynamic row measured, so a
+    remedy never contradicts a row beside it."""
+    dynamic = next((r for r in rows if r.mode == "dynamic" and r.builds is not None), None)
+    builds, fell_back = (dynamic.builds, dynamic.fell_back) if dynamic else (None, None)
+    return [
+        replace(r, remedies=[quote_dynamic_row(t, builds, fell_back) for t in r.remedies])
+        if r.remedies
+        else r
+        for r in rows
+    ]
+
+
+def resolve(spec: CompileSpec) -> tuple[str, str]:
+    """The run's dtype and model directory ("" for a target's own): resolved, checked to fit."""
+    dtype = dtype_option(spec.dtype, spec.model, spec.device)
+    directory = ""
+    if spec.target:
+        target_option(spec.target)
+    if not spec.target or spec.target in BUILTINS:
+        directory, config = model_option(spec.model)
+        # Every worker of every mode holds its model; one at a time also loads a probe to set up.
+        fits_option(config, dtype, spec.device, copies=len(spec.modes) * spec.processes + 1)
+        if spec.prompt_len + spec.steps > config.max_position_embeddings:
+            raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
+    return dtype, str(directory)
+
+
+@dataclass
+class Progress:
+    """The sweep as it stands: rows and windows so far, written to disk on every change."""
+
+    spec: CompileSpec
+    where: Path
+    plan: RoundPlan
+    status: object
+    note: str | None = None
+    done: dict[str, CompileRow] = field(default_factory=dict)
+    windows: list = field(default_factory=list)
+
+    @property
+    def csv_path(self) -> Path:
+        return self.where / "compile.csv"
+
+    @property
+    def samples_path(self) -> Path:
+        return self.where / "compile-samples.csv"
+
+    def save(self) -> list[CompileRow]:
+        level = look_confidence(self.plan, max((w.round for w in self.windows), default=0))
+        rows = derive(
+            with_dynamic_row(list(self.done.values())), self.spec.horizon, self.windows, level
+        )
+        # every row timed while the machine was crowded says so (seen before timing or after)
+        rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
+        write_rows(self.csv_path, as_dicts(rows), columns(CompileRow))
+        write_rows(self.samples_path, sample_rows(self.windows, "mode"), ["mode", *SAMPLE_COLUMNS])
+        return rows
+
+    def on_row(self, row: CompileRow) -> None:
+        if self.spec.trace and row.mode != "off":
+            row = replace(row, **render_trace(trace_root(self.where) / row.mode))
+        if not self.spec.target:
+            row = replace(row, remedies=engine_remedies(row, self.spec))
+        self.done[row.mode] = row
+        self.save()
+
+    def on_round(self, r: int, found: dict) -> None:
+        self.save()
+        self.status(
+            f"round {r}: " + "; ".join(describe(f"{m}/off speedup", i) for m, i in found.items())
+        )
+
+    def decided(self, timed: list, level: float) -> bool:
+        """Every gate of the run pass or fail at this look's level: no round can change it."""
+        rows = derive(list(self.done.values()), self.spec.horizon, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in gates(self.spec, rows))
+
+
+def sweep(progress: Progress, worker_spec: WorkerSpec) -> None:
+    """The rounds, every row and window kept; an interrupt says what is on disk."""
+    spec = progress.spec
+    try:
+        interleaved_sweep(
+            worker_spec,
+            list(spec.modes),
+            progress.plan,
+            timeout=spec.timeout,
+            processes=spec.processes,
+            decided=progress.decided,
+            on_status=progress.status,
+            on_row=progress.on_row,
+            on_window=progress.windows.append,
+            on_round=progress.on_round,
+        )
+    except KeyboardInterrupt:
+        progress.save()
+        missing = [m for m in spec.modes if m not in progress.done]
+        raise interrupted(
+            len(progress.done),
+            len(progress.windows),
+            missing,
+            progress.csv_path,
+            progress.samples_path,
+        ) from None
+
+
+def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
+    rounds_run = max((r.rounds or 0 for r in rows), default=0)
+    return title(
+        "compiled decode" + (f" of target {spec.target}" if spec.target else ""),
+        # A target of the user's own takes no --model: the title names the target alone.
+        model=spec.model if not spec.target or spec.target in BUILTINS else None,
+        device=spec.device,
+        dtype=dtype,
+        rows=spec.rows,
+        steps=f"{spec.steps} x {rounds_run} rounds in {spec.processes} processes",
+        shapes="bucketed" if spec.bucketed else "open",
+        inductor_cache=spec.cache,
+        backend=spec.backend,
+    )
+
+
+def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Resolve the model, run the sweep in rounds, write the outputs; the gates' exit code."""
+    dtype, directory = resolve(spec)
+    where = out_dir(spec.out)
+    worker_spec = spec.worker(directory, dtype, str(trace_root(where)) if spec.trace else "")
+    record = collect_env(spec.threads, sys.argv)
+    before, note = look_before_timing(record.threads)
+    record = with_load(record, before)
+    env_path = write_env(where / "compile-env.json", record)
+    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
+    progress = Progress(spec, where, plan, status, note)
+    sweep(progress, worker_spec)
+    after = sample_load()
+    record = with_load(record, after=after)
+    write_env(env_path, record)
+    progress.note = note or crowded_note(record.threads, after)
+    rows_out = progress.save()
+    found = gates(spec, rows_out)
+    head = heading(spec, dtype, rows_out)
+    png = draw_compiled_decode(rows_out, where / "compiled-decode.png", head)
+    outputs = {
+        "csv": str(progress.csv_path),
+        "png": str(png),
+        "samples": str(progress.samples_path),
+        "env": str(env_path),
+    }
+    return finish(
+        "compile",
+        as_dicts(rows_out),
+        found,
+        outputs,
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_compile(stdout_console(), rows_out, found, head),
+        failed=any(r.status != "ok" for r in rows_out),
+        env=asdict(record),
+    )

@@ -1,0 +1,121 @@
+"""What `nanobench compile` is asked for, and what each mode's worker is handed.
+
+What it is: `CompileSpec` (every option's one default, and `validate()` for the rules across
+options) and `WorkerSpec` (the frozen spec a mode's worker process reads: the shape, the cache,
+the backend, the resolved model and dtype; sent as its fields and rebuilt there as
+`WorkerSpec(**payload)`), with `CompileSpec.worker()` the one place that builds one.
+What it is not: the measurement (`compile.bench`, `compile.session`) or the command.
+Invariant: a default lives once: WorkerSpec's come from CompileSpec's, so the worker never
+repeats one; the spec imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from nanobench.compile.reduce_overhead import check_modes
+from nanobench.harness import options as o
+from nanobench.harness.common import device_option, positive
+from nanobench.harness.errors import BadInput
+
+
+@dataclass(frozen=True)
+class CompileSpec:
+    """The sweep as asked for: each option's one default; `max_model_len` 0 is the run's."""
+
+    model: str = "tiny"
+    modes: tuple[str, ...] = o.Names(("off", "dynamic", "static"))
+    rows: int = 4
+    max_batch: int = 8
+    prompt_len: int = 16
+    steps: int = 16
+    rounds: int = 3
+    max_rounds: int = 30
+    processes: int = 2
+    rel_ci: float = 0.03
+    budget_s: float = 120.0
+    bucketed: bool = False
+    width_multiple: int = 128
+    max_model_len: int = 2048
+    block_size: int = 16
+    cache: str = "cold"
+    backend: str = "inductor"
+    path: str = "planned"
+    device: str = "cpu"
+    dtype: str = "auto"
+    threads: int = 0
+    horizon: int = 10000
+    timeout: int = 600
+    out: str = "nanobench-out"
+    target: str = ""
+    trace: bool = False
+
+    def validate(self) -> CompileSpec:
+        """Rules across options (ranges and choices are the options' own); the run's width."""
+        # numpy (through the statistics) loads when the command runs, not at CLI start.
+        from nanobench.harness.rounds import round_plan
+
+        round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
+        positive("--processes", self.processes)
+        if self.rows > self.max_batch:
+            raise BadInput(f"--rows {self.rows}: above --max-batch {self.max_batch}")
+        width = self.max_model_len or self.prompt_len + self.steps
+        if self.prompt_len + self.steps > width:
+            raise BadInput(
+                f"--prompt-len {self.prompt_len} + --steps {self.steps} exceed "
+                f"--max-model-len {width}"
+            )
+        if self.path == "unplanned" and self.bucketed:
+            raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
+        device_option(self.device)
+        check_modes(list(self.modes), self.device, self.backend)
+        if self.target and (self.bucketed or self.path != "planned"):
+            raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
+        return replace(self, max_model_len=width)
+
+    def worker(self, model: str = "", dtype: str = "float32", trace_dir: str = "") -> WorkerSpec:
+        """The spec a mode's worker reads: this sweep's shape, resolved model and dtype."""
+        return WorkerSpec(
+            model=str(model),
+            rows=self.rows,
+            max_batch=self.max_batch,
+            prompt_len=self.prompt_len,
+            steps=self.steps,
+            bucketed=self.bucketed,
+            width_multiple=self.width_multiple,
+            max_model_len=self.max_model_len,
+            block_size=self.block_size,
+            cache=self.cache,
+            backend=self.backend,
+            device=self.device,
+            dtype=dtype,
+            decode_path=self.path,
+            threads=self.threads,
+            target=self.target,
+            trace=trace_dir,
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One mode's worker: what it builds, steps and times. Defaults are CompileSpec's."""
+
+    model: str  # a checkpoint directory or preset name, resolved by the command
+    mode: str = "off"
+    rows: int = CompileSpec.rows
+    max_batch: int = CompileSpec.max_batch
+    prompt_len: int = CompileSpec.prompt_len
+    steps: int = CompileSpec.steps
+    bucketed: bool = CompileSpec.bucketed
+    width_multiple: int = CompileSpec.width_multiple
+    max_model_len: int = CompileSpec.max_model_len
+    block_size: int = CompileSpec.block_size
+    cache: str = CompileSpec.cache
+    backend: str = CompileSpec.backend
+    device: str = CompileSpec.device
+    dtype: str = "float32"  # what --dtype auto is on a CPU; the command resolves auto first
+    seed: int = 0
+    decode_path: str = CompileSpec.path
+    threads: int = CompileSpec.threads
+    target: str = CompileSpec.target
+    trace: str = ""  # the TORCH_TRACE root ("" untraced): each mode traces under root/mode

@@ -1,0 +1,212 @@
+"""A compile worker's session for a user's decode step (a `--target`), with the engine's columns.
+
+What it is: `predict_target` (guard kind and fall-back predicted from the shapes and Python
+values `step_inputs` presented, before dynamo says) and `TargetSession` (the factory runs in
+this fresh process, `forward` is compiled per the mode and called once per step, then replayed
+in timed windows; the row is `compile.ledger.first_pass`, as the engine's session builds it,
+plus the target's growing dims and remedies).
+What it is not: explaining a target (`nanobench.harness.target_bench`) or the sweep.
+Invariant: step inputs are built before the timed call and outside the traced region; a step
+that raises is a failed row (`TargetError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import clear_compilation_metrics, counters
+
+from nanobench.compile.bench import recompile_limit
+from nanobench.compile.ledger import first_pass, guard_kind_of, recompile_reasons
+from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
+from nanobench.compile.spec import WorkerSpec
+from nanobench.compile.windows import WindowServer
+from nanobench.cost.compile import classify_guard, predicts_fall_back
+from nanobench.harness.remedies import Growth, remedies_for, value_guard
+from nanobench.harness.target_bench import call_step, probe_target
+from nanobench.harness.targets import (
+    TargetError,
+    changing_scalars,
+    growing_dims,
+    inputs_at,
+    make_target,
+    scalar_signature,
+    shape_signature,
+)
+
+CONTRACT = (
+    "broke the step_inputs contract (step_inputs(step) is called again for every timed "
+    "window and must depend on step alone; the first pass ran this step)"
+)
+
+
+def where_defined(fn: Callable) -> str:
+    """file:line of a function (or a module's forward), for remedies that point at inputs."""
+    try:
+        code = inspect.unwrap(fn)
+        return f"{inspect.getsourcefile(code)}:{inspect.getsourcelines(code)[1]}"
+    except (TypeError, OSError):
+        return getattr(fn, "__qualname__", repr(fn))
+
+
+def predict_target(
+    mode: str, seen: list[tuple], varying: list, guarded: set[str], limit: int
+) -> tuple[str, bool]:
+    """(guard kind, falls back) that a mode's run predicts from its inputs, before dynamo says.
+
+    `seen` holds each step's (shape signature, scalar signature). A changing shape guards by
+    size, a changing Python value by value, unless the mode makes it symbolic (dynamic: every
+    size, and an int or float argument); a guard the probe saw change with no input behind it
+    (a resume function's local) is one build a step. Nothing changing predicts `none`.
+    """
+    if mode == "off":
+        return "none", False
+    dynamic = prediction_mode(mode) == "dynamic"
+    changed = changing_scalars([scalars for _, scalars in seen], guarded)
+    kept = {source for source, symbolic in changed.items() if not (dynamic and symbolic)}
+    each_step = [g for g in varying if g.expression not in changed and not (dynamic and g.symbolic)]
+    keys = [
+        (
+            () if dynamic else shapes,
+            tuple(v for s, v, _ in scalars if s in kept),
+            i * bool(each_step),
+        )
+        for i, (shapes, scalars) in enumerate(seen)
+    ]
+    if kept or each_step:
+        kind = "value"
+    elif not dynamic and len({shapes for shapes, _ in seen}) > 1:
+        kind = "shape"
+    else:
+        kind = "none"
+    return kind, predicts_fall_back(keys, prediction_mode(mode), limit, kind)
+
+
+class TargetSession(WindowServer):
+    """A compile worker's session for a target: the first pass, then timed replay windows.
+
+    A window replays `step_inputs(0..steps-1)` on the same target, so `step_inputs(step)` must
+    depend on `step` alone (a cache cropped back to that step); a step that ran in the first
+    pass and raises in a window is reported as that contract broken, naming window and step.
+    """
+
+    def __init__(self, spec: WorkerSpec, progress: Callable[[dict], None]) -> None:
+        self.spec = spec
+        self.window = 0  # 0: the first pass; a timed window's round otherwise
+        self.ready = self.first_pass(spec, progress)
+
+    def make(self):
+        """The target as its factory builds it, in this spec's shape."""
+        spec = self.spec
+        return make_target(
+            spec.target,
+            model=spec.model,
+            rows=spec.rows,
+            prompt_len=spec.prompt_len,
+            steps=spec.steps,
+            device=spec.device,
+            dtype=spec.dtype,
+        )
+
+    def first_pass(self, spec: WorkerSpec, progress: Callable[[dict], None]) -> dict:
+        probe = (None, [], set())
+        if spec.mode != "off":
+            # A probe target of its own: explaining runs the forward, which may move its state.
+            probe = probe_target(self.make(), 0)
+        torch._dynamo.reset()
+        counters.clear()
+        clear_compilation_metrics()
+        target = self.make()
+        forward = (
+            target.forward
+            if spec.mode == "off"
+            else torch.compile(target.forward, **compile_kwargs(spec.mode, spec.backend))
+        )
+        self.target, self.forward = target, forward
+        self.sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
+        seen: list = []
+        times, built = self.run(seen, progress)
+        self.frames_after_first_pass = counters["frames"]["ok"]
+        return self.ledger(times, built, seen, probe)
+
+    def ledger(self, times: list, built: list, seen: list, probe: tuple) -> dict:
+        """The first pass as dynamo's counters and compilation metrics record it, the
+        prediction from the inputs it saw, and the remedies for what it measured."""
+        mode = self.spec.mode
+        row, varying, guarded = probe
+        limit = recompile_limit()
+        shapes = [s for s, _ in seen]
+        predicted_kind, predicted_fall_back = predict_target(mode, seen, varying, guarded, limit)
+        found, self.steady = first_pass(
+            mode,
+            times,
+            built,
+            shapes=len(set(shapes)),
+            predicted_shapes=len(set(shapes)),
+            predicted_fall_back=predicted_fall_back,
+            predicted_guard_kind=predicted_kind,
+            expected_value_guards=[g.guard for g in varying],
+        )
+        growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(shapes)]
+        # dynamo's own reasons carry the guard's file:line; the probe's guards stand in before.
+        reasons = recompile_reasons()
+        recompiled = [value_guard(r) for r in reasons if classify_guard(r) == "value"]
+        remedies = remedies_for(
+            fell_back=found.fell_back,
+            # dynamo's kind, not the row's: an off row says none but still has remedies to find
+            guard_kind=guard_kind_of(reasons),
+            breaks=row.break_reasons if row else [],
+            value_guards=recompiled or varying,
+            growth=growth,
+            limit=limit,
+            inputs_where=where_defined(self.target.step_inputs),
+            mode=mode,
+        )
+        return {
+            **asdict(found),
+            "target": self.spec.target,
+            "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
+            "remedies": [r.text() for r in remedies],
+        }
+
+    def serve(self, request: dict) -> dict:
+        """One timed window; its round names a step that raises in it."""
+        self.window = int(request["round"])
+        return super().serve(request)
+
+    def run(self, seen: list | None = None, progress=lambda e: None):
+        """`steps` timed calls of forward on step_inputs(0..steps-1): ms and builds of each."""
+        times, built = [], []
+        with torch.no_grad():
+            for i in range(self.spec.steps):
+                try:
+                    args, kwargs = inputs_at(self.target, i)
+                except TargetError as e:
+                    raise self.in_window(e, i) from None
+                if seen is not None:
+                    seen.append((shape_signature(args, kwargs), scalar_signature(
+                        self.target.forward, args, kwargs)))  # fmt: skip
+                before = counters["frames"]["ok"]
+                self.sync()
+                t0 = time.perf_counter()
+                try:
+                    call_step(self.target, i, self.forward, args, kwargs)
+                except TargetError as e:
+                    raise self.in_window(e, i) from None
+                self.sync()
+                times.append((time.perf_counter() - t0) * 1e3)
+                built.append(counters["frames"]["ok"] - before)
+                progress({"step": i + 1, "steps": self.spec.steps, "built": built[-1]})
+        return times, built
+
+    def in_window(self, error: TargetError, step: int) -> TargetError:
+        """A step that ran in the first pass and raises in a timed window broke the contract."""
+        if not self.window:
+            return error
+        spec, _, what = str(error).partition(": ")
+        return TargetError(f"{spec}: timed window {self.window}, step {step} {CONTRACT}: {what}")
