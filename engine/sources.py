@@ -87,7 +87,9 @@ def materialize_preset(name: str) -> Path:
     return write_once(
         preset_dir(name, spec),
         lambda tmp: write_checkpoint(
-            tmp, spec.config, synthesize_weights(spec.config, spec.seed, TORCH_DTYPES[spec.disk_dtype])
+            tmp,
+            spec.config,
+            synthesize_weights(spec.config, spec.seed, TORCH_DTYPES[spec.disk_dtype]),
         ),
     )
 

@@ -276,8 +276,8 @@ def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
     """The gate checks the logits the bench keeps across steps: copies pass, views fail."""
     import nanobench.capture.bench as bench
     from engine.weights import synthesize_weights
-    from nanobench.capture.spec import CaptureSpec
     from nanobench.capture.gates import gates
+    from nanobench.capture.spec import CaptureSpec
     from nanobench.harness.rounds import RoundPlan
 
     tensors = synthesize_weights(TINY_MHA, 1, torch.float32)

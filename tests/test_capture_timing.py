@@ -13,8 +13,8 @@ import torch
 
 from engine.weights import synthesize_weights
 from nanobench.capture.bench import run_rows
-from nanobench.capture.spec import CaptureSpec
 from nanobench.capture.gates import gates
+from nanobench.capture.spec import CaptureSpec
 from nanobench.capture.timing import EAGER, REPLAYED, SAMPLE_HEADER
 from nanobench.harness.rounds import RoundPlan
 from tests.helpers import TINY_MHA

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 from engine.config import PRESETS
 from nanobench.cli import app
 from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
-from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import (
     floor_ms,
@@ -30,6 +29,7 @@ from nanobench.decode.roofline import (
 )
 from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
 from nanobench.decode.run import CSV_COLUMNS
+from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.env_record import read_env
 from nanobench.harness.rounds import Window
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
