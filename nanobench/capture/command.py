@@ -115,7 +115,7 @@ def capture(
         ).validate()
         # Heavy on purpose: torch and the engine load when the command runs, not at the CLI's start.
         if spec.target:
-            from nanobench.memory.target_capture import capture_target
+            from nanobench.capture.target import capture_target
 
             code = capture_target(
                 spec, target, out_dir(out), status, json_mode=json_mode, check=check

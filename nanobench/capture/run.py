@@ -5,7 +5,7 @@ the model, drive and time each run length (`bench.run_rows`, under `--threads`, 
 written to `capture-samples.csv` as it comes), price the capture list's pools (`pools`,
 `workspace`), then the CSV, the diagram, the table and the exit code.
 What it is not: the command's options or spec (`command.py`), a `--target`'s pricing
-(`nanobench.memory.target_capture`) or the tables themselves (`reports.capture`).
+(`target.py`) or the tables themselves (`reports.capture`).
 Invariant: every timed step is on disk before the next window; a kernel that cannot take the
 model's shapes is bad input (exit 2), not a failed run.
 """
