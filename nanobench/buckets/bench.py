@@ -15,12 +15,34 @@ Invariant: every number in a run row was read off a plan `plan_decode` built, an
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import torch
+
+from engine.buckets import DecodeBuckets
+from engine.cache import BatchedPagedKVCache
+from engine.capture_sizes import mix_pad_share, sglang_sizes, size_padding, vllm_sizes
+from engine.config import EngineConfig, ModelConfig
+from engine.inputs import StepInputs
+from engine.plan import plan_decode
 from nanobench.buckets.rows import BucketsResult, CaptureRow, RecommendedRow, RunRow, RunTrace
+from nanobench.cost.buckets import bucket_run
+from nanobench.cost.capture import workspace_bytes
+from nanobench.cost.capture_list import (
+    batch_histogram,
+    computed_rows,
+    optimal_sizes,
+    optimal_sizes_within,
+    pad_share,
+    padded_rows,
+    uncovered_steps,
+)
+from nanobench.harness.errors import BadInput
+from nanobench.memory.target_memory import list_memory
 
 if TYPE_CHECKING:
     from nanobench.buckets.spec import BucketsSpec
@@ -34,14 +56,10 @@ class PriceMismatch(RuntimeError):
 
 
 def run_buckets(spec: BucketsSpec, max_model_len: int):
-    from engine.buckets import DecodeBuckets
-
     return DecodeBuckets(spec.max_batch, max_model_len, spec.multiple, width_free=spec.width_free)
 
 
 def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):
-    from engine.buckets import DecodeBuckets
-
     if spec.sizes is not None:
         # The list is the row axis: its largest size is the top row bucket.
         return DecodeBuckets(
@@ -56,12 +74,6 @@ def capture_buckets(spec: BucketsSpec, multiple: int, width_free: bool):
 
 def _cache(spec: BucketsSpec, max_model_len: int):
     """A real cache and its persistent step inputs, with the prompt rows admitted."""
-    import torch
-
-    from engine.cache import BatchedPagedKVCache
-    from engine.config import EngineConfig, ModelConfig
-    from engine.inputs import StepInputs
-
     # The addressing does not depend on the model's width: the smallest legal one keeps the
     # pools small (tens of kilobytes) while every slot, block and table is the engine's own.
     model = ModelConfig(
@@ -103,8 +115,6 @@ def _plan_runs(spec: BucketsSpec, steps: int, buckets) -> tuple[list, list, list
     pad_rows). The two plans of a step are timed back to back, in alternating order, with the
     collector paused, so a noisy host shifts both totals rather than one.
     """
-    from engine.plan import plan_decode
-
     mml = spec.run_len(steps)
     open_cache, open_inputs = _cache(spec, mml)
     bucket_cache, bucket_inputs = _cache(spec, mml)
@@ -134,8 +144,6 @@ def _plan_runs(spec: BucketsSpec, steps: int, buckets) -> tuple[list, list, list
 
 def measure_run(spec: BucketsSpec, steps: int) -> tuple[RunRow, RunTrace]:
     """One run length priced open and bucketed through real plans."""
-    from nanobench.cost.buckets import bucket_run
-
     mml = spec.run_len(steps)
     buckets = run_buckets(spec, mml)
     open_facts, bucket_facts, open_s, bucket_s, cache = _plan_runs(spec, steps, buckets)
@@ -192,9 +200,6 @@ def measure_run(spec: BucketsSpec, steps: int) -> tuple[RunRow, RunTrace]:
 
 def capture_row(spec: BucketsSpec, multiple: int) -> CaptureRow:
     """The capture list at (capture_rows, capture_tokens) for one width multiple, both kernels."""
-    from nanobench.cost.buckets import bucket_run
-    from nanobench.cost.capture import workspace_bytes
-
     ref = capture_buckets(spec, multiple, width_free=False)
     free = capture_buckets(spec, multiple, width_free=True)
     typical = bucket_run(spec.rows, spec.prompt_len, spec.typical_steps, ref)
@@ -228,8 +233,6 @@ def capture_row(spec: BucketsSpec, multiple: int) -> CaptureRow:
 
 def capture_size_columns(sizes: tuple[int, ...], max_batch: int) -> dict:
     """The row ladder, its padding per size, and over a uniform mix of batches 1..max_batch."""
-    from engine.capture_sizes import mix_pad_share, size_padding
-
     return {
         "capture_sizes": list(sizes),
         "size_padding": size_padding(sizes),
@@ -260,16 +263,6 @@ def measure(spec: BucketsSpec, status: Callable[[str], None] = lambda _: None) -
 
 def recommended_rows(spec: BucketsSpec) -> list[RecommendedRow]:
     """The list chosen for the trace (at most --max-graphs), then vLLM's and SGLang's on it."""
-    from engine.capture_sizes import sglang_sizes, vllm_sizes
-    from nanobench.cost.capture_list import (
-        batch_histogram,
-        computed_rows,
-        optimal_sizes,
-        pad_share,
-        padded_rows,
-        uncovered_steps,
-    )
-
     mix = batch_histogram(spec.batches)
     budget = target_budget(spec, mix) if spec.device_bytes else None
     lists = {
@@ -311,12 +304,6 @@ def target_budget(spec: BucketsSpec, mix) -> tuple[tuple[int, ...], dict]:
     workspace of any candidate: a bound, whatever the list), each graph keeps its outputs; when
     they are linear in rows (checked) the bytes left cap the rows the list may hold.
     """
-    import math
-
-    from nanobench.cost.capture_list import optimal_sizes_within
-    from nanobench.harness.errors import BadInput
-    from nanobench.memory.target_memory import list_memory
-
     memory = list_memory(
         spec.target, tuple(mix), prompt_len=spec.capture_tokens - 1, steps=1, dtype=spec.dtype
     )

@@ -13,6 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.buckets import DecodeBuckets
+from nanobench.harness.common import finish
+from nanobench.harness.console import stdout_console
+from nanobench.harness.rows import as_dicts, columns
+from nanobench.memory.target_memory import list_memory
+from nanobench.pool_budget.budget import TargetSizeRow, target_rows
+from reports.csvio import write_rows
+from reports.pool_budget import render_target_sizes
+
 
 @dataclass(frozen=True)
 class TargetPoolRow:
@@ -34,15 +43,6 @@ class TargetPoolRow:
 
 def capture_target(spec, target: str, directory, status, *, json_mode: bool, check: bool) -> int:
     """Price `target` over the capture list of a `CaptureSpec`; returns the exit code."""
-    from engine.buckets import DecodeBuckets
-    from nanobench.harness.common import finish
-    from nanobench.harness.console import stdout_console
-    from nanobench.harness.rows import as_dicts, columns
-    from nanobench.memory.target_memory import list_memory
-    from nanobench.pool_budget.budget import TargetSizeRow, target_rows
-    from reports.csvio import write_rows
-    from reports.pool_budget import render_target_sizes
-
     ladder = DecodeBuckets(spec.capture_rows, spec.capture_tokens, spec.capture_tokens, True).rows
     sizes = tuple(spec.sizes or ladder)
     status(f"pricing {target} at {len(sizes)} capture sizes on the meta device")

@@ -17,16 +17,29 @@ decode step's time. Dynamo's state is this process's alone.
 from __future__ import annotations
 
 import logging
+import resource
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 
+import torch
+import torch._dynamo
+from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
+
+from engine.engine import Engine
+from engine.recorders import eager_recorder
+from engine.weights import DTYPES
 from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed
+from nanobench.decode.roofline import PROBE, ProbeSession
 from nanobench.decode.rows import RunSpec
+from nanobench.decode.samples import text_prompts, tokenizer_for
+from nanobench.harness.dynamo_explain import seeded_prompts
+from nanobench.harness.finite import FiniteWatch
 from nanobench.harness.fresh import serve_main
 from nanobench.harness.rounds import Window
 from nanobench.harness.rows import rebuild
+from nanobench.harness.slices import SlicedGeneration, slice_bounds
 
 # -- timing -----------------------------------------------------------------------------------
 
@@ -91,9 +104,6 @@ def quiet_libraries() -> None:
 
 def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
     """Real text when the checkpoint ships a tokenizer, else seeded random ids."""
-    from nanobench.decode.samples import text_prompts, tokenizer_for
-    from nanobench.harness.dynamo_explain import seeded_prompts
-
     tokenizer = tokenizer_for(spec.model)
     if tokenizer is not None:
         return text_prompts(tokenizer, spec.rows, spec.prompt_len)
@@ -102,8 +112,6 @@ def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
 
 def compiler_for(backend: str) -> Callable:
     def compile_with(fn, mode):
-        import torch
-
         return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend)
 
     return compile_with
@@ -111,9 +119,6 @@ def compiler_for(backend: str) -> Callable:
 
 def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     """A generation function over the engine in the system's mode, and the facts of its build."""
-    from engine.engine import Engine
-    from nanobench.harness.finite import FiniteWatch
-
     system = spec.system
     options: dict = {}
     if system == "engine-compiled":
@@ -124,8 +129,6 @@ def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     elif system == "engine-captured":
         options = dict(capture_decode=True, bucket_decode=True, width_multiple=spec.width_multiple)
         if spec.device == "cpu":
-            from engine.recorders import eager_recorder
-
             # No device to record on: capture semantics (fixed buffers, no-argument replays).
             options["recorder"] = eager_recorder
     engine = Engine.from_checkpoint(
@@ -178,12 +181,9 @@ def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
 
 def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     """transformers' `generate` over the same directory: default cache, or static + compiled."""
-    import torch
+    # Only an hf worker pays for importing transformers (seconds): an engine worker never does.
     import transformers
     from transformers import AutoModelForCausalLM, LogitsProcessorList
-
-    from engine.weights import DTYPES
-    from nanobench.harness.finite import FiniteWatch
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -239,10 +239,6 @@ def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
 
 class DecodeSession:
     def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
-        import torch
-        import torch._dynamo
-        from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
-
         quiet_libraries()
         if spec.threads:
             torch.set_num_threads(spec.threads)
@@ -303,16 +299,12 @@ class DecodeSession:
 
     def threaded(self, clock: TokenClock) -> list:
         """`generate` on a thread of its own: the same torch thread count as the main one."""
-        import torch
-
         if self.spec.threads:
             torch.set_num_threads(self.spec.threads)
         return self.generate(clock)
 
     def serve_slice(self, round_index: int, k: int, n: int) -> dict:
         """Slice k (from 1) of n of the current generation; slice 1 starts a new one."""
-        from nanobench.harness.slices import SlicedGeneration, slice_bounds
-
         if k == 1:
             bounds = slice_bounds(self.spec.steps - 1, n)
             self.sliced = SlicedGeneration(self.threaded, TokenClock(self.frames), bounds)
@@ -323,8 +315,6 @@ class DecodeSession:
         return self.window(round_index, ms, built)
 
     def finish(self) -> dict:
-        import resource
-
         rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB
         row = {
             **self.ready,
@@ -345,8 +335,6 @@ class DecodeSession:
 
 def open_session(payload: dict, progress: Callable[[dict], None] = lambda e: None):
     """The probe's session or a system's, by the spec's `system`; the payload is a RunSpec's."""
-    from nanobench.decode.roofline import PROBE, ProbeSession
-
     spec = rebuild(RunSpec, payload)
     return (ProbeSession if spec.system == PROBE else DecodeSession)(spec, progress)
 

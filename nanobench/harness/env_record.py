@@ -17,8 +17,15 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import torch
+
+import nanobench
+from nanobench.harness.inductor_cache import cpu_model
+from nanobench.harness.rows import rebuild
 
 SCHEMA_VERSION = 2  # 2: the load before and after the run
 
@@ -46,8 +53,6 @@ class EnvRecord:
 
 
 def _version(module: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(module)
     except PackageNotFoundError:
@@ -85,11 +90,6 @@ def _cuda_driver() -> str | None:
 
 def collect_env(threads: int, argv: list[str]) -> EnvRecord:
     """This machine and process; `threads` is the torch thread count the workers ran with."""
-    import torch
-
-    import nanobench
-    from nanobench.harness.inductor_cache import cpu_model
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cuda = torch.cuda.is_available()
     return EnvRecord(
@@ -112,8 +112,6 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
 
 def with_load(record: EnvRecord, before=None, after=None) -> EnvRecord:
     """The record with `nanobench.harness.load.LoadSample`s taken before and after the timed run."""
-    from dataclasses import replace
-
     found = {}
     for when, sample in (("before", before), ("after", after)):
         if sample is not None:
@@ -124,8 +122,6 @@ def with_load(record: EnvRecord, before=None, after=None) -> EnvRecord:
 
 def read_env(path: Path) -> EnvRecord:
     """The record `write_env` wrote at `path`."""
-    from nanobench.harness.rows import rebuild
-
     return rebuild(EnvRecord, json.loads(path.read_text()))
 
 

@@ -15,17 +15,18 @@ cache never changes shape, a dynamic one grows by one token per step.
 
 from __future__ import annotations
 
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, DynamicCache, StaticCache
+
+from engine.weights import DTYPES
+
 
 class HFDecode:
     """One decode step of a transformers model; `forward` is the module dynamo sees."""
 
     def __init__(self, *, model: str, cache: str, rows: int, prompt_len: int, steps: int,
                  device: str, dtype: str) -> None:  # fmt: skip
-        import torch
-        import transformers
-        from transformers import AutoModelForCausalLM, DynamicCache, StaticCache
-
-        from engine.weights import DTYPES
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
@@ -56,8 +57,6 @@ class HFDecode:
             )
 
     def step_inputs(self, step: int) -> tuple[tuple, dict]:
-        import torch
-
         at = self.prompt_len + step
         # The contract: a function of `step` alone. Each timed window starts again at step 0,
         # and both caches count their own length (a StaticCache writes at it, whatever the

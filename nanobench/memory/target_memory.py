@@ -30,8 +30,14 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
 from nanobench.harness.errors import BadInput
 from nanobench.harness.targets import TargetError, _one_line, inputs_at, make_target
+from nanobench.memory.live_bytes import LiveBytes
+from nanobench.memory.reserved import reserved_bytes, shared_reserved_bytes
 
 # Frames in these trees are never "the call" a message names: the user's code called into them.
 _LIBRARY_ROOTS = tuple(
@@ -87,15 +93,11 @@ class TargetListMemory:
     def shared_reserved_bytes(self) -> int:
         """Segments one pool reserves when every graph records into it, the largest first (as
         vLLM captures), each graph's outputs staying allocated while the next records."""
-        from nanobench.memory.reserved import shared_reserved_bytes
-
         return shared_reserved_bytes([s.events for s in reversed(self.sizes)])
 
     @property
     def private_reserved_bytes(self) -> int:
         """Segments a pool per graph reserves, summed."""
-        from nanobench.memory.reserved import reserved_bytes
-
         return sum(reserved_bytes(s.events) for s in self.sizes)
 
     @property
@@ -121,10 +123,6 @@ def size_memory(
     `device="meta"` prices without memory, attention as `as_device`'s fused kernel;
     `device="cpu"` runs the same tracker over real tensors (what the tests hold meta against).
     """
-    import torch
-
-    from nanobench.memory.live_bytes import LiveBytes
-
     protocol = {"rows": rows, "prompt_len": prompt_len, "steps": steps, "dtype": dtype}
     state = LiveBytes()
     with torch.device(device), _named(spec, "the factory", device):
@@ -175,9 +173,6 @@ def largest_fitting(memory: TargetListMemory, usable_bytes: int) -> tuple[int, .
 
 def _fused_attention_mode():
     """The TorchFunctionMode class, built on first use so importing this module imports no torch."""
-    import torch
-    import torch.nn.functional as F
-    from torch.overrides import TorchFunctionMode
 
     class FusedAttention(TorchFunctionMode):
         def __init__(self, as_device: str) -> None:
@@ -196,8 +191,6 @@ def _fused_attention_mode():
 def _fused(as_device, torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
            scale=None, enable_gqa=False):  # fmt: skip
     """What the real device runs for sdpa, on meta tensors: q (B, H, S, D) -> (B, H, S, D)."""
-    import torch.nn.functional as F
-
     if enable_gqa or q.dim() != 4:
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
@@ -224,8 +217,6 @@ def _fused(as_device, torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=F
 
 def _check_on(spec: str, forward, device: str) -> None:
     """A factory that ignores `device` would allocate for real: refuse it before the step."""
-    import torch
-
     if device != "meta" or not isinstance(forward, torch.nn.Module):
         return
     for name, t in [*forward.named_parameters(), *forward.named_buffers()]:
@@ -261,7 +252,6 @@ class _named:
 def _where(exc: BaseException) -> str:
     """' at file:line in func' of the innermost frame in the user's code, or ''."""
     frames = traceback.extract_tb(exc.__traceback__)
-    import torch
 
     roots = (*_LIBRARY_ROOTS, str(Path(torch.__file__).resolve().parent))
     for frame in reversed(frames):
