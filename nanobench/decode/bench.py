@@ -19,18 +19,30 @@ same thing.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from nanobench.decode.roofline import PROBE
+from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.rounds import Comparison, RoundPlan, Window
+from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.inductor_cache import fresh_dir
+from nanobench.harness.rounds import (
+    Comparison,
+    RoundPlan,
+    Window,
+    live_window,
+    paired_rounds,
+    run_rounds,
+    spread_over,
+)
 from nanobench.harness.rows import rebuild
-from nanobench.harness.stats import CONFIDENCE
+from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
+from nanobench.harness.stats import CONFIDENCE, Interval, ratio_interval, spread
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode.session"
@@ -79,6 +91,7 @@ class DecodeGateFailed(RuntimeError):
 def transformers_can_load(directory) -> None:
     """The checkpoint's config resolves to a transformers model class and its shard index (when
     sharded) reads as transformers reads it, without reading weights."""
+    # transformers takes seconds to import: an engine worker, which imports this module, never does.
     import transformers
     from transformers.utils.hub import get_checkpoint_shard_files
 
@@ -112,8 +125,6 @@ def transformers_can_load(directory) -> None:
 
 def worker_env(threads: int) -> tuple[dict[str, str], str]:
     """A cold Inductor cache per system (returned for cleanup), offline transformers."""
-    from nanobench.harness.inductor_cache import fresh_dir
-
     cache = fresh_dir("decode")
     env = {
         "TORCHINDUCTOR_CACHE_DIR": cache,
@@ -164,9 +175,6 @@ def sweep(
     system rows (not derived) and the probe row. Each worker's payload is rebuilt into its row
     type: a renamed key is an error naming it.
     """
-    from nanobench.harness.fresh import LiveWorker, run_fresh
-    from nanobench.harness.rounds import live_window, run_rounds, spread_over
-
     # A worker past the last round would set up and time nothing.
     processes = min(processes, plan.max_rounds)
     env, cache = worker_env(spec.threads)
@@ -225,8 +233,6 @@ def start_system(spec: RunSpec, processes: int, env, timeout: float, into: list,
     Each worker joins `into` before its set-up is waited for, so an interrupt kills it too; a
     later worker that fails marks the system's row, and no further worker starts.
     """
-    from nanobench.harness.fresh import LiveWorker
-
     row = None
     for process in range(1, processes + 1):
         tag = spec.system if process == 1 else f"{spec.system} (process {process})"
@@ -247,8 +253,6 @@ def start_system(spec: RunSpec, processes: int, env, timeout: float, into: list,
 def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:
     """How many slices each generation is cut into so that 8 rounds fit the budget, said up
     front. A generation's seconds are its untimed warm-up's, less what compiling took there."""
-    from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
-
     round_s = sum(max(0.0, (r.warmup_s or 0.0) - (r.compile_s or 0.0)) for r in ready)
     slices = slices_for(round_s, plan.budget_s, spec.steps - 1)
     if slices > 1:
@@ -314,10 +318,6 @@ def derive(
     ratio to each transformers row and to the roofline floor, with intervals paired by round
     at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
     """
-    from nanobench.decode.roofline import roofline_ms
-    from nanobench.harness.rounds import paired_rounds
-    from nanobench.harness.stats import ratio_interval, spread
-
     ref = reference_row(rows)
     timed = [w for w in windows if w.status == "ok"]
     # A failed probe measured nothing: no floor, never a floor from a made-up rate.
@@ -394,8 +394,6 @@ def token_fields(r: SystemRow, ref: SystemRow | None) -> dict:
 
 def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
     """Every row's floor_probe: ok, or failed once any row's step ran below the shared floor."""
-    from nanobench.decode.roofline import floor_beaten
-
     failed = next(
         (f for r in rows if (f := floor_beaten(r.system, r.ms_per_step, r.floor_ms))), None
     )
@@ -414,8 +412,6 @@ def put_interval(row: dict, column: str, interval) -> None:
 
 
 def digest(tokens: list[list[int]]) -> str:
-    import hashlib
-
     return hashlib.sha256(repr(tokens).encode()).hexdigest()[:12]
 
 
@@ -448,8 +444,6 @@ def best_engine_row(rows: list[DecodeRow]) -> DecodeRow | None:
 
 def ratio_of(row: DecodeRow, column: str):
     """The Interval a row holds in column, column_low, column_high (None: NaN)."""
-    from nanobench.harness.stats import Interval
-
     nan = float("nan")
     ends = [getattr(row, k) for k in (column, f"{column}_low", f"{column}_high")]
     return Interval(*(nan if v is None else v for v in ends), row.rounds)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanobench.decode.bench import SYSTEMS
+from nanobench.harness.choices import SYSTEMS
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
     Names,
