@@ -1,5 +1,5 @@
 """Shared builders for tests: small checkpoints written as real HF directories, GGUF files
-(with the `gguf` package's own writer) and every model form the README names."""
+(with the `gguf` package's own writer) and every model form docs/models.md names."""
 
 from __future__ import annotations
 
