@@ -1,5 +1,5 @@
 """Shared builders for tests: small checkpoints written as real HF directories, GGUF files
-(with the `gguf` package's own writer) and every model form the README names."""
+(with the `gguf` package's own writer) and every model form docs/models.md names."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def write_gguf(path, config: ModelConfig, tensors, arch: str = "llama", bad_tens
 
 
 def write_model_forms(root: Path, config: ModelConfig, seed: int = 1) -> dict[str, Path]:
-    """The same weights in every local form the README's models section names, by form name:
+    """The same weights in every local form docs/models.md names, by form name:
     a HF directory, a sharded one (index + two shards, as transformers writes them), a .gguf
     file, a directory holding that one .gguf and no config.json, and a config.json alone."""
     tensors = synthesize_weights(config, seed, torch.float32)

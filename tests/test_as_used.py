@@ -1,14 +1,15 @@
 """The product tested as a user runs it: every command in its default table output, the
-README's command lines, and every command against every model form the README names.
+command lines of the README and of every page under docs/, and every command against every
+model form docs/models.md names.
 
 What it is: tests that drive `nanobench.cli.app` through Typer's CliRunner the way a user types
 a command (the table, not `--json`, unless the two are compared), on short budgets where a run
 is long. A figure is read out of the rendered table text and compared with the same field of
-`--json`; a model form's outcome is compared with the README's "command x model form" table.
+`--json`; a model form's outcome is compared with docs/models.md's "command x model form" table.
 What it is not: the contract of one option (test_cli_contract.py) or the correctness of a figure
 (each command's own tests): here a figure only has to read the same in both outputs.
-Invariant: nothing a user types from the README ends in a traceback; a model form a command
-cannot take is refused in one line that the README quotes.
+Invariant: nothing a user types from the README or docs/ ends in a traceback; a model form a
+command cannot take is refused in one line that docs/models.md quotes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from tests.helpers import TINY_MHA, gguf_config, write_model_forms
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# Every page a user reads commands from; each page's command lines run with that page's files.
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
+FORM_TABLE_PAGE = ROOT / "docs" / "models.md"  # the "command x model form" table's page
 # Short runs of every command on the built-in model; the matrix reuses them on each form.
 SHORT = {
     "explain": [],
@@ -44,7 +49,7 @@ NO_OUT = {"explain"}  # explain writes nothing, so it takes no --out
 # Each of these runs a fresh worker process per mode or system (or per point): seconds each.
 SLOW = {"compile", "decode", "sweep"}
 FORMS = ("preset", "hf", "sharded", "gguf", "gguf-dir", "config-only")
-README_FORMS = (
+TABLE_FORMS = (
     "preset",
     "HF directory",
     "sharded directory",
@@ -243,24 +248,53 @@ def test_the_default_table_runs_and_reads_as_the_json(command, cli):
     SAME[command](table.stdout, doc)
 
 
-def readme_blocks(lang: str | None = None) -> list[str]:
-    """The bodies of the README's fenced code blocks (of one language, when given)."""
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```", README.read_text(), re.S | re.M)
+def page_blocks(page: Path, lang: str | None = None) -> list[str]:
+    """The bodies of a page's fenced code blocks (of one language, when given)."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(), re.S | re.M)
     return [body for tag, body in blocks if lang is None or tag == lang]
 
 
-def readme_command_lines() -> list[str]:
-    """Every `nanobench ...` line of the README's code blocks (a comment line naming one, as
-    the Python example's does, too) and every inline `nanobench <command> ...` span, without
-    the leading `nanobench` and any trailing comment; in order, once each."""
+def page_files(page: Path) -> dict[str, str]:
+    """The files a page's command lines name, from its own blocks: its Python example is
+    `my_step.py`, its TOML grid `grid.toml` (a page shows at most one of each)."""
+    files = {}
+    for name, lang in (("my_step.py", "python"), ("grid.toml", "toml")):
+        bodies = page_blocks(page, lang)
+        assert len(bodies) <= 1, f"{page.name} shows {len(bodies)} {lang} blocks"
+        if bodies:
+            files[name] = bodies[0]
+    return files
+
+
+def page_command_lines(page: Path) -> list[str]:
+    """Every `nanobench ...` line of a page's code blocks (a comment line naming one, as the
+    Python example's does, too; a line continued with a trailing backslash joined to the next)
+    and every inline `nanobench <command> ...` span, without the leading `nanobench` and any
+    trailing comment; in order."""
     lines = []
-    for body in readme_blocks():
-        for line in body.splitlines():
+    for body in page_blocks(page):
+        for line in re.sub(r"\s*\\\n\s*", " ", body).splitlines():
             found = re.match(r"\s*(?:#\s*(?:[\w./-]+:)?\s*)?nanobench (.+)", line)
             if found:
                 lines.append(re.split(r"\s+#\s", found.group(1))[0].strip())
-    lines += re.findall(r"`nanobench ([a-z][a-z-]*(?: [^`]*)?)`", README.read_text())
-    return list(dict.fromkeys(lines))
+    return lines + re.findall(r"`nanobench ([a-z][a-z-]*(?: [^`]*)?)`", page.read_text())
+
+
+@dataclass(frozen=True)
+class DocLine:
+    """A command line a page shows, without the leading `nanobench`."""
+
+    page: Path
+    line: str
+
+
+def documented_lines() -> list[DocLine]:
+    """The command lines of every page, each once, named by the first page that shows it."""
+    seen: dict[str, DocLine] = {}
+    for page in PAGES:
+        for line in page_command_lines(page):
+            seen.setdefault(line, DocLine(page, line))
+    return list(seen.values())
 
 
 def parse(line: str) -> None:
@@ -274,15 +308,23 @@ def parse(line: str) -> None:
     command.make_context(name, rest, parent=ctx)
 
 
-README_LINES = readme_command_lines()
+DOC_LINES = documented_lines()
+LINES = [d.line for d in DOC_LINES]
 
 
-def test_the_readme_names_every_command_line_it_shows():
-    # The collector sees code blocks, comment lines in the Python example and inline spans.
-    assert "explain --layers 2,4 --path unplanned" in README_LINES
-    assert "explain --target my_step.py:factory --step 3" in README_LINES
-    assert "sweep grid.toml --dry-run" in README_LINES
-    assert {line.split()[0] for line in README_LINES} >= set(SHORT) | {"sweep"}
+def test_the_readme_and_docs_name_every_command_line_they_show():
+    # The collector sees code blocks, comment lines in the Python example, inline spans and a
+    # continued line, on the README and on the docs pages.
+    assert "explain --layers 2,4 --path unplanned" in LINES
+    assert "explain --target my_step.py:factory --step 3" in LINES
+    assert "sweep grid.toml --dry-run" in LINES
+    assert (
+        "pool-budget --target tests/corpus/memory_gptfast.py:llama3_70b"
+        " --capture-sizes 1,8,64,256 --dtype bfloat16 --device-memory 141GiB"
+    ) in LINES
+    assert {line.split()[0] for line in LINES} >= set(SHORT) | {"sweep"}
+    shown = {d.page.name for d in DOC_LINES}
+    assert shown >= {"README.md", "measuring.md", "memory.md", "capture-lists.md", "sweeps.md"}
 
 
 @pytest.mark.parametrize(
@@ -298,33 +340,41 @@ def test_the_parse_check_rejects_what_the_cli_rejects(line, needle):
         parse(line)
 
 
-@pytest.mark.parametrize("line", README_LINES)
-def test_a_readme_command_line_parses(line):
+@pytest.mark.parametrize("line", LINES)
+def test_a_readme_or_docs_command_line_parses(line):
     parse(line)
 
 
 def fast(line: str) -> bool:
-    """Arithmetic or one eager forward: the README lines the suite runs as they are."""
+    """Arithmetic or one eager forward: the documented lines the suite runs as they are."""
     return line.split()[0] in ("explain", "buckets", "pool-budget") or line.endswith("--dry-run")
 
 
-@pytest.mark.parametrize("line", [line for line in README_LINES if fast(line)])
-def test_a_fast_readme_command_line_runs(line, cli, tmp_path, monkeypatch):
-    # The files the README's lines name are the README's own blocks: my_step.py, grid.toml.
-    (python,) = readme_blocks("python")
-    (grid,) = readme_blocks("toml")
-    (tmp_path / "my_step.py").write_text(python)
-    (tmp_path / "grid.toml").write_text(grid)
+@pytest.mark.parametrize("doc", [d for d in DOC_LINES if fast(d.line)], ids=lambda d: d.line)
+def test_a_fast_readme_or_docs_command_line_runs(doc, cli, tmp_path, monkeypatch):
+    # The files a line names are its page's own blocks (my_step.py, grid.toml), or the
+    # repository's, from its root (tests/corpus/...).
+    for name, body in page_files(doc.page).items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
     monkeypatch.chdir(tmp_path)
-    assert_ran(cli(*shlex.split(line)), line)
+    args, what = shlex.split(doc.line), f"{doc.page.name}: {doc.line}"
+    run = cli(*args)
+    if "--check" not in args:
+        assert_ran(run, what)
+        return
+    # --check makes the gates the exit status: a page may show one failing (1) or undecided (3).
+    assert run.exit_code in (0, 1, 3), f"{what}: exit {run.exit_code}\n{run.output[-3000:]}"
+    assert "Traceback" not in run.output, f"{what}:\n{run.output[-3000:]}"
+    assert isinstance(run.exception, SystemExit), repr(run.exception)
 
 
-def readme_matrix() -> dict[str, dict[str, str]]:
-    """The README's "command x model form" table: per command, per form, its cell."""
-    lines = README.read_text().splitlines()
+def form_table() -> dict[str, dict[str, str]]:
+    """docs/models.md's "command x model form" table: per command, per form, its cell."""
+    lines = FORM_TABLE_PAGE.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| command | preset |"))
     header = tuple(c.strip() for c in lines[start].strip().strip("|").split("|"))
-    assert header[1:] == README_FORMS, header
+    assert header[1:] == TABLE_FORMS, header
     matrix = {}
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
@@ -332,6 +382,17 @@ def readme_matrix() -> dict[str, dict[str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         matrix[cells[0].strip("`")] = dict(zip(FORMS, cells[1:], strict=True))
     return matrix
+
+
+def test_the_form_table_has_a_row_per_command_and_a_known_cell_per_form():
+    # The table the matrix reads is whole: a command or form it lacks would go untested.
+    matrix = form_table()
+    assert sorted(matrix) == sorted(MATRIX)
+    for command, cells in matrix.items():
+        odd = [
+            c for c in cells.values() if c != "runs" and not re.fullmatch(r"refused: `[^`]+`", c)
+        ]
+        assert not odd, f"{command}: cells neither `runs` nor a quoted refusal: {odd}"
 
 
 # On the preset, the default-table test's JSON run. Elsewhere what differs between forms is
@@ -346,12 +407,12 @@ MATRIX = {
 
 @pytest.mark.parametrize("command,form", [param(c, f) for c in MATRIX for f in FORMS])
 def test_every_command_on_every_model_form(command, form, cli, forms):
-    cell = readme_matrix()[command][form]
+    cell = form_table()[command][form]
     args = SHORT[command] if form == "preset" else MATRIX[command]
     run = cli(command, *args, "--model", forms[form], "--json")
     refused = re.fullmatch(r"refused: `([^`]+)`.*", cell)
     if refused is None:
-        assert cell == "runs", f"README cell {command} x {form}: {cell!r}"
+        assert cell == "runs", f"form table cell {command} x {form}: {cell!r}"
         assert_ran(run, f"{command} --model {form}")
         statuses = [r["status"] for r in json_rows(run) if "status" in r]
         assert all(s == "ok" for s in statuses), statuses
@@ -359,13 +420,15 @@ def test_every_command_on_every_model_form(command, form, cli, forms):
     assert run.exit_code == 2, f"{command} x {form}: exit {run.exit_code}\n{run.output[-2000:]}"
     assert "Traceback" not in run.output and isinstance(run.exception, SystemExit)
     (line,) = run.stderr.strip().splitlines()
-    assert refused.group(1) in line, f"the README quotes {refused.group(1)!r}; the CLI said {line}"
+    assert refused.group(1) in line, (
+        f"docs/models.md quotes {refused.group(1)!r}; the CLI said {line}"
+    )
 
 
 @pytest.mark.slow
 def test_sweep_default_table_hands_each_point_its_model_form(cli, forms, tmp_path):
     """A sweep's points are its command in fresh processes: a model form does there what the
-    README's row of that command says. The table's figure reads as the JSON's."""
+    form table's row of that command says. The table's figure reads as the JSON's."""
     picked = ("gguf-dir", "config-only")
     grid = tmp_path / "grid.toml"
     axis = ", ".join(json.dumps(forms[f]) for f in picked)
@@ -378,7 +441,7 @@ def test_sweep_default_table_hands_each_point_its_model_form(cli, forms, tmp_pat
     assert_ran(table, "sweep (table)")
     doc = cli("sweep", str(grid), "--out", out, "--json")  # resumed: the same points' rows
     assert_ran(doc, "sweep --json")
-    assert [readme_matrix()["pool-budget"][f] for f in picked] == ["runs", "runs"]
+    assert [form_table()["pool-budget"][f] for f in picked] == ["runs", "runs"]
     rows = json_rows(doc)
     assert {r["axis_model"]: r["point_status"] for r in rows} == {forms[f]: "ok" for f in picked}
     shown = table_with(table.stdout, "model", "capture_pool_bytes")
@@ -386,12 +449,12 @@ def test_sweep_default_table_hands_each_point_its_model_form(cli, forms, tmp_pat
         largest = max(r["capture_pool_bytes"] for r in rows if r["axis_model"] == model)
         unit = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[cell.split()[-1]]
         assert number(cell) * unit == pytest.approx(largest, rel=5e-3), (model, cell, largest)
-    # A form the point's command refuses is a bad-input point, with the README's quoted line.
+    # A form the point's command refuses is a bad-input point, with the table's quoted line.
     (tmp_path / "refused.toml").write_text(
         f'command = "compile"\n[axes]\nmodel = [{json.dumps(forms["config-only"])}]\n'
     )
     refused = cli("sweep", str(tmp_path / "refused.toml"), "--out", out + "-refused", "--json")
     assert_ran(refused, "sweep of a refused form")
     (point,) = json_rows(refused)
-    quoted = re.fullmatch(r"refused: `([^`]+)`.*", readme_matrix()["compile"]["config-only"])
+    quoted = re.fullmatch(r"refused: `([^`]+)`.*", form_table()["compile"]["config-only"])
     assert point["point_status"] == "bad-input" and quoted.group(1) in point["point_detail"]
