@@ -35,6 +35,15 @@ def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
 
 
 def render_compile(console, rows: list, gates, title: str) -> None:
+    """The sweep's table, each row's notes (reasons, fall-back, remedies), the gates."""
+    console.print(compile_table(rows, title))
+    row_notes(console, rows)
+    for g in gates:
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+def compile_table(rows: list, title: str) -> Table:
+    """One line per mode: builds, reuse, fall-back, compile s, step ms, speedup, breakeven."""
     # Text, not markup: a target spec such as "step.py:factory: cpu" is not an emoji code.
     table = Table(title=Text(title))
     for col in (
@@ -86,7 +95,11 @@ def render_compile(console, rows: list, gates, title: str) -> None:
             breakeven,
             fmt(r.worth_compiling),
         )
-    console.print(table)
+    return table
+
+
+def row_notes(console, rows: list) -> None:
+    """What each row says beyond its cells, one line each, in the order of the rows."""
     for r in rows:
         reasons = r.recompile_reasons or []
         if reasons:
@@ -127,8 +140,6 @@ def render_compile(console, rows: list, gates, title: str) -> None:
     note = next((r.load_note for r in rows if r.load_note), None)
     if note:
         console.print(f"every row: {note}", markup=False)
-    for g in gates:
-        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
 def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
@@ -138,9 +149,22 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     measured = [r for r in rows if r.status == "ok"]
-    modes = [r.mode for r in measured]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    ax = axes[0][0]
+    builds_panel(axes[0][0], measured)
+    cumulative_panel(axes[0][1], measured)
+    step_panel(axes[1][0], measured)
+    saving_panel(axes[1][1], measured)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def builds_panel(ax, measured: list) -> None:
+    """Builds (frames compiled) per mode, each bar labelled with its reuse."""
+    modes = [r.mode for r in measured]
     builds = [r.builds or 0 for r in measured]
     bars = ax.bar(modes, builds, color=[colour(m) for m in modes])
     for bar, r in zip(bars, measured):
@@ -153,7 +177,9 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_title("builds (frames compiled) per mode")
     ax.set_ylabel("builds")
 
-    ax = axes[0][1]
+
+def cumulative_panel(ax, measured: list) -> None:
+    """Cumulative builds per decode step, against the recompile limit."""
     for r in measured:
         per_step = r.builds_per_step or []
         total, xs, ys = 0, [], []
@@ -176,7 +202,9 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_ylabel("builds so far")
     ax.legend(fontsize=8)
 
-    ax = axes[1][0]
+
+def step_panel(ax, measured: list) -> None:
+    """Median steady step per mode, IQR whiskers, speedup against off with its interval."""
     timed = [r for r in measured if r.step_ms]
     # The bar is the median; the whisker spans the quartiles of every round's steady steps.
     whiskers = [
@@ -198,7 +226,9 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_title("median steady step (ms), whisker: IQR; speedup vs off [95% interval]")
     ax.set_ylabel("ms")
 
-    ax = axes[1][1]
+
+def saving_panel(ax, measured: list) -> None:
+    """Net saving against decode steps served: each mode's line from minus its compile seconds."""
     horizon = max(
         [r.breakeven_steps or 0 for r in measured]
         + [len(r.builds_per_step or []) * 100 for r in measured]
@@ -217,9 +247,3 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_ylabel("net saving (s)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
