@@ -72,7 +72,7 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
         return "never" if value is None else f"{value:,.0f}"
 
     detail = (
-        f"saving {saving.estimate:.4f} ms/step [{saving.low:.4f}, {saving.high:.4f}] against "
+        f"saving {saving.estimate:.4f} ms/step {bounds_text(saving)} against "
         f"{needed:.4f} needed to repay {row.compile_s:.2f} s within {horizon:,} steps; "
         f"breakeven {steps(row.breakeven_steps)} [{steps(row.breakeven_steps_low)}, "
         f"{steps(row.breakeven_steps_high)}] steps"
@@ -83,3 +83,10 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
             f" (about {more} more rounds would likely decide)" if more else ""
         )
     return interval_gate(name, verdict, detail, saving, round(needed, 6))
+
+
+def bounds_text(saving) -> str:
+    """"[low, high]", or "(no interval yet)" when the rounds gave none (never "[nan, nan]")."""
+    if saving.low != saving.low or saving.high != saving.high:  # NaN: no interval
+        return "(no interval yet)"
+    return f"[{saving.low:.4f}, {saving.high:.4f}]"
