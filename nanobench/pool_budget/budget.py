@@ -180,12 +180,9 @@ def budget_row(
     dtype_bytes = DTYPE_BYTES[dtype]
     shapes = capture_list(kernel, max_batch, max_model_len, width_multiple, capture_sizes)
     weights = weights_bytes(model.num_params, dtype_bytes)
-    per_token = kv_bytes_per_token(
-        model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes
-    )
-    per_block = kv_bytes_per_block(
-        model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes, block_size
-    )
+    kv_shape = (model.num_layers, model.num_kv_heads, model.head_dim, dtype_bytes)
+    per_token = kv_bytes_per_token(*kv_shape)
+    per_block = kv_bytes_per_block(*kv_shape, block_size)
     formula = workspace_pool_bytes(kernel, shapes, model.num_heads)
     traced = traced_list(model, kernel, dtype, max_batch, max_model_len, shapes)
     workspace = traced.shared_workspace_bytes
