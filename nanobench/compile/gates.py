@@ -86,7 +86,7 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
 
 
 def bounds_text(saving) -> str:
-    """"[low, high]", or "(no interval yet)" when the rounds gave none (never "[nan, nan]")."""
+    """ "[low, high]", or "(no interval yet)" when the rounds gave none (never "[nan, nan]")."""
     if saving.low != saving.low or saving.high != saving.high:  # NaN: no interval
         return "(no interval yet)"
     return f"[{saving.low:.4f}, {saving.high:.4f}]"
