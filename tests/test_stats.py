@@ -343,3 +343,16 @@ def test_stopping_once_decided_keeps_the_null_claims_within_the_level():
 
 def test_a_95_percent_look_after_every_round_claims_too_often():
     assert sum(null_stop(seed, every_round=True) for seed in range(NULL_RUNS)) > NULL_ALLOWED
+
+
+def test_two_processes_that_disagree_widely_give_an_open_interval_not_an_overflow():
+    """A ratio whose processes disagree by orders of magnitude: the interval's ends may be
+    unbounded (inf), but the statistic never raises (it once overflowed math.exp)."""
+    from nanobench.harness.stats import ratio_interval
+
+    spread = (1.0, 1.1, 0.9, 1.05, 0.95)
+    a = [*spread, *(1e100 * x for x in spread)]  # the old statistic raised OverflowError here
+    b = [1.0] * 10
+    found = ratio_interval(a, b, [1] * 5 + [2] * 5, 0.95)
+    assert found.low >= 0.0 and found.high >= found.estimate
+    assert found.low < 1.0 < found.high  # processes this far apart decide nothing

@@ -192,10 +192,16 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
         point = math.exp(estimate)
         return Interval(point, point, point, int(y.size), len(groups))
     se = float(hierarchical_means(groups).std(ddof=1))
-    df = effective_df(groups)
+    # Satterthwaite's df can fall below the K - 1 the processes alone leave: never below it.
+    df = max(effective_df(groups), len(groups) - 1, 1)
     q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + confidence / 2, df))
-    low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
+    low, high = bounded_exp(estimate - q * se), bounded_exp(estimate + q * se)
     return Interval(math.exp(estimate), low, high, int(y.size), len(groups))
+
+
+def bounded_exp(x: float) -> float:
+    """exp(x), with an unbounded interval end as inf or 0 rather than an OverflowError."""
+    return math.inf if x > 700 else math.exp(max(x, -745.0))
 
 
 def hierarchical_means(groups: list[np.ndarray]) -> np.ndarray:
