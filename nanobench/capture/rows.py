@@ -1,6 +1,7 @@
 """`capture`'s row types: one frozen dataclass per table of `capture.csv`.
 
-What it is: `RunRow` (a run length, eager against replayed), `PoolRow` (a capture list's pool,
+What it is: `RunTiming` (a run length's timed rounds), `RunRow` (a run length, eager against
+replayed: its counts and logits, and its `RunTiming`), `PoolRow` (a capture list's pool,
 formula, traced and on CUDA measured), `WorkspaceRow` (one shape's traced workspace beside the
 formula), `HeldRow` (what a step holds at the top of the list), and `capture_columns()`, the
 CSV's columns: the union of their fields in this order.
@@ -17,18 +18,10 @@ from nanobench.harness.rows import columns
 
 
 @dataclass(frozen=True)
-class RunRow:
-    """One run length: counts, logits and step times (rounds) of the capturing engine against eager."""
+class RunTiming:
+    """One run length's timed rounds: step ms per side (median, quartiles) and the ratio."""
 
-    status: str
-    steps: int
-    captures_open: int
-    captures_closed: int
-    predicted_closed: int
-    recorded_mid_run: int
-    replays: int
-    reuse: float
-    # Timed in interleaved rounds after the correctness drive (nanobench.capture.timing).
+    rounds: int
     run_ms_eager: float | None  # median over rounds of one run's decode ms
     run_ms_replayed: float | None
     step_ms_eager: float | None  # median of every timed step of every round
@@ -43,7 +36,24 @@ class RunRow:
     ratio_vs_eager_low: float | None  # its 95% bootstrap interval, paired by round
     ratio_vs_eager_high: float | None
     replay_not_slower: str  # pass / fail / inconclusive: ratio_vs_eager <= 1.0 on the interval
-    rounds: int
+
+
+@dataclass(frozen=True)
+class RunRow(RunTiming):
+    """One run length: counts and logits of the capturing engine against eager, and its timing.
+
+    The timing fields (`RunTiming`, timed in interleaved rounds after the correctness drive by
+    `nanobench.capture.timing`) come first in the CSV, then these.
+    """
+
+    status: str
+    steps: int
+    captures_open: int
+    captures_closed: int
+    predicted_closed: int
+    recorded_mid_run: int
+    replays: int
+    reuse: float
     max_abs_diff: float
     replay_tolerance: float
     mode: str

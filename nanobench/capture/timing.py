@@ -2,10 +2,10 @@
 
 What it is: `engine_window` (one engine as a rounds system: an untimed prefill, then the run's
 decode steps each timed, fed the tokens the correctness drive fed), `time_run` (both systems
-through `nanobench.harness.rounds.run_rounds`, their order rotating each round), `RunTiming` (frozen:
-per side the median and IQR of step ms and the median run ms over rounds; the ratio
-replayed / eager with its 95% interval paired by round and its verdict against
-REPLAY_TARGET), `timing_of(windows)` and `ratio_notes` (the ratio's line per run length).
+through `nanobench.harness.rounds.run_rounds`, their order rotating each round), `timing_of(windows)`
+(a `capture.rows.RunTiming`: per side the median and IQR of step ms and the median run ms over
+rounds; the ratio replayed / eager with its 95% interval paired by round and its verdict against
+REPLAY_TARGET) and `ratio_notes` (the ratio's line per run length).
 What it is not: the correctness drive (`capture_bench.drive` compares logits, untimed by
 rounds) or a process manager. Both systems live in this one process, unlike compile's and
 decode's fresh workers; that is sound here because neither side involves dynamo state (no
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from nanobench.capture.rows import RunTiming
 from nanobench.harness.rounds import (
     SAMPLE_COLUMNS,
     Comparison,
@@ -46,27 +46,6 @@ DEFAULT_PLAN = RoundPlan(ROUNDS, MAX_ROUNDS, REL_CI, BUDGET_S)
 SAMPLE_HEADER = ["run_length", "system", *SAMPLE_COLUMNS]
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class RunTiming:
-    """One run length's timed rounds: step ms per side (median, quartiles) and the ratio."""
-
-    rounds: int
-    run_ms_eager: float | None  # median over rounds of a window's decode ms
-    run_ms_replayed: float | None
-    step_ms_eager: float | None  # median of every timed eager step of every round
-    step_ms_eager_q1: float | None
-    step_ms_eager_q3: float | None
-    step_ms_eager_iqr: float | None
-    step_ms_replayed: float | None
-    step_ms_replayed_q1: float | None
-    step_ms_replayed_q3: float | None
-    step_ms_replayed_iqr: float | None
-    ratio_vs_eager: float | None  # replayed / eager step time, geometric mean over rounds
-    ratio_vs_eager_low: float | None  # 95% bootstrap interval, paired by round
-    ratio_vs_eager_high: float | None
-    replay_not_slower: str  # pass / fail / inconclusive: ratio_vs_eager <= REPLAY_TARGET
 
 
 def ratio_of(row) -> Interval:
