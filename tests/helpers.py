@@ -54,6 +54,24 @@ HEADS32 = ModelConfig(
 )
 
 
+def write_llama70b_config(directory: Path) -> Path:
+    """A Llama-3-70B-shaped checkpoint directory holding only config.json (no weights)."""
+    directory.mkdir(parents=True)
+    hf = {
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 128256,
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+    }
+    (directory / "config.json").write_text(json.dumps(hf))
+    return directory
+
+
 def write_model(directory: Path, config: ModelConfig, seed: int = 1) -> Path:
     write_checkpoint(directory, config, synthesize_weights(config, seed, torch.float32))
     return directory

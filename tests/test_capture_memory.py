@@ -16,7 +16,7 @@ from nanobench.cli import app
 from nanobench.gpu.memory_check import real_trace
 from nanobench.memory.decode_workspace import DecodeMemory, replay
 from nanobench.memory.live_bytes import trace_call
-from tests.helpers import HEADS32, write_model
+from tests.helpers import HEADS32, write_llama70b_config, write_model
 
 TINY = preset("tiny").config
 F32 = 4
@@ -129,19 +129,7 @@ def test_capture_json_has_workspace_rows(tmp_path):
 
 
 def test_pool_budget_prices_a_70b_config_json_in_seconds_writing_nothing(tmp_path):
-    bare = tmp_path / "l70"
-    bare.mkdir()
-    hf = {
-        "architectures": ["LlamaForCausalLM"],
-        "vocab_size": 128256,
-        "hidden_size": 8192,
-        "intermediate_size": 28672,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "tie_word_embeddings": False,
-    }
-    (bare / "config.json").write_text(json.dumps(hf))
+    bare = write_llama70b_config(tmp_path / "l70")
     cache = tmp_path / "cache"
     cache.mkdir()
     args = ["pool-budget", "--model", str(bare), "--dtype", "bfloat16", "--json"]

@@ -28,7 +28,7 @@ from nanobench.pool_budget.budget import (
     smallest_fitting,
 )
 from reports.style import binary_bytes
-from tests.helpers import HEADS32, write_model
+from tests.helpers import HEADS32, write_llama70b_config, write_model
 
 BUDGET = {"max_batch": 256, "max_model_len": 8192, "block_size": 16, "dtype": "float32"}
 
@@ -249,25 +249,6 @@ def test_a_list_that_does_not_fit_fails_its_gate_and_names_one_that_does(app, mo
     assert len({r["capture_pool_bytes"] for r in doc["rows"]}) == 1
 
 
-def llama70b_dir(tmp_path):
-    """A Llama-3-70B-shaped checkpoint directory holding only config.json."""
-    bare = tmp_path / "l70"
-    bare.mkdir()
-    hf = {
-        "architectures": ["LlamaForCausalLM"],
-        "vocab_size": 128256,
-        "hidden_size": 8192,
-        "intermediate_size": 28672,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "rope_theta": 500000.0,
-        "tie_word_embeddings": False,
-    }
-    (bare / "config.json").write_text(json.dumps(hf))
-    return bare
-
-
 # Llama-3-70B by hand: embed and head 128256 x 8192 each, per layer q and o 8192^2, k and v
 # 8192 x 1024, the MLP 3 x 8192 x 28672 and two norms, plus the final norm; bf16.
 L70_WEIGHTS_BYTES = 2 * (
@@ -279,7 +260,13 @@ L70_BLOCK_BYTES = 2 * 80 * 8 * 128 * 2 * 16  # K and V, 80 layers, 8 kv heads of
 
 
 def test_a_70b_that_does_not_fit_141gib_is_a_result_not_bad_input(app, tmp_path):
-    args = ["pool-budget", "--model", str(llama70b_dir(tmp_path)), "--dtype", "bfloat16"]
+    args = [
+        "pool-budget",
+        "--model",
+        str(write_llama70b_config(tmp_path / "l70")),
+        "--dtype",
+        "bfloat16",
+    ]
     args += ["--device-memory", "141GiB", "--out", str(tmp_path / "o")]
     result = invoke(app, [*args, "--json", "--check"])
     assert result.exit_code == 1, result.output
