@@ -11,8 +11,6 @@ Invariant: every number drawn or printed comes from the rows it is given, never 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.markup import escape
 from rich.table import Table
 
@@ -367,9 +365,3 @@ def tradeoff_panel(ax_trade, capture: list[dict], max_shapes: int, max_waste: fl
     ax_trade.set_ylabel("padding a typical run computes (%)")
     ax_trade.set_title("closed is not small: coarser widths trade shapes for padding")
     ax_trade.legend(fontsize=8, loc="lower right")
-
-
-def save_buckets_figure(fig, path: Path) -> Path:
-    from reports.csvio import save_figure
-
-    return save_figure(fig, path)

@@ -226,10 +226,7 @@ def plot_capture(path: Path, rows: list, heading: str) -> Path:
         held_panel(ax_held, held)
     fig.suptitle(heading)
     fig.tight_layout()
-    try:
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)
 
 
 def count_panel(ax_count, runs: list) -> None:

@@ -34,6 +34,17 @@ def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
     return f"{value:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
 
 
+def what_would_decide(r) -> str:
+    """More processes when theirs disagree past the gap, else about how many more rounds."""
+    if r.worth_processes_bind:
+        return (
+            "; its processes disagree by more than the gap: more --processes "
+            "would narrow it, more rounds would not"
+        )
+    more = r.worth_rounds_to_decide
+    return f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
+
+
 def render_compile(console, rows: list, gates, title: str) -> None:
     """The sweep's table, each row's notes (reasons, fall-back, remedies), the gates."""
     console.print(compile_table(rows, title))
@@ -117,12 +128,9 @@ def row_notes(console, rows: list) -> None:
                 markup=False,
             )
         if r.worth_compiling == "can't tell at this noise":
-            more = r.worth_rounds_to_decide
             console.print(
                 f"{r.mode}: can't tell whether compiling pays off at this noise"
-                + (
-                    f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
-                ),
+                + what_would_decide(r),
                 markup=False,
             )
         if r.suspect:
@@ -157,9 +165,7 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def builds_panel(ax, measured: list) -> None:

@@ -44,7 +44,10 @@ def write_rows(path: Path, rows: list[dict], columns: list[str]) -> Path:
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Same promise for a diagram: render to a temporary file, then rename."""
+    """Same promise for a diagram: render to a temporary file, then rename; the figure is closed
+    either way, so a process drawing many (a sweep) holds none of them afterwards."""
+    import matplotlib.pyplot as plt  # the caller has pyplot loaded already; Agg is its business
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     try:
@@ -54,4 +57,6 @@ def save_figure(fig, path: Path) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        plt.close(fig)
     return path

@@ -192,6 +192,4 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     fig.suptitle(f"{title} (hatched: tokens differ from the reference)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

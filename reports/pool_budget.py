@@ -174,10 +174,7 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    try:
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)
 
 
 def render_target_sizes(console, sizes: list, pool) -> None:
@@ -262,7 +259,4 @@ def plot_target_budget(path: Path, sizes: list, fit) -> Path:
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    try:
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    return save_figure(fig, path)

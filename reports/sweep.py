@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from reports.csvio import save_figure, write_rows
+from reports.csvio import write_rows
 from reports.style import title
 
 SWEEP_COLUMNS = [
@@ -221,15 +221,6 @@ def draw_sweep(
     ax.set_title(title(f"nanobench sweep {command}, {figure.label}{more}", **run), fontsize=9)
     fig.colorbar(image, ax=ax, label=f"{figure.column}{figure.unit}")
     return fig
-
-
-def save_sweep_figure(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    try:
-        return save_figure(fig, path)
-    finally:
-        plt.close(fig)
 
 
 def render_sweep(console, records, axes, figure: Figure, outputs: dict, ran: int) -> None:

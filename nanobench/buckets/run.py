@@ -22,10 +22,9 @@ from reports.buckets import (
     draw_buckets,
     render_buckets,
     render_short_answer,
-    save_buckets_figure,
 )
 from reports.capture_sizes import capture_sizes_table, recommended_table
-from reports.csvio import write_rows
+from reports.csvio import save_figure, write_rows
 
 
 def run_buckets(spec: BucketsSpec, out: str, status, *, json_mode: bool, check: bool) -> int:
@@ -53,7 +52,7 @@ def run_buckets(spec: BucketsSpec, out: str, status, *, json_mode: bool, check: 
         spec.max_shapes,
         spec.max_waste,
     )
-    png_path = save_buckets_figure(fig, directory / PNG_NAME)
+    png_path = save_figure(fig, directory / PNG_NAME)
     outputs = {"csv": str(csv_path), "png": str(png_path)}
 
     return finish(

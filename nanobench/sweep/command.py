@@ -211,19 +211,19 @@ def record_of(point, run):
 
 def report(spec: SweepSpec, grid_spec, found: list, ledger, ran: int, *, json_mode, check) -> int:
     """The sweep's figure, CSV and table over every point of the grid; the exit code."""
+    from reports.csvio import save_figure
     from reports.sweep import (
         FIGURES,
         draw_sweep,
         render_sweep,
         run_of,
-        save_sweep_figure,
         tidy_rows,
     )
 
     axes = list(grid_spec.axes)
     records = [ledger.records[p.key] for p in found]
     figure = FIGURES[grid_spec.command]
-    png = save_sweep_figure(
+    png = save_figure(
         draw_sweep(records, axes, figure, grid_spec.command, run_of(found)),
         ledger.out / "sweep.png",
     )
