@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, finish
+from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, finish, ratio_gate
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
 from nanobench.harness.rounds import (
     Comparison,
@@ -31,6 +31,7 @@ from nanobench.harness.stats import (
     Interval,
     difference_interval,
     effective_df,
+    processes_bind,
     ratio_interval,
     rounds_to_decide,
     spread,
@@ -128,6 +129,58 @@ def test_rounds_to_decide_scales_the_half_width_by_one_over_sqrt_rounds():
     assert rounds_to_decide(Interval(1.05, 0.95, 1.15, 4), 1.0) == 12
     assert rounds_to_decide(Interval(1.2, 1.1, 1.3, 4), 1.0) == 0
     assert rounds_to_decide(Interval(1.0, 0.9, 1.1, 4), 1.0) is None
+
+
+def test_rounds_to_decide_measures_the_interval_towards_the_target():
+    """An interval over processes is symmetric in log space, not around its estimate: the side
+    facing the target sets the count. A make-bench run read 'about 1 more round' after 30, on a
+    saving of -0.456 [-2.417, 6.817] against 4.587 (the half-width, 4.62, is below the gap)."""
+    # reach 0.5 towards 1.0, gap 0.25: 5 * (0.5 / 0.25)^2 = 20 rounds, 15 more (binary-exact)
+    assert rounds_to_decide(Interval(0.75, 0.625, 1.25, 5), 1.0) == 15
+    # the half-width (0.3125) would have said 5 * (0.3125 / 0.25)^2 = 7.8: 3 more
+    # the same interval against 0.5, below its low end: already decided
+    assert rounds_to_decide(Interval(0.75, 0.625, 1.25, 5), 0.5) == 0
+    # reach 7.273, gap 5.043: 30 * (7.273 / 5.043)^2 = 62.4 -> 33 more, never 1
+    assert rounds_to_decide(Interval(-0.456, -2.417, 6.817, 30), 4.587) == 33
+
+
+def test_only_the_within_process_share_shrinks_with_rounds():
+    # s = 0.5, gap / reach = 0.8: 10 * 0.5 / (0.64 - 0.5) = 35.7 rounds, 26 more
+    assert rounds_to_decide(Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0) == 26
+    assert not processes_bind(Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0)
+    # s = 0.1: the between part alone (0.9 of the variance) reaches past the gap (0.64)
+    bound = Interval(1.08, 0.98, 1.18, 10, 2, 0.1)
+    assert rounds_to_decide(bound, 1.0) is None and processes_bind(bound, 1.0)
+    # one process: all of the variance is within, rounds always can decide
+    assert not processes_bind(Interval(1.08, 0.98, 1.18, 10), 1.0)
+    # decided already: nothing binds
+    assert not processes_bind(Interval(1.2, 1.1, 1.3, 10, 2, 0.01), 1.0)
+
+
+def test_the_within_share_of_a_hierarchical_interval_is_the_anova_share():
+    # log ratios 0, 0.01, 0.02 in one process and 0.5, 0.51, 0.52 in the other, by hand:
+    # means 0.01 and 0.51, s_b^2 = 0.125, s_w^2 = 1e-4, n = 3:
+    # between = (0.125 - 1e-4 / 3) / 2, within = 1e-4 / 6
+    y = np.array([0.0, 0.01, 0.02, 0.5, 0.51, 0.52] * 2)
+    processes = ["1-1"] * 3 + ["2-2"] * 3 + ["1-1"] * 3 + ["2-2"] * 3
+    found = ratio_interval(np.exp(y), np.ones_like(y), processes)
+    # twelve rounds: s_w^2 has 10 df (each group 0, .01, .02, 0, .01, .02 about its mean)
+    s_w2 = 4 * (0.01**2 + 0.01**2) / 10
+    between = (0.125 - s_w2 / 6) / 2
+    within = s_w2 / 12
+    assert found.processes == 2
+    assert found.within_share == pytest.approx(within / (between + within), rel=1e-9)
+    same = ratio_interval(np.exp(y[:6]), np.ones(6), ["1-1", "2-2"] * 3)
+    assert same.within_share > 0.9  # no process effect: rounds are the whole story
+    assert ratio_interval(np.exp(y[:6]), np.ones(6)).within_share == 1.0
+
+
+def test_a_gate_the_processes_hold_open_says_more_processes_not_more_rounds():
+    bound = ratio_gate("g", "ratio", Interval(1.08, 0.98, 1.18, 10, 2, 0.1), 1.0)
+    assert "more --processes would narrow it" in bound.detail
+    assert "more rounds would likely decide" not in bound.detail
+    open_ = ratio_gate("g", "ratio", Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0)
+    assert "about 26 more rounds would likely decide" in open_.detail
 
 
 @pytest.mark.parametrize("true_ratio,expected", [(0.9, PASS), (1.1, FAIL)])

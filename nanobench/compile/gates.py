@@ -15,7 +15,15 @@ from nanobench.compile.bench import step_shapes
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed
-from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, gate, interval_gate
+from nanobench.harness.common import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Gate,
+    gate,
+    interval_gate,
+    undecided_hint,
+)
 from nanobench.harness.stats import Interval
 
 
@@ -78,10 +86,8 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
         f"{steps(row.breakeven_steps_high)}] steps"
     )
     if verdict == INCONCLUSIVE:
-        more = row.worth_rounds_to_decide
-        detail += "; can't tell at this noise" + (
-            f" (about {more} more rounds would likely decide)" if more else ""
-        )
+        more, bind = row.worth_rounds_to_decide, row.worth_processes_bind
+        detail += "; can't tell at this noise" + undecided_hint(more, bind)
     return interval_gate(name, verdict, detail, saving, round(needed, 6))
 
 

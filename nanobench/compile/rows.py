@@ -25,6 +25,7 @@ from nanobench.harness.rows import RowSchemaError, rebuild
 from nanobench.harness.stats import (
     CONFIDENCE,
     difference_interval,
+    processes_bind,
     ratio_interval,
     rounds_to_decide,
     spread,
@@ -84,6 +85,7 @@ class CompileRow:
     breakeven_steps_high: float | None = None
     worth_compiling: str | None = None  # yes | no | can't tell at this noise
     worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
+    worth_processes_bind: bool | None = None  # no number of rounds would: the processes disagree
     builds_in_windows: int | None = None  # frames built during the timed windows
     suspect: str | None = None  # what the interval claims and the configuration cannot produce
     load_note: str | None = None  # timed while other processes held cores the threads needed
@@ -259,6 +261,7 @@ def compared(
         breakeven_steps_high=steps_or_none(breakeven_steps(compile_s, saving.low / 1e3)),
         worth_compiling={PASS: "yes", FAIL: "no"}.get(verdict, CANT_TELL),
         worth_rounds_to_decide=rounds_to_decide(saving, needed_ms),
+        worth_processes_bind=processes_bind(saving, needed_ms),
         saving_needed_ms=round(needed_ms, 6),
     )
 
@@ -267,7 +270,7 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(CompileRow)
     if f.name.startswith(("speedup", "saving_per_step_ms", "breakeven_steps"))
-) + ("worth_rounds_to_decide", "saving_needed_ms", "ci_level")
+) + ("worth_rounds_to_decide", "worth_processes_bind", "saving_needed_ms", "ci_level")
 
 
 def ends(name: str, interval) -> dict[str, float | None]:

@@ -64,7 +64,12 @@ def interval_gate(name: str, verdict: str, detail: str, interval, target: float)
 
 def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
     """A step-time ratio at most `target`: pass only when its whole 95% interval is."""
-    from nanobench.harness.stats import MIN_ROUNDS, rounds_to_decide, verdict_at_most
+    from nanobench.harness.stats import (
+        MIN_ROUNDS,
+        processes_bind,
+        rounds_to_decide,
+        verdict_at_most,
+    )
 
     if interval.estimate != interval.estimate:
         return Gate(name, False, f"{what}: not measured (both systems must run in the sweep)")
@@ -75,11 +80,19 @@ def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
         span = f"[{interval.low:.2f}, {interval.high:.2f}] over {interval.rounds} rounds"
     detail = f"{what} is {interval.estimate:.2f}x {span}; the target is at most {target:.2f}x"
     if verdict == INCONCLUSIVE:
-        more = rounds_to_decide(interval, target)
-        detail += "; can't tell at this noise" + (
-            f" (about {more} more rounds would likely decide)" if more else ""
-        )
+        more, bind = rounds_to_decide(interval, target), processes_bind(interval, target)
+        detail += "; can't tell at this noise" + undecided_hint(more, bind)
     return interval_gate(name, verdict, detail, interval, target)
+
+
+def undecided_hint(more: int | None, bind: bool | None) -> str:
+    """What would decide an inconclusive gate: more processes, about `more` rounds, or nothing said."""
+    if bind:
+        return (
+            " (the processes disagree by more than the gap: more --processes would narrow it,"
+            " more rounds would not)"
+        )
+    return f" (about {more} more rounds would likely decide)" if more else ""
 
 
 def gate(name: str, check: Callable, *args, **kwargs) -> Gate:

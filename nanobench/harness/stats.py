@@ -8,7 +8,8 @@ over several processes a hierarchical bootstrap, processes then rounds within ea
 standard error takes a t quantile at Satterthwaite's degrees of freedom, `effective_df`),
 `verdict_at_most` / `verdict_at_least` (pass only when the whole interval is on the good side of
 the target, fail only when it is wholly on the bad side, else inconclusive) and
-`rounds_to_decide` (how many more rounds would likely shrink the interval off the target).
+`rounds_to_decide` (how many more rounds would likely shrink the interval off the target) and
+`processes_bind` (none would: the processes disagree by more than that).
 What it is not: a timer or a scheduler. Numbers in, numbers out; no torch, no processes.
 Invariant: a verdict is `pass` or `fail` only when the interval excludes the target; a null
 comparison (a system against itself, over several processes) excludes 1 no more often than the
@@ -56,6 +57,9 @@ class Interval:
     high: float
     rounds: int
     processes: int = 1
+    # The share of the estimate's variance that more rounds shrink: 1 over one process; over
+    # several, within / (between + within) of the one-way ANOVA (`variance_parts`).
+    within_share: float = 1.0
 
     @property
     def half_width(self) -> float:
@@ -169,7 +173,8 @@ def difference_interval(a_ms, b_ms, processes=None, confidence: float = CONFIDEN
     ratio = _hierarchical(a_ms, b_ms, processes, confidence)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
-    return Interval(gm_b * (ratio.estimate - 1), low, high, ratio.rounds, ratio.processes)
+    estimate = gm_b * (ratio.estimate - 1)
+    return Interval(estimate, low, high, ratio.rounds, ratio.processes, ratio.within_share)
 
 
 def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
@@ -196,7 +201,9 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
     df = max(effective_df(groups), len(groups) - 1, 1)
     q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + confidence / 2, df))
     low, high = bounded_exp(estimate - q * se), bounded_exp(estimate + q * se)
-    return Interval(math.exp(estimate), low, high, int(y.size), len(groups))
+    between, within = variance_parts(groups)[:2]
+    share = within / (between + within) if between + within else 1.0
+    return Interval(math.exp(estimate), low, high, int(y.size), len(groups), share)
 
 
 def bounded_exp(x: float) -> float:
@@ -220,21 +227,30 @@ def hierarchical_means(groups: list[np.ndarray]) -> np.ndarray:
     return total / count
 
 
-def effective_df(groups: list[np.ndarray]) -> float:
-    """Satterthwaite's degrees of freedom for the pooled mean's variance, by one-way ANOVA.
+def variance_parts(groups: list[np.ndarray]) -> tuple[float, float, int]:
+    """One-way ANOVA of the pooled mean's variance: (between / K, within / (K n), within df).
 
-    Var(mean) = sigma_b^2 / K + sigma_w^2 / (K n): the between-process part has K - 1
-    degrees of freedom, the within part sum(n_k - 1). With no visible process effect the
-    answer is the rounds' own; when processes dominate it falls to K - 1, as it must: two
-    processes are one degree of freedom about the process effect, however many rounds each ran.
+    Var(mean) = sigma_b^2 / K + sigma_w^2 / (K n); sigma_b^2 is estimated as s_b^2 - s_w^2 / n,
+    never below 0.
     """
     k = len(groups)
     n_bar = float(np.mean([g.size for g in groups]))
     s_b2 = float(np.var([g.mean() for g in groups], ddof=1))
     df_w = sum(g.size - 1 for g in groups)
     s_w2 = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df_w if df_w else 0.0
-    between = max(0.0, s_b2 - s_w2 / n_bar) / k
-    within = s_w2 / (k * n_bar)
+    return max(0.0, s_b2 - s_w2 / n_bar) / k, s_w2 / (k * n_bar), df_w
+
+
+def effective_df(groups: list[np.ndarray]) -> float:
+    """Satterthwaite's degrees of freedom for the pooled mean's variance (`variance_parts`).
+
+    The between-process part has K - 1 degrees of freedom, the within part sum(n_k - 1). With no
+    visible process effect the answer is the rounds' own; when processes dominate it falls to
+    K - 1, as it must: two processes are one degree of freedom about the process effect, however
+    many rounds each ran.
+    """
+    k = len(groups)
+    between, within, df_w = variance_parts(groups)
     if between + within == 0:
         return float(max(df_w, k - 1))
     spread_df = between**2 / (k - 1) + (within**2 / df_w if df_w else 0.0)
@@ -264,17 +280,38 @@ def verdict_at_least(interval: Interval, target: float) -> str:
 
 
 def rounds_to_decide(interval: Interval, target: float) -> int | None:
-    """More rounds likely to pull the interval off the target: rounds * (half_width / gap)^2 - rounds.
+    """More rounds likely to pull the interval off the target: n s / ((gap / reach)^2 - (1 - s)) - n.
 
-    0 when already decided; None when the estimate sits on the target (no number of rounds
-    decides a tie) or there is no interval yet. The half-width shrinks as 1/sqrt(rounds).
+    reach is the interval's extent from the estimate towards the target (an interval need not be
+    symmetric), gap the estimate's distance to the target, s its `within_share`: only the
+    within-process part of the variance shrinks as 1 / rounds. 0 when already decided; None when
+    no number of rounds likely decides: no interval yet, the estimate on the target, or
+    processes that disagree by more than the gap (`processes_bind`).
     """
-    gap = abs(interval.estimate - target)
     if not math.isfinite(interval.half_width) or interval.rounds < 2:
         return None
     if not interval.low < target < interval.high:
         return 0
-    if gap == 0:
+    gap, reach = towards(interval, target)
+    left = (gap / reach) ** 2 - (1 - interval.within_share) if reach > 0 else 0.0
+    if gap == 0 or left <= 0:
         return None
-    needed = interval.rounds * (interval.half_width / gap) ** 2
+    needed = interval.rounds * interval.within_share / left
     return max(1, math.ceil(needed) - interval.rounds)
+
+
+def towards(interval: Interval, target: float) -> tuple[float, float]:
+    """(gap, reach): the estimate's distance to the target, and the interval's from the
+    estimate on the target's side."""
+    above = target > interval.estimate
+    reach = interval.high - interval.estimate if above else interval.estimate - interval.low
+    return abs(interval.estimate - target), reach
+
+
+def processes_bind(interval: Interval, target: float) -> bool:
+    """True when an undecided interval would stay undecided however many rounds ran: the
+    processes' disagreement alone reaches past the target, and only more processes narrow it."""
+    if interval.processes < 2 or not interval.low < target < interval.high:
+        return False
+    gap, reach = towards(interval, target)
+    return gap > 0 and reach > 0 and (gap / reach) ** 2 <= 1 - interval.within_share
