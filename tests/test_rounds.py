@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.rounds import (
     SAMPLE_COLUMNS,
     Comparison,
@@ -38,8 +38,12 @@ from nanobench.harness.fresh import serve_main
 class Session:
     def __init__(self, spec, progress):
         self.spec, self.served = spec, 0
+        began = time.time()
+        time.sleep(spec.get("setup_s", 0))
         progress({"phase": "built"})
         self.ready = {"status": "ok", "name": spec["name"]}
+        if "setup_s" in spec:
+            self.ready.update(began=began, ready=time.time())
 
     def serve(self, request):
         self.served += 1
@@ -139,6 +143,34 @@ def test_an_error_and_a_hang_inside_a_window_become_statuses(tmp_path):
     hung.start(timeout=60)
     assert hung.request({"op": "window", "round": 1}, 1.0) == {"status": "timeout"}
     assert hung.proc.poll() == -signal.SIGKILL
+
+
+def test_later_workers_are_set_up_a_core_s_worth_at_a_time_and_finish_side_by_side(
+    tmp_path, monkeypatch
+):
+    """Each fake worker sleeps 2 s in its set-up and says when (its own clock): on 2 cores at
+    most 2 set-ups overlap, and 2 do; rows come back in the order asked, and after `stop` on
+    every worker each `close` still returns its final row."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    started: list[LiveWorker] = []
+
+    def spawn(name):
+        started.append(worker(tmp_path, name=name, setup_s=2.0))
+        return started[-1]
+
+    names = ["a", "b", "c", "d"]
+    got = list(start_side_by_side([(n, lambda n=n: spawn(n)) for n in names], timeout=60))
+    assert [key for key, _ in got] == names and [row["name"] for _, row in got] == names
+    spans = [(row["began"], row["ready"]) for _, row in got]
+
+    def overlapping(t: float) -> int:
+        return sum(began <= t < ready for began, ready in spans)
+
+    most = max(overlapping(began) for began, _ in spans)
+    assert most == 2, spans
+    for w in started:
+        w.stop()
+    assert [w.close(timeout=60)["served"] for w in started] == [0, 0, 0, 0]
 
 
 def test_run_fresh_is_a_live_worker_without_requests(tmp_path):

@@ -2,9 +2,9 @@
 
 What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
 running), the pieces the worker (`nanobench.compile.session`) uses, `interleaved_sweep(...)`
-(--processes live workers per mode, set up one at a time, then timed windows in rotating rounds,
-each mode's rounds dealt over its workers, until every gate is decided or every speedup's
-interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
+(--processes live workers per mode, each mode's first set up alone and the later ones side by
+side, then timed windows in rotating rounds, each mode's rounds dealt over its workers, until
+every gate is decided or every speedup's interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
 GPU check runs). Each worker is handed a `WorkerSpec` (`compile.spec`) as its fields.
 What it is not: the CLI, the row type and its derived columns (`compile.rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
@@ -19,6 +19,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 
 import torch
 import torch._dynamo.config as dc
@@ -29,7 +30,7 @@ from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
 from nanobench.cost.buckets import open_shapes
 from nanobench.cost.compile import predicts_fall_back
-from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.inductor_cache import fresh_dir, warm_dir
 from nanobench.harness.rounds import (
     Comparison,
@@ -159,20 +160,23 @@ def interleaved_sweep(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
 ) -> tuple[list[CompileRow], list[Window]]:
-    """`processes` live workers per mode, set up one at a time (no two compile at once), then
-    rounds, round r of every mode in its worker (r - 1) mod processes (`rounds.spread_over`),
-    until `decided(windows, level)` says every gate is decided or the intervals are tight.
+    """`processes` live workers per mode, then rounds, round r of every mode in its worker
+    (r - 1) mod processes (`rounds.spread_over`), until `decided(windows, level)` says every gate
+    is decided or the intervals are tight.
 
-    A mode's row (builds, compile seconds, first pass) is its first worker's; a later worker of
-    the mode shares the first's Inductor cache directory, so it mostly loads what the first
-    built, and only its status and the frames its windows built count. on_row sees each row
-    when its first worker is ready and again when the mode closes; on_window every window, the
-    first pass (round 0) included. Whatever ends the sweep (an interrupt too), every worker's
-    process group is killed and every cold cache directory removed.
+    Each mode's first worker is set up alone, one mode after another (no two compile at once):
+    its builds, compile seconds and first pass are the mode's row. A later worker of the mode
+    shares the first's Inductor cache directory, so it mostly loads what the first built; only
+    its status and the frames its windows built count, so the later workers of every mode are
+    set up side by side (`fresh.start_side_by_side`). on_row sees each row when its first worker is ready and
+    again when the mode closes; on_window every window, the first pass (round 0) included.
+    Whatever ends the sweep (an interrupt too), every worker's process group is killed and every
+    cold cache directory removed.
     """
     # A worker past the last round would set up and time nothing.
     processes = min(processes, plan.max_rounds)
     workers: dict[str, list[LiveWorker]] = {}
+    envs: dict[str, dict] = {}
     rows: dict[str, CompileRow] = {}
     fresh_dirs: list[str] = []
     windows: list[Window] = []
@@ -185,23 +189,24 @@ def interleaved_sweep(
 
     try:
         for mode in modes:
-            env, fresh = cache_env(spec.cache, mode, spec.device)
+            envs[mode], fresh = cache_env(spec.cache, mode, spec.device)
             fresh_dirs.extend([fresh] if fresh else [])
             workers[mode] = []
-            for process in range(1, processes + 1):
-                worker = mode_worker(spec, mode, process, env, on_status)
-                # Registered before it is waited for: an interrupt during set-up kills it too.
-                workers[mode].append(worker)
-                row = annotate(worker.start(timeout), spec, mode)
-                if process == 1:
-                    rows[mode] = row
-                    if row.status == "ok":
-                        keep(first_pass_window(mode, asdict(row)))
-                    on_row(row)
-                elif rows[mode].status == "ok" and row.status != "ok":
-                    rows[mode] = replace(rows[mode], status=f"process {process}: {row.status}")
-                if rows[mode].status != "ok":
-                    break
+            first = mode_worker(spec, mode, 1, envs[mode], on_status, workers[mode])
+            rows[mode] = annotate(first.start(timeout), spec, mode)
+            if rows[mode].status == "ok":
+                keep(first_pass_window(mode, asdict(rows[mode])))
+            on_row(rows[mode])
+        spawns = [
+            ((m, p), partial(mode_worker, spec, m, p, envs[m], on_status, workers[m]))
+            for m in modes
+            if rows[m].status == "ok"
+            for p in range(2, processes + 1)
+        ]
+        for (mode, process), ready in start_side_by_side(spawns, timeout):
+            row = annotate(ready, spec, mode)
+            if rows[mode].status == "ok" and row.status != "ok":
+                rows[mode] = replace(rows[mode], status=f"process {process}: {row.status}")
         live = {
             m: spread_over([live_window(w, m, timeout) for w in workers[m]])
             for m in workers
@@ -210,6 +215,8 @@ def interleaved_sweep(
         run_rounds(
             live, plan, comparisons(modes), decided=decided, on_window=keep, on_round=on_round
         )
+        for worker in (w for m in live for w in workers[m]):
+            worker.stop()  # every worker finishes its final row side by side
         for mode in live:
             rows[mode] = closed_row(rows[mode], workers[mode], spec, timeout)
             on_row(rows[mode])
@@ -221,9 +228,12 @@ def interleaved_sweep(
     return list(rows.values()), windows
 
 
-def mode_worker(spec: WorkerSpec, mode: str, process: int, env: dict, on_status) -> LiveWorker:
-    """Worker `process` of a mode, spawned (not yet waited for). Only the first is traced: its
-    first pass is the mode's row."""
+def mode_worker(
+    spec: WorkerSpec, mode: str, process: int, env: dict, on_status, into: list
+) -> LiveWorker:
+    """Worker `process` of a mode, spawned and registered in `into` before anyone waits for it,
+    so an interrupt during its set-up kills it too. Only the first is traced: its first pass is
+    the mode's row."""
     tag = f"{mode}" if process == 1 else f"{mode} (process {process})"
     on_status(f"{tag}: starting a fresh process")
     env = dict(env)
@@ -238,6 +248,7 @@ def mode_worker(spec: WorkerSpec, mode: str, process: int, env: dict, on_status)
             + (" (building)" if e.get("built") else "")
         ),
     )
+    into.append(worker)
     return worker
 
 

@@ -1,9 +1,9 @@
 """The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
 What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
-then --processes live workers per system, set up one at a time, then interleaved rounds of one
-timed generation each, or of its slices when whole ones would not fit the budget, each
-system's rounds dealt over its workers, `nanobench.harness.rounds`), `derive(rows, spec, probe,
+then --processes live workers per system (the first ones one at a time, the later side by
+side), then interleaved rounds of one timed generation each, or of its slices when whole ones
+would not fit the budget, each system's rounds dealt over its workers, `nanobench.harness.rounds`), `derive(rows, spec, probe,
 windows)` (tokens against the reference; step-time median and IQR over the rounds; each ratio
 to transformers and to the roofline floor with its interval, paired by round; the floor probe
 failed when a step beats it) and the `check_*` functions the gates run.
@@ -23,13 +23,14 @@ import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.fresh import LiveWorker, run_fresh
+from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.inductor_cache import fresh_dir
 from nanobench.harness.rounds import (
     Comparison,
@@ -165,12 +166,13 @@ def sweep(
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
 ) -> tuple[list[SystemRow], ProbeRow]:
-    """The probe, then `processes` live workers per system set up one at a time, then
-    interleaved rounds, round r of every system in its worker (r - 1) mod processes, until
-    `decided(windows, level)` says every gate is decided or the intervals are tight.
+    """The probe, then `processes` live workers per system, then interleaved rounds, round r of
+    every system in its worker (r - 1) mod processes, until `decided(windows, level)` says
+    every gate is decided or the intervals are tight.
 
-    A system's set-up facts (compile seconds, frames) are its first worker's; a later worker
-    shares the first's Inductor cache directory. Whatever ends it (an interrupt too), every
+    A system's set-up facts (compile seconds, frames) are its first worker's, set up alone, one
+    system after another; a later worker shares the first's Inductor cache directory, and the
+    later workers of every system are set up side by side (`fresh.start_side_by_side`). Whatever ends it (an interrupt too), every
     worker's process group is killed and every Inductor cache directory removed. Returns the
     system rows (not derived) and the probe row. Each worker's payload is rebuilt into its row
     type: a renamed key is an error naming it.
@@ -192,14 +194,9 @@ def sweep(
         answer = run_fresh(WORKER, asdict(replace(spec, system=PROBE)), timeout=timeout, env=env)
         probe = rebuild(ProbeRow, {"system": PROBE, **answer})
         on_probe(probe)
-        for system in systems:
-            env, cache = worker_env(spec.threads)
-            caches.append(cache)
-            workers[system] = []
-            rows[system] = start_system(
-                replace(spec, system=system), processes, env, timeout, workers[system], on_status,
-                on_row,
-            )  # fmt: skip
+        rows.update(
+            start_workers(spec, systems, processes, timeout, workers, caches, on_status, on_row)
+        )
         ready = [rows[s] for s in workers if rows[s].status == "ok"]
         slices = round_slices(ready, spec, plan, on_status)
         live = {
@@ -215,6 +212,8 @@ def sweep(
             on_window=keep,
             on_round=on_round,
         )
+        for worker in (w for s in live for w in workers[s]):
+            worker.stop()  # every worker finishes its final row side by side
         for system in live:
             rows[system] = closed_row(rows[system], workers[system], timeout)
             on_row(rows[system])
@@ -226,28 +225,48 @@ def sweep(
     return list(rows.values()), probe
 
 
-def start_system(spec: RunSpec, processes: int, env, timeout: float, into: list, on_status,
-                 on_row) -> SystemRow:  # fmt: skip
-    """`processes` live workers for one system, set up one at a time; the row is the first's.
+def system_worker(spec: RunSpec, process: int, env, into: list, on_status) -> LiveWorker:
+    """Worker `process` of a system, spawned and registered in `into` before anyone waits for
+    it, so an interrupt during its set-up kills it too."""
+    tag = spec.system if process == 1 else f"{spec.system} (process {process})"
+    on_status(f"{tag}: building and warming up in a fresh process")
+    into.append(LiveWorker(WORKER, asdict(spec), env=env))
+    return into[-1]
 
-    Each worker joins `into` before its set-up is waited for, so an interrupt kills it too; a
-    later worker that fails marks the system's row, and no further worker starts.
-    """
-    row = None
-    for process in range(1, processes + 1):
-        tag = spec.system if process == 1 else f"{spec.system} (process {process})"
-        on_status(f"{tag}: building and warming up in a fresh process")
-        worker = LiveWorker(WORKER, asdict(spec), env=env)
-        into.append(worker)
-        got = rebuild(SystemRow, {"system": spec.system, **worker.start(timeout)})
-        if process == 1:
-            row = got
-            on_row(row)
-        elif got.status != "ok":
-            row = replace(row, status=f"process {process}: {got.status}")
-        if row.status != "ok":
-            break
-    return row
+
+def start_workers(
+    spec: RunSpec, systems, processes: int, timeout: float, workers: dict, caches: list, on_status,
+    on_row,
+) -> dict[str, SystemRow]:  # fmt: skip
+    """Each system's first worker alone, one system after another (its compile seconds and
+    warm-up are the row's), then every later worker side by side; a later one that fails marks
+    its system's row. Workers join `workers[system]` in process order, caches `caches`."""
+    rows, envs = {}, {}
+    for system in systems:
+        envs[system], cache = worker_env(spec.threads)
+        caches.append(cache)
+        workers[system] = []
+        rows[system] = start_first(
+            replace(spec, system=system), envs[system], timeout, workers[system], on_status
+        )
+        on_row(rows[system])
+    spawns = [
+        ((s, p), partial(system_worker, replace(spec, system=s), p, envs[s], workers[s], on_status))
+        for s in systems
+        if rows[s].status == "ok"
+        for p in range(2, processes + 1)
+    ]
+    for (system, process), ready in start_side_by_side(spawns, timeout):
+        got = rebuild(SystemRow, {"system": system, **ready})
+        if rows[system].status == "ok" and got.status != "ok":
+            rows[system] = replace(rows[system], status=f"process {process}: {got.status}")
+    return rows
+
+
+def start_first(spec: RunSpec, env, timeout: float, into: list, on_status) -> SystemRow:
+    """A system's first worker, set up alone: its compile seconds and warm-up are the row's."""
+    worker = system_worker(spec, 1, env, into, on_status)
+    return rebuild(SystemRow, {"system": spec.system, **worker.start(timeout)})
 
 
 def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:

@@ -5,7 +5,8 @@ send the spec, relay progress, return its result row) and `LiveWorker` (the same
 alive: the spec first, then one request at a time, each answered with one reply); and the worker
 side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
 `stop` or end of input; a session's `ready` row, one `reply` per request, the final `result`).
-`run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result.
+`run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result;
+`start_side_by_side` sets up several LiveWorkers at once, up to the cores.
 What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
 `status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
@@ -25,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from nanobench.harness.errors import MeasurementFailed
 
@@ -36,7 +37,7 @@ class LiveWorker:
     """One fresh worker process, kept alive across requests; every answer is a row.
 
     `start` waits for the session's `ready` row, `request` sends one request and waits for its
-    `reply`, `close` asks for the final `result`. Once the process is gone, each of them
+    `reply`, `close` asks for the final `result` (`stop` asks without waiting). Once the process is gone, each of them
     returns `{"status": ...}` naming how it ended.
     """
 
@@ -132,14 +133,18 @@ class LiveWorker:
             self._send(payload)
         return self._wait("reply", timeout)
 
-    def close(self, timeout: float) -> dict:
-        """Ask for the final row, then make sure the process group is gone."""
-        if self.ended is None:
+    def stop(self) -> None:
+        """Ask for the final row without waiting for it: several workers finish side by side."""
+        if self.ended is None and not self.proc.stdin.closed:
             self._send({"op": "stop"})
             try:
                 self.proc.stdin.close()
             except OSError:
                 pass
+
+    def close(self, timeout: float) -> dict:
+        """Ask for the final row (unless `stop` did), then make sure the process group is gone."""
+        self.stop()
         row = self._wait("result", timeout)
         if self.ended is None:
             try:
@@ -154,6 +159,24 @@ class LiveWorker:
 
     def kill(self) -> None:
         kill_group(self.proc)
+
+
+def start_side_by_side(spawns: list, timeout: float) -> Iterator[tuple]:
+    """(key, ready row) for each (key, spawn) in order, up to a core's worth set up at once.
+
+    For workers whose set-up nothing reports (a mode's or system's later workers: compile
+    seconds and first passes are the first worker's), and which are timed only once all are
+    ready, so they need not take turns. `spawn()` returns a LiveWorker its caller has already
+    registered, so an interrupt kills it too.
+    """
+    at_once = max(1, os.cpu_count() or 1)
+    pending, running = list(spawns), []
+    while pending or running:
+        while pending and len(running) < at_once:
+            key, spawn = pending.pop(0)
+            running.append((key, spawn()))
+        key, worker = running.pop(0)
+        yield key, worker.start(timeout)
 
 
 def run_fresh(
