@@ -2,14 +2,20 @@
 
 What it is: `binary_bytes(n)` (the one byte formatter: powers of 1024, named KiB/MiB/GiB),
 `colour(name)` (a fixed colour for each compile mode, decode system and kernel, the same in
-every panel of every figure), and `title(what, model=, device=, dtype=, **shape)` (a figure
-title that names the run it was drawn from).
+every panel of every figure), `title(what, model=, device=, dtype=, **shape)` (a figure
+title that names the run it was drawn from) and `fit_table(console, table)` (a table too wide
+for the terminal as one block per row, never cells cut to an ellipsis).
 What it is not: a theme. Matplotlib's defaults stand; only what must agree across figures is here.
 Invariant: the same name is drawn in the same colour everywhere; a byte count is never printed
-in decimal megabytes beside a binary one.
+in decimal megabytes beside a binary one; a table's cell is printed whole at any width.
 """
 
 from __future__ import annotations
+
+from rich.console import Group
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -58,3 +64,32 @@ def title(what: str, *, model: str | None, device: str, dtype: str, **shape) -> 
 def gate_mark(g) -> str:
     """How a gate's verdict reads in every table: pass, FAIL or can't tell."""
     return {"pass": "pass", "fail": "FAIL", "inconclusive": "can't tell"}[g.verdict]
+
+
+def fit_table(console, table: Table):
+    """`table` when its narrowest layout fits the console; else one block per row, its first
+    cell the block's title and each other column a `header  value` line.
+
+    Rich squeezes a table wider than the terminal by cutting cells to an ellipsis ("mo…", "0.…"),
+    which leaves nothing to read; a block per row keeps every figure whole at 80 columns.
+    """
+    unbounded = console.options.update_width(10**6)
+    if Measurement.get(console, unbounded, table).minimum <= console.width:
+        return table
+    headers = [markup(c.header) for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    blocks = [markup(table.title)] if table.title else []
+    for i in range(table.row_count):
+        name = Text.assemble(headers[0], ": ", str(cells[0][i]))
+        block = Table(box=None, show_header=False, title=name, title_justify="left")
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for header, column in zip(headers[1:], cells[1:]):
+            block.add_row(header, column[i])
+        blocks += [block, Text("")]
+    return Group(*blocks)
+
+
+def markup(text) -> Text:
+    """A header or title as rich renders it: a str is markup; a multi-line header one line."""
+    return Text.from_markup(text.replace("\n", " ")) if isinstance(text, str) else text

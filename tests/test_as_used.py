@@ -248,6 +248,45 @@ def test_the_default_table_runs_and_reads_as_the_json(command, cli):
     SAME[command](table.stdout, doc)
 
 
+def text_blocks(text: str) -> dict[str, dict[str, str]]:
+    """The blocks a table too wide for the terminal prints as (`reports.style.fit_table`):
+    title `header: value` -> {header: value}; a value folded onto further lines is joined."""
+    found, current = {}, None
+    for line in text.splitlines():
+        title = re.fullmatch(r"(\S[^:]*): (.+)", line.rstrip())
+        if title and not line.startswith(" "):
+            current = found.setdefault(line.rstrip(), {})
+        elif current is not None and line.strip():
+            header, _, value = line.strip().partition("  ")
+            if line[:3].strip() == "" and not value:  # a folded value's next line
+                last = list(current)[-1]
+                current[last] += header
+            else:
+                current[header] = value.strip()
+        elif current is not None and not line.strip() and current:
+            current = None
+    return found
+
+
+@pytest.mark.parametrize("command", [param(c) for c in SHORT])
+def test_the_default_table_reads_whole_at_80_columns(command, cli):
+    """A table wider than the terminal prints as a block per row: no cell is cut to an ellipsis
+    (rich squeezed compile's 13 columns at 80 to 'mo…', 'st…', '0.…'), no line is over 80."""
+    extra = [] if command in NO_OUT else ["--out", str(cli.root / f"narrow-{command}")]
+    got = CliRunner().invoke(
+        app, [command, *SHORT[command], *extra], env={**cli.env, "COLUMNS": "80"}
+    )
+    assert got.exit_code == 0, got.output[-3000:]
+    assert "…" not in got.stdout, got.stdout[-3000:]
+    assert max(len(line) for line in got.stdout.splitlines()) <= 80
+    if command == "compile":
+        doc = cli(command, *SHORT[command], "--model", "tiny", "--json")
+        blocks = text_blocks(got.stdout)
+        for mode, row in by(json_rows(doc), "mode").items():
+            block = blocks[f"mode: {mode}"]
+            assert (int(block["builds"]), int(block["shapes"])) == (row["builds"], row["shapes"])
+
+
 def page_blocks(page: Path, lang: str | None = None) -> list[str]:
     """The bodies of a page's fenced code blocks (of one language, when given)."""
     blocks = re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(), re.S | re.M)

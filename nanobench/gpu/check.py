@@ -374,17 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     # Compile for real: the interpreter would run Python on CUDA tensors.
     os.environ.pop("TRITON_INTERPRET", None)
-    from rich.console import Console
-
+    from nanobench.harness.console import stderr_console, stdout_console
     from reports.gpu_check import RowLog, render_gpu_check
 
-    progress = Console(stderr=True)
+    progress = stderr_console()
     log = RowLog(Path(args.out) / "gpu-check.csv")
     start = time.perf_counter()
     run_checks(log, args.checks, args.budget_s, progress.print)
-    # A log file is no terminal; 80 columns would fold every cell.
-    out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-    render_gpu_check(out, log.rows, log.path, time.perf_counter() - start)
+    render_gpu_check(stdout_console(), log.rows, log.path, time.perf_counter() - start)
     return EXIT_FAILED if any(r.get("ok") is False for r in log.rows) else EXIT_OK
 
 

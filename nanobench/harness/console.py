@@ -5,25 +5,47 @@ mistake into one line on stderr and exit 2, and yields a `status(msg)` callable 
 progress on stderr only when both streams are terminals and `--quiet` is not set.
 `OneLineErrors`, the app's command group, does the same for what click rejects while parsing
 (`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
+`stdout_console()` is the console every report prints on (tables fitted to its width).
 What it is not: output formatting (that is `reports/`).
 Invariant: no traceback ever reaches the user for a mistake of theirs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderHook
+from rich.table import Table
 from typer.core import TyperGroup
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
 
+PIPED_WIDTH = 160  # columns when stdout is not a terminal and COLUMNS is unset
+
+
+class FitTables(RenderHook):
+    """Every table printed is laid out for the console's width (`reports.style.fit_table`)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def process_renderables(self, renderables: list) -> list:
+        from reports.style import fit_table
+
+        return [fit_table(self.console, r) if isinstance(r, Table) else r for r in renderables]
+
 
 def stdout_console() -> Console:
-    # Piped output keeps whole rows: a table wrapped at 80 columns is unreadable in a log.
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    """The terminal's width; piped, COLUMNS or 160, so a log keeps whole rows. A table too
+    wide for either prints as a block per row."""
+    columns = os.environ.get("COLUMNS", "")
+    width = None if sys.stdout.isatty() else int(columns) if columns.isdigit() else PIPED_WIDTH
+    console = Console(soft_wrap=False, width=width)
+    console.push_render_hook(FitTables(console))
+    return console
 
 
 def stderr_console() -> Console:

@@ -1,0 +1,74 @@
+"""A report's table at any terminal width: whole when it fits, a block per row when it does not.
+
+rich fits a table to the console by cutting cells to an ellipsis; at 80 columns compile's 13
+columns read "mo…", "st…", "0.…". The witness here is rich's own rendering of the same table
+on a console wide enough for it.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from nanobench.harness.console import FitTables, stdout_console
+
+HEADERS = ["mode", "status", "shapes", "builds", "reuse", "fell back", "predicted", "guards"]
+HEADERS += ["compile s", "step ms\n(IQR)", "speedup [95%]", "breakeven [95%]", "worth it"]
+ROWS = [
+    ["off", "ok", "16", "0", "100%", "no", "no", "none", "0.00", "2.31 (0.05)", "1.00x", "-", "-"],
+    ["dynamic", "ok", "16", "1", "94%", "no", "no", "none", "23.55", "1.23 (0.01)"]
+    + ["1.19x [0.97, 1.48]", "73,928 [21,462, never]", "no"],
+]
+
+
+def wide_table() -> Table:
+    table = Table(title="compile: tiny, cpu float32")
+    for header in HEADERS:
+        table.add_column(header, justify="right")
+    for row in ROWS:
+        table.add_row(*row)
+    return table
+
+
+def rendered(width: int, hooked: bool = True) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    if hooked:
+        console.push_render_hook(FitTables(console))
+    console.print(wide_table())
+    return console.export_text()
+
+
+def test_rich_alone_cuts_the_cells_at_80_columns():
+    """The defect this guards against, shown on rich itself."""
+    assert "…" in rendered(80, hooked=False)
+
+
+def test_a_table_too_wide_prints_each_row_as_a_block_with_every_cell_whole():
+    text = rendered(80)
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0] == "compile: tiny, cpu float32"
+    for row in ROWS:
+        start = lines.index(f"mode: {row[0]}")
+        block = lines[start + 1 : start + len(HEADERS)]
+        expected = [f"{h.replace(chr(10), ' ')} {v}" for h, v in zip(HEADERS[1:], row[1:])]
+        assert [" ".join(line.split()) for line in block] == expected
+
+
+def test_a_table_that_fits_is_printed_as_rich_prints_it():
+    assert rendered(200) == rendered(200, hooked=False)
+    assert "┃" in rendered(200)
+
+
+def test_piped_output_is_160_columns_or_what_columns_says(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # piped, whatever runs the suite
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert stdout_console().width == 160
+    monkeypatch.setenv("COLUMNS", "80")
+    assert stdout_console().width == 80
+    monkeypatch.setenv("COLUMNS", "wide")
+    assert stdout_console().width == 160
