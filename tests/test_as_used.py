@@ -25,6 +25,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from nanobench.cli import app
+from nanobench.harness import console
 from tests.helpers import TINY_MHA, gguf_config, write_model_forms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,13 +270,12 @@ def text_blocks(text: str) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("command", [param(c) for c in SHORT])
-def test_the_default_table_reads_whole_at_80_columns(command, cli):
+def test_the_default_table_reads_whole_at_80_columns(command, cli, monkeypatch):
     """A table wider than the terminal prints as a block per row: no cell is cut to an ellipsis
     (rich squeezed compile's 13 columns at 80 to 'mo…', 'st…', '0.…'), no line is over 80."""
+    monkeypatch.setattr(console, "PIPED_WIDTH", 80)  # a terminal of 80 columns
     extra = [] if command in NO_OUT else ["--out", str(cli.root / f"narrow-{command}")]
-    got = CliRunner().invoke(
-        app, [command, *SHORT[command], *extra], env={**cli.env, "COLUMNS": "80"}
-    )
+    got = CliRunner().invoke(app, [command, *SHORT[command], *extra], env=cli.env)
     assert got.exit_code == 0, got.output[-3000:]
     assert "…" not in got.stdout, got.stdout[-3000:]
     assert max(len(line) for line in got.stdout.splitlines()) <= 80

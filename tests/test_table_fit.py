@@ -64,11 +64,8 @@ def test_a_table_that_fits_is_printed_as_rich_prints_it():
     assert "┃" in rendered(200)
 
 
-def test_piped_output_is_160_columns_or_what_columns_says(monkeypatch):
+def test_piped_output_is_160_columns_whatever_columns_says(monkeypatch):
+    """pytest-xdist sets COLUMNS=80 in its workers; a log is 160 columns all the same."""
     monkeypatch.setattr(sys, "stdout", io.StringIO())  # piped, whatever runs the suite
-    monkeypatch.delenv("COLUMNS", raising=False)
-    assert stdout_console().width == 160
     monkeypatch.setenv("COLUMNS", "80")
-    assert stdout_console().width == 80
-    monkeypatch.setenv("COLUMNS", "wide")
     assert stdout_console().width == 160

@@ -12,7 +12,6 @@ Invariant: no traceback ever reaches the user for a mistake of theirs.
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 
@@ -23,7 +22,7 @@ from typer.core import TyperGroup
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
 
-PIPED_WIDTH = 160  # columns when stdout is not a terminal and COLUMNS is unset
+PIPED_WIDTH = 160  # columns when stdout is not a terminal
 
 
 class FitTables(RenderHook):
@@ -39,11 +38,9 @@ class FitTables(RenderHook):
 
 
 def stdout_console() -> Console:
-    """The terminal's width; piped, COLUMNS or 160, so a log keeps whole rows. A table too
-    wide for either prints as a block per row."""
-    columns = os.environ.get("COLUMNS", "")
-    width = None if sys.stdout.isatty() else int(columns) if columns.isdigit() else PIPED_WIDTH
-    console = Console(soft_wrap=False, width=width)
+    """The terminal's width; piped, PIPED_WIDTH, so a log keeps whole rows whatever COLUMNS
+    says (pytest-xdist sets it to 80 in its workers). A table too wide prints a block per row."""
+    console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
     console.push_render_hook(FitTables(console))
     return console
 
