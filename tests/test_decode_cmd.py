@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from engine.config import PRESETS
 from nanobench.cli import app
-from nanobench.decode.bench import TARGETS, DecodeTargets, derive, targets_for
+from nanobench.decode.bench import TARGETS, DecodeTargets, targets_for
+from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import (
     floor_ms,
@@ -228,6 +229,29 @@ def test_a_ratio_whose_interval_straddles_its_target_cannot_tell(monkeypatch):
     )
     gate = gates_at(DecodeTargets(), short, monkeypatch)["engine_eager_vs_hf_eager"]
     assert gate.verdict == "inconclusive" and gate.estimate == 0.5
+
+
+def test_processes_that_disagree_say_more_processes_not_more_rounds(monkeypatch):
+    """engine-eager / hf-eager is 0.8 in one worker process and 1.2 in the other (rounds
+    alternate between them, 1% jitter within each): the rows carry what the interval over the
+    processes says, and the gate names more --processes. Two runs of decode on this box said
+    'about 6901 more rounds' and 'about 573 more rounds' of such a gate."""
+    jitter = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.01, 0.99, 1.005, 0.995]
+    windows = [
+        Window(system, r + 1, "ok", (ms,) * 3, (0,) * 3, (True,) * 3, process=r % 2 + 1)
+        for r, j in enumerate(jitter)
+        for system, ms in (("engine-eager", 10.0 * j * (0.8, 1.2)[r % 2]), ("hf-eager", 10.0))
+    ]
+    rows = derive(fake_rows([[1, 2], [3, 4]])[:2], run_spec(), None, windows)
+    eager = next(r for r in rows if r.system == "engine-eager")
+    assert eager.processes == 2 and eager.ratio_vs_hf_eager_within_share < 0.01
+    gate = gates_at(DecodeTargets(), rows, monkeypatch)["engine_eager_vs_hf_eager"]
+    assert gate.verdict == "inconclusive"
+    assert "more --processes would narrow it" in gate.detail, gate.detail
+    # one process, the same spread of rounds: rounds are the whole story
+    alone = [replace(w, process=1) for w in windows]
+    rows = derive(fake_rows([[1, 2], [3, 4]])[:2], run_spec(), None, alone)
+    assert next(r for r in rows if r.system == "engine-eager").ratio_vs_hf_eager_within_share == 1
 
 
 def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):

@@ -3,12 +3,10 @@
 What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
 then --processes live workers per system (the first ones one at a time, the later side by
 side), then interleaved rounds of one timed generation each, or of its slices when whole ones
-would not fit the budget, each system's rounds dealt over its workers, `nanobench.harness.rounds`), `derive(rows, spec, probe,
-windows)` (tokens against the reference; step-time median and IQR over the rounds; each ratio
-to transformers and to the roofline floor with its interval, paired by round; the floor probe
-failed when a step beats it) and the `check_*` functions the gates run.
-The worker side is `nanobench.decode.session`; the floor's arithmetic and probes are
-`nanobench.decode.roofline`.
+would not fit the budget, each system's rounds dealt over its workers,
+`nanobench.harness.rounds`). The rows' derived columns are `nanobench.decode.derive`, the
+gates and their checks `nanobench.decode.gates`, the worker side `nanobench.decode.session`, the
+floor's arithmetic and probes `nanobench.decode.roofline`.
 What it is not: the CLI or the report, and not a unit test: its milliseconds are what this
 machine measured in this run.
 Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps on
@@ -19,15 +17,14 @@ same thing.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
-from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
+from nanobench.decode.roofline import PROBE
+from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
 from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
@@ -37,22 +34,17 @@ from nanobench.harness.rounds import (
     RoundPlan,
     Window,
     live_window,
-    paired_rounds,
     run_rounds,
     spread_over,
 )
 from nanobench.harness.rows import rebuild
 from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
-from nanobench.harness.stats import CONFIDENCE, Interval, ratio_interval, spread
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode.session"
 ENGINE_SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured")
 HF_SYSTEMS = ("hf-eager", "hf-static-compiled")
-# The reference whose tokens every row is compared with, in order of preference.
-REFERENCES = ("engine-eager", "hf-eager")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-INTERVAL_COLUMNS = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
 
 # A step reading fewer weight bytes than this is host-bound on a CPU (launches and Python).
 HOST_BOUND_BYTES = 256 << 20
@@ -301,178 +293,3 @@ def closed_row(row: SystemRow, workers: list, timeout: float) -> SystemRow:
         builds_measured=sum(r.builds_measured or 0 for r in done),
         deterministic=all(r.deterministic and r.tokens == first.tokens for r in done),
     )
-
-
-# -- derived columns ----------------------------------------------------------------------------
-
-
-def first_difference(tokens: list[list[int]], ref: list[list[int]]) -> str | None:
-    if len(tokens) != len(ref):
-        return f"{len(tokens)} rows against {len(ref)}"
-    for r, (a, b) in enumerate(zip(tokens, ref)):
-        for s, (x, y) in enumerate(zip(a, b)):
-            if x != y:
-                return f"row {r} step {s}: {x} vs {y}"
-        if len(a) != len(b):
-            return f"row {r}: {len(a)} tokens against {len(b)}"
-    return None
-
-
-def reference_row(rows: list[SystemRow]) -> SystemRow | None:
-    for name in REFERENCES:
-        for r in rows:
-            if r.system == name and r.status == "ok" and r.tokens:
-                return r
-    return None
-
-
-def derive(
-    rows: list[SystemRow],
-    spec: RunSpec,
-    probe: ProbeRow | None,
-    windows: list[Window] | tuple = (),
-    confidence: float = CONFIDENCE,
-) -> list[DecodeRow]:
-    """tokens_match against the reference; each row's step-time spread over the rounds; its
-    ratio to each transformers row and to the roofline floor, with intervals paired by round
-    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
-    """
-    ref = reference_row(rows)
-    timed = [w for w in windows if w.status == "ok"]
-    # A failed probe measured nothing: no floor, never a floor from a made-up rate.
-    measured = probe if probe is not None and probe.status == "ok" else ProbeRow("not run")
-    step_bytes = spec.weight_bytes + spec.kv_bytes
-    floor, bound = roofline_ms(
-        step_bytes, measured.bandwidth_gbs, spec.step_flops, measured.gemm_gflops
-    )
-    out = []
-    for r in rows:
-        d = token_fields(r, ref)
-        found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
-        d["rounds"] = len({w.round for w in timed if w.system == r.system})
-        ok = found is not None and r.status == "ok"
-        if ok:
-            d["ms_per_step"] = round(found.median_ms, 4)
-            d["ms_q1"], d["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
-            d["ms_iqr"], d["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
-            d["tokens_per_s"] = round(spec.rows * 1e3 / found.median_ms, 2)
-        ok = ok and bool(d["ms_per_step"])
-        for column, theirs in (
-            ("ratio_vs_hf_eager", "hf-eager"),
-            ("ratio_vs_hf_compiled", "hf-static-compiled"),
-        ):
-            ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
-            found = (
-                ratio_interval(ours_ms, theirs_ms, processes, confidence)
-                if ok and ours_ms
-                else None
-            )
-            put_interval(d, column, found)
-        own, _, processes = paired_rounds(timed, r.system, r.system)
-        floor_ratio = (
-            ratio_interval(own, [floor] * len(own), processes, confidence)
-            if ok and own and floor
-            else None
-        )
-        put_interval(d, "ratio_vs_floor", floor_ratio)
-        if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
-            d["ci_level"] = round(confidence, 4)
-        d.update(
-            bandwidth_gbs=measured.bandwidth_gbs,
-            bandwidth_median_gbs=measured.bandwidth_median_gbs,
-            gemm_gflops=measured.gemm_gflops,
-            weight_bytes=spec.weight_bytes,
-            kv_bytes=spec.kv_bytes,
-            step_bytes=step_bytes,
-            step_flops=spec.step_flops,
-            floor_ms=round(floor, 4) if floor else None,
-            floor_bound=bound,
-            rows=spec.rows,
-            prompt_len=spec.prompt_len,
-            steps=spec.steps,
-            dtype=spec.dtype,
-            device=spec.device,
-            model=spec.model,
-        )
-        out.append(DecodeRow(**{**asdict(r), **d}))
-    return mark_floor(out)
-
-
-def token_fields(r: SystemRow, ref: SystemRow | None) -> dict:
-    """A row's tokens against the reference's: match, first mismatch, digest."""
-    d: dict = {"tokens_ref": ref.system if ref else None}
-    if r.tokens and ref is not None:
-        diff = first_difference(r.tokens, ref.tokens)
-        if diff is None and r.deterministic is False:
-            diff = "repeats of this system disagree with each other"
-        d["tokens_match"], d["first_mismatch"] = diff is None, diff
-    if r.tokens:
-        d["tokens_digest"] = digest(r.tokens)
-    return d
-
-
-def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
-    """Every row's floor_probe: ok, or failed once any row's step ran below the shared floor."""
-    failed = next(
-        (f for r in rows if (f := floor_beaten(r.system, r.ms_per_step, r.floor_ms))), None
-    )
-    return [replace(r, floor_probe=failed or ("ok" if r.floor_ms else None)) for r in rows]
-
-
-def put_interval(row: dict, column: str, interval) -> None:
-    """column, column_low, column_high from an Interval (NaN or no interval: None)."""
-    ends = (
-        (float("nan"),) * 3
-        if interval is None
-        else (interval.estimate, interval.low, interval.high)
-    )
-    for key, value in zip((column, f"{column}_low", f"{column}_high"), ends):
-        row[key] = None if value != value else round(value, 4)
-
-
-def digest(tokens: list[list[int]]) -> str:
-    return hashlib.sha256(repr(tokens).encode()).hexdigest()[:12]
-
-
-# -- gates --------------------------------------------------------------------------------------
-
-
-def check_tokens_match(row: DecodeRow) -> None:
-    if row.tokens_match is None:
-        raise DecodeGateFailed(
-            f"{row.system}: no reference tokens to compare with (run engine-eager or hf-eager too)"
-        )
-    if not row.tokens_match:
-        raise DecodeGateFailed(
-            f"{row.system}: greedy tokens differ from {row.tokens_ref} at {row.first_mismatch}"
-        )
-
-
-def best_engine_row(rows: list[DecodeRow]) -> DecodeRow | None:
-    """The fastest engine row that ran and made the reference tokens, or None."""
-    done = [
-        r
-        for r in rows
-        if r.system in ENGINE_SYSTEMS
-        and r.status == "ok"
-        and r.tokens_match is not False
-        and r.ms_per_step
-    ]
-    return min(done, key=lambda r: r.ms_per_step) if done else None
-
-
-def ratio_of(row: DecodeRow, column: str):
-    """The Interval a row holds in column, column_low, column_high (None: NaN)."""
-    nan = float("nan")
-    ends = [getattr(row, k) for k in (column, f"{column}_low", f"{column}_high")]
-    return Interval(*(nan if v is None else v for v in ends), row.rounds)
-
-
-def check_nothing_built(row: DecodeRow) -> None:
-    if row.builds_measured is None:
-        raise DecodeGateFailed(f"{row.system}: the worker did not report builds_measured")
-    if row.builds_measured:
-        raise DecodeGateFailed(
-            f"{row.system}: {row.builds_measured} frames compiled during the measured repeats: "
-            "the warm-up did not reach every shape, so these step times include compiling"
-        )

@@ -2,8 +2,9 @@
 
 What it is: `gates(spec, rows)`: per row, measured, tokens match and nothing built while timed
 (pass/fail); the ratio gates the model's targets set (`bench.targets_for`), each judged on its
-interval (pass/fail/can't tell), and the floor gate, which can't tell when the floor was beaten.
-What it is not: the rows' derivation (`bench.derive`) or the run (`run.py`).
+interval (pass/fail/can't tell), and the floor gate, which can't tell when the floor was beaten;
+the `check_*` functions they run.
+What it is not: the rows' derivation (`derive.py`) or the run (`run.py`).
 Invariant: a gate reads only the rows; a floor the step beat decides nothing.
 """
 
@@ -11,15 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nanobench.decode.bench import (
-    best_engine_row,
-    check_nothing_built,
-    check_tokens_match,
-    ratio_of,
-    targets_for,
-)
+from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed, targets_for
 from nanobench.decode.rows import DecodeRow
 from nanobench.harness.common import INCONCLUSIVE, Gate, gate, ratio_gate
+from nanobench.harness.stats import Interval
 
 if TYPE_CHECKING:
     from nanobench.decode.spec import DecodeSpec
@@ -61,3 +57,51 @@ def gates(spec: DecodeSpec, rows: list[DecodeRow]) -> list[Gate]:
             interval = ratio_of(best, "ratio_vs_floor")
             found.append(ratio_gate("best_engine_vs_floor", what, interval, targets.best_vs_floor))
     return found
+
+
+def check_tokens_match(row: DecodeRow) -> None:
+    if row.tokens_match is None:
+        raise DecodeGateFailed(
+            f"{row.system}: no reference tokens to compare with (run engine-eager or hf-eager too)"
+        )
+    if not row.tokens_match:
+        raise DecodeGateFailed(
+            f"{row.system}: greedy tokens differ from {row.tokens_ref} at {row.first_mismatch}"
+        )
+
+
+def best_engine_row(rows: list[DecodeRow]) -> DecodeRow | None:
+    """The fastest engine row that ran and made the reference tokens, or None."""
+    done = [
+        r
+        for r in rows
+        if r.system in ENGINE_SYSTEMS
+        and r.status == "ok"
+        and r.tokens_match is not False
+        and r.ms_per_step
+    ]
+    return min(done, key=lambda r: r.ms_per_step) if done else None
+
+
+def ratio_of(row: DecodeRow, column: str) -> Interval:
+    """The Interval a row holds in column, column_low, column_high (None: NaN), over its
+    processes, with the share of its variance more rounds would shrink."""
+    nan = float("nan")
+    ends = [getattr(row, k) for k in (column, f"{column}_low", f"{column}_high")]
+    share = getattr(row, f"{column}_within_share")
+    return Interval(
+        *(nan if v is None else v for v in ends),
+        row.rounds,
+        row.processes,
+        1.0 if share is None else share,
+    )
+
+
+def check_nothing_built(row: DecodeRow) -> None:
+    if row.builds_measured is None:
+        raise DecodeGateFailed(f"{row.system}: the worker did not report builds_measured")
+    if row.builds_measured:
+        raise DecodeGateFailed(
+            f"{row.system}: {row.builds_measured} frames compiled during the measured repeats: "
+            "the warm-up did not reach every shape, so these step times include compiling"
+        )

@@ -100,21 +100,27 @@ class DecodeRow:
     ms_iqr: float | None = None
     ms_cv: float | None = None  # std / mean of the same steps
     rounds: int = 0  # timed generations, interleaved with the other systems
+    processes: int = 1  # the worker processes those rounds ran in
     tokens_per_s: float | None = None  # rows * 1000 / ms_per_step
     prefill_ms: float | None = None  # generate call to the first token on the host, median
     compile_s: float | None = None  # dynamo's ledger during the warm-up
     ratio_vs_hf_eager: float | None = None  # geometric mean over rounds of the paired ratio
     ratio_vs_hf_eager_low: float | None = None  # 95% bootstrap interval, paired by round
     ratio_vs_hf_eager_high: float | None = None
+    ratio_vs_hf_eager_within_share: float | None = None  # of its variance, what more rounds shrink
     ratio_vs_hf_compiled: float | None = None  # the same against hf-static-compiled
     ratio_vs_hf_compiled_low: float | None = None
     ratio_vs_hf_compiled_high: float | None = None
+    ratio_vs_hf_compiled_within_share: float | None = (
+        None  # of its variance, what more rounds shrink
+    )
     floor_ms: float | None = None  # max(step_bytes / bandwidth, step_flops / GEMM rate)
     floor_bound: str | None = None  # memory | compute
     floor_probe: str | None = None  # ok, or failed: a measured step ran below the floor
     ratio_vs_floor: float | None = None
     ratio_vs_floor_low: float | None = None
     ratio_vs_floor_high: float | None = None
+    ratio_vs_floor_within_share: float | None = None  # of its variance, what more rounds shrink
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     load_note: str | None = None  # timed while other processes held cores the threads needed
     peak_rss_mb: float | None = None  # the worker's ru_maxrss in MiB

@@ -6,7 +6,7 @@ is handed, the interleaved sweep (`bench.sweep`) with every row and timed step w
 comes (`Progress`), then the samples' text, the diagram, the table and the exit code; and the
 rows as written (`public`, `CSV_COLUMNS`).
 What it is not: the command's options or spec (`command.py`), the workers (`session.py`) or
-the statistics (`bench.derive`, `nanobench.harness.stats`).
+the statistics (`derive.derive`, `nanobench.harness.stats`).
 Invariant: a Ctrl-C keeps every finished row and timed step on disk; the load before and after
 the run is in the env record, and a row timed on a crowded machine says so.
 """
@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from engine.gguf import find_gguf
 from engine.sources import materialize_gguf
 from nanobench.decode import bench  # bench.sweep looked up per run: the tests' seam
-from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, derive, transformers_can_load
+from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_load
+from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow

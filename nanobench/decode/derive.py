@@ -1,0 +1,156 @@
+"""`decode`'s derived columns: what the rows say once every round is in.
+
+What it is: `derive(rows, spec, probe, windows)`: per system the greedy tokens against the
+reference's (`reference_row`: engine-eager, else hf-eager; `first_difference`, `digest`), the
+step-time median and IQR over every steady step of every round, each ratio to transformers and
+to the roofline floor with its interval paired by round (`put_interval`), and `mark_floor`
+(the floor probe failed once any step ran below the floor).
+What it is not: the measurement (`decode.bench.sweep`) or the gates (`decode.gates`).
+Invariant: a ratio pairs the two systems' windows of the same round, never across rounds; a
+failed row derives no figure; an interval's ends are None where there is none, never 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, replace
+
+from nanobench.decode.roofline import floor_beaten, roofline_ms
+from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
+from nanobench.harness.rounds import Window, paired_rounds
+from nanobench.harness.stats import CONFIDENCE, ratio_interval, spread
+
+# The reference whose tokens every row is compared with, in order of preference.
+REFERENCES = ("engine-eager", "hf-eager")
+INTERVAL_COLUMNS = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
+
+
+def first_difference(tokens: list[list[int]], ref: list[list[int]]) -> str | None:
+    if len(tokens) != len(ref):
+        return f"{len(tokens)} rows against {len(ref)}"
+    for r, (a, b) in enumerate(zip(tokens, ref)):
+        for s, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return f"row {r} step {s}: {x} vs {y}"
+        if len(a) != len(b):
+            return f"row {r}: {len(a)} tokens against {len(b)}"
+    return None
+
+
+def reference_row(rows: list[SystemRow]) -> SystemRow | None:
+    for name in REFERENCES:
+        for r in rows:
+            if r.system == name and r.status == "ok" and r.tokens:
+                return r
+    return None
+
+
+def derive(
+    rows: list[SystemRow],
+    spec: RunSpec,
+    probe: ProbeRow | None,
+    windows: list[Window] | tuple = (),
+    confidence: float = CONFIDENCE,
+) -> list[DecodeRow]:
+    """tokens_match against the reference; each row's step-time spread over the rounds; its
+    ratio to each transformers row and to the roofline floor, with intervals paired by round
+    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
+    """
+    ref = reference_row(rows)
+    timed = [w for w in windows if w.status == "ok"]
+    # A failed probe measured nothing: no floor, never a floor from a made-up rate.
+    measured = probe if probe is not None and probe.status == "ok" else ProbeRow("not run")
+    step_bytes = spec.weight_bytes + spec.kv_bytes
+    floor, bound = roofline_ms(
+        step_bytes, measured.bandwidth_gbs, spec.step_flops, measured.gemm_gflops
+    )
+    out = []
+    for r in rows:
+        d = token_fields(r, ref)
+        found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
+        d["rounds"] = len({w.round for w in timed if w.system == r.system})
+        ok = found is not None and r.status == "ok"
+        if ok:
+            d["ms_per_step"] = round(found.median_ms, 4)
+            d["ms_q1"], d["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
+            d["ms_iqr"], d["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
+            d["tokens_per_s"] = round(spec.rows * 1e3 / found.median_ms, 2)
+        ok = ok and bool(d["ms_per_step"])
+        for column, theirs in (
+            ("ratio_vs_hf_eager", "hf-eager"),
+            ("ratio_vs_hf_compiled", "hf-static-compiled"),
+        ):
+            ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
+            found = (
+                ratio_interval(ours_ms, theirs_ms, processes, confidence)
+                if ok and ours_ms
+                else None
+            )
+            put_interval(d, column, found)
+        own, _, processes = paired_rounds(timed, r.system, r.system)
+        d["processes"] = max(1, len(set(processes)))
+        floor_ratio = (
+            ratio_interval(own, [floor] * len(own), processes, confidence)
+            if ok and own and floor
+            else None
+        )
+        put_interval(d, "ratio_vs_floor", floor_ratio)
+        if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
+            d["ci_level"] = round(confidence, 4)
+        d.update(
+            bandwidth_gbs=measured.bandwidth_gbs,
+            bandwidth_median_gbs=measured.bandwidth_median_gbs,
+            gemm_gflops=measured.gemm_gflops,
+            weight_bytes=spec.weight_bytes,
+            kv_bytes=spec.kv_bytes,
+            step_bytes=step_bytes,
+            step_flops=spec.step_flops,
+            floor_ms=round(floor, 4) if floor else None,
+            floor_bound=bound,
+            rows=spec.rows,
+            prompt_len=spec.prompt_len,
+            steps=spec.steps,
+            dtype=spec.dtype,
+            device=spec.device,
+            model=spec.model,
+        )
+        out.append(DecodeRow(**{**asdict(r), **d}))
+    return mark_floor(out)
+
+
+def token_fields(r: SystemRow, ref: SystemRow | None) -> dict:
+    """A row's tokens against the reference's: match, first mismatch, digest."""
+    d: dict = {"tokens_ref": ref.system if ref else None}
+    if r.tokens and ref is not None:
+        diff = first_difference(r.tokens, ref.tokens)
+        if diff is None and r.deterministic is False:
+            diff = "repeats of this system disagree with each other"
+        d["tokens_match"], d["first_mismatch"] = diff is None, diff
+    if r.tokens:
+        d["tokens_digest"] = digest(r.tokens)
+    return d
+
+
+def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
+    """Every row's floor_probe: ok, or failed once any row's step ran below the shared floor."""
+    failed = next(
+        (f for r in rows if (f := floor_beaten(r.system, r.ms_per_step, r.floor_ms))), None
+    )
+    return [replace(r, floor_probe=failed or ("ok" if r.floor_ms else None)) for r in rows]
+
+
+def put_interval(row: dict, column: str, interval) -> None:
+    """column, column_low, column_high and column_within_share from an Interval (NaN or no
+    interval: None)."""
+    ends = (
+        (float("nan"),) * 4
+        if interval is None
+        else (interval.estimate, interval.low, interval.high, interval.within_share)
+    )
+    keys = (column, f"{column}_low", f"{column}_high", f"{column}_within_share")
+    for key, value in zip(keys, ends):
+        row[key] = None if value != value else round(value, 4)
+
+
+def digest(tokens: list[list[int]]) -> str:
+    return hashlib.sha256(repr(tokens).encode()).hexdigest()[:12]
