@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.rounds import (
@@ -145,32 +146,34 @@ def test_an_error_and_a_hang_inside_a_window_become_statuses(tmp_path):
     assert hung.proc.poll() == -signal.SIGKILL
 
 
-def test_later_workers_are_set_up_a_core_s_worth_at_a_time_and_finish_side_by_side(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("threads,together", [(1, 2), (2, 1), (0, 1)])
+def test_later_workers_are_set_up_as_many_at_once_as_their_threads_leave_cores(
+    tmp_path, monkeypatch, threads, together
 ):
-    """Each fake worker sleeps 2 s in its set-up and says when (its own clock): on 2 cores at
-    most 2 set-ups overlap, and 2 do; rows come back in the order asked, and after `stop` on
-    every worker each `close` still returns its final row."""
+    """Each fake worker sleeps 1.5 s in its set-up and says when (its own clock): on 2 cores
+    one-thread workers overlap two at a time (never 3), two-thread (or torch's default) ones
+    not at all; rows come back in the order asked, and after `stop` on every worker each
+    `close` still returns its final row."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     started: list[LiveWorker] = []
 
     def spawn(name):
-        started.append(worker(tmp_path, name=name, setup_s=2.0))
+        started.append(worker(tmp_path, name=name, setup_s=1.5))
         return started[-1]
 
-    names = ["a", "b", "c", "d"]
-    got = list(start_side_by_side([(n, lambda n=n: spawn(n)) for n in names], timeout=60))
+    names = ["a", "b", "c"]
+    spawns = [(n, lambda n=n: spawn(n)) for n in names]
+    got = list(start_side_by_side(spawns, timeout=60, threads=threads))
     assert [key for key, _ in got] == names and [row["name"] for _, row in got] == names
     spans = [(row["began"], row["ready"]) for _, row in got]
 
     def overlapping(t: float) -> int:
         return sum(began <= t < ready for began, ready in spans)
 
-    most = max(overlapping(began) for began, _ in spans)
-    assert most == 2, spans
+    assert max(overlapping(began) for began, _ in spans) == together, spans
     for w in started:
         w.stop()
-    assert [w.close(timeout=60)["served"] for w in started] == [0, 0, 0, 0]
+    assert [w.close(timeout=60)["served"] for w in started] == [0, 0, 0]
 
 
 def test_run_fresh_is_a_live_worker_without_requests(tmp_path):

@@ -203,7 +203,7 @@ def interleaved_sweep(
             if rows[m].status == "ok"
             for p in range(2, processes + 1)
         ]
-        for (mode, process), ready in start_side_by_side(spawns, timeout):
+        for (mode, process), ready in start_side_by_side(spawns, timeout, spec.threads):
             row = annotate(ready, spec, mode)
             if rows[mode].status == "ok" and row.status != "ok":
                 rows[mode] = replace(rows[mode], status=f"process {process}: {row.status}")

@@ -248,7 +248,7 @@ def start_workers(
         if rows[s].status == "ok"
         for p in range(2, processes + 1)
     ]
-    for (system, process), ready in start_side_by_side(spawns, timeout):
+    for (system, process), ready in start_side_by_side(spawns, timeout, spec.threads):
         got = rebuild(SystemRow, {"system": system, **ready})
         if rows[system].status == "ok" and got.status != "ok":
             rows[system] = replace(rows[system], status=f"process {process}: {got.status}")

@@ -6,7 +6,7 @@ alive: the spec first, then one request at a time, each answered with one reply)
 side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
 `stop` or end of input; a session's `ready` row, one `reply` per request, the final `result`).
 `run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result;
-`start_side_by_side` sets up several LiveWorkers at once, up to the cores.
+`start_side_by_side` sets up several LiveWorkers at once when their threads leave cores free.
 What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
 `status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
@@ -161,15 +161,19 @@ class LiveWorker:
         kill_group(self.proc)
 
 
-def start_side_by_side(spawns: list, timeout: float) -> Iterator[tuple]:
-    """(key, ready row) for each (key, spawn) in order, up to a core's worth set up at once.
+def start_side_by_side(spawns: list, timeout: float, threads: int = 0) -> Iterator[tuple]:
+    """(key, ready row) for each (key, spawn) in order, as many set up at once as the cores hold
+    workers of `threads` threads (0: torch's default, every core, so one at a time).
 
     For workers whose set-up nothing reports (a mode's or system's later workers: compile
     seconds and first passes are the first worker's), and which are timed only once all are
-    ready, so they need not take turns. `spawn()` returns a LiveWorker its caller has already
-    registered, so an interrupt kills it too.
+    ready, so they need not take turns. A set-up runs the step on its threads, so two that
+    share cores slow each other past what running them together saves (decode's later workers
+    two at a time on 2 cores, 2 threads each: 135 s to the first round against 101 to 109).
+    `spawn()` returns a LiveWorker its caller has already registered, so an interrupt kills it.
     """
-    at_once = max(1, os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    at_once = max(1, cores // (threads or cores))
     pending, running = list(spawns), []
     while pending or running:
         while pending and len(running) < at_once:
