@@ -1,11 +1,14 @@
 """Shared builders for tests: small checkpoints written as real HF directories, GGUF files
-(with the `gguf` package's own writer) and every model form docs/models.md names."""
+(with the `gguf` package's own writer) and every model form docs/models.md names; and readers of
+a report's table as printed, whole or as a block per row (`shown_rows`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
@@ -217,3 +220,70 @@ def write_sharded(directory: Path, config: ModelConfig, tensors: dict[str, torch
         "weight_map": {k: shard for shard, keys in shards.items() for k in keys},
     }
     (directory / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+# -- reading a report's table as printed ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextTable:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def column(self, name: str) -> list[str]:
+        return [row[self.header.index(name)] for row in self.rows]
+
+
+def text_tables(text: str) -> list[TextTable]:
+    """The rich tables in rendered text: a header cell over several lines is joined by spaces
+    (a body cell wrapped onto a second line would read as a row of its own: the runs here are
+    sized so that none wraps at the console's 160 columns)."""
+    found, header, rows, part = [], [], [], None
+    for line in text.splitlines():
+        mark = line.strip()[:1]
+        if mark == "┏":
+            header, rows, part = [], [], "header"
+        elif mark == "┃" and part == "header":
+            header.append([c.strip() for c in line.strip().split("┃")[1:-1]])
+        elif mark == "│" and part == "body":
+            rows.append(tuple(c.strip() for c in line.strip().split("│")[1:-1]))
+        elif mark == "┡":
+            part = "body"
+        elif mark == "└" and part == "body":
+            names = tuple(" ".join(w for w in words if w) for words in zip(*header))
+            found.append(TextTable(names, tuple(rows)))
+            part = None
+    return found
+
+
+def text_blocks(text: str) -> dict[str, dict[str, str]]:
+    """The blocks a table too wide for the terminal prints as (`reports.style.fit_table`):
+    title `header: value` -> {header: value}; a value folded onto further lines is joined."""
+    found, current = {}, None
+    for line in text.splitlines():
+        title = re.fullmatch(r"(\S[^:]*): (.+)", line.rstrip())
+        if title and not line.startswith(" "):
+            current = found.setdefault(line.rstrip(), {})
+        elif current is not None and line.strip():
+            header, _, value = line.strip().partition("  ")
+            if line[:3].strip() == "" and not value:  # a folded value's next line
+                last = list(current)[-1]
+                current[last] += header
+            else:
+                current[header] = value.strip()
+        elif current is not None and not line.strip() and current:
+            current = None
+    return found
+
+
+def shown_rows(text: str, key: str) -> dict[str, dict[str, str]]:
+    """The rows of the table whose first column is `key`, as printed whole (rich's box) or, when
+    too wide for the console, as a block per row (`reports.style.fit_table`): first cell ->
+    {header: cell}."""
+    for table in text_tables(text):
+        if table.header and table.header[0] == key:
+            return {row[0]: dict(zip(table.header, row)) for row in table.rows}
+    prefix = f"{key}: "
+    return {
+        t[len(prefix) :]: cells for t, cells in text_blocks(text).items() if t.startswith(prefix)
+    }

@@ -26,7 +26,14 @@ from typer.testing import CliRunner
 
 from nanobench.cli import app
 from nanobench.harness import console
-from tests.helpers import TINY_MHA, gguf_config, write_model_forms
+from tests.helpers import (
+    TINY_MHA,
+    TextTable,
+    gguf_config,
+    text_blocks,
+    text_tables,
+    write_model_forms,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -103,37 +110,6 @@ def assert_ran(run: Run, what: str) -> None:
     assert run.exit_code == 0, f"{what}: exit {run.exit_code}\n{run.output[-3000:]}"
     assert "Traceback" not in run.output, f"{what}:\n{run.output[-3000:]}"
     assert run.exception is None or isinstance(run.exception, SystemExit), repr(run.exception)
-
-
-@dataclass(frozen=True)
-class TextTable:
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-    def column(self, name: str) -> list[str]:
-        return [row[self.header.index(name)] for row in self.rows]
-
-
-def text_tables(text: str) -> list[TextTable]:
-    """The rich tables in rendered text: a header cell over several lines is joined by spaces
-    (a body cell wrapped onto a second line would read as a row of its own: the runs here are
-    sized so that none wraps at the console's 160 columns)."""
-    found, header, rows, part = [], [], [], None
-    for line in text.splitlines():
-        mark = line.strip()[:1]
-        if mark == "┏":
-            header, rows, part = [], [], "header"
-        elif mark == "┃" and part == "header":
-            header.append([c.strip() for c in line.strip().split("┃")[1:-1]])
-        elif mark == "│" and part == "body":
-            rows.append(tuple(c.strip() for c in line.strip().split("│")[1:-1]))
-        elif mark == "┡":
-            part = "body"
-        elif mark == "└" and part == "body":
-            names = tuple(" ".join(w for w in words if w) for words in zip(*header))
-            found.append(TextTable(names, tuple(rows)))
-            part = None
-    return found
 
 
 def table_with(text: str, *columns: str) -> TextTable:
@@ -247,26 +223,6 @@ def test_the_default_table_runs_and_reads_as_the_json(command, cli):
     doc = cli(command, *SHORT[command], *named, "--json")
     assert_ran(doc, f"{command} --json")
     SAME[command](table.stdout, doc)
-
-
-def text_blocks(text: str) -> dict[str, dict[str, str]]:
-    """The blocks a table too wide for the terminal prints as (`reports.style.fit_table`):
-    title `header: value` -> {header: value}; a value folded onto further lines is joined."""
-    found, current = {}, None
-    for line in text.splitlines():
-        title = re.fullmatch(r"(\S[^:]*): (.+)", line.rstrip())
-        if title and not line.startswith(" "):
-            current = found.setdefault(line.rstrip(), {})
-        elif current is not None and line.strip():
-            header, _, value = line.strip().partition("  ")
-            if line[:3].strip() == "" and not value:  # a folded value's next line
-                last = list(current)[-1]
-                current[last] += header
-            else:
-                current[header] = value.strip()
-        elif current is not None and not line.strip() and current:
-            current = None
-    return found
 
 
 @pytest.mark.parametrize("command", [param(c) for c in SHORT])

@@ -24,6 +24,7 @@ from torch._dynamo.utils import clear_compilation_metrics, counters, get_compila
 from typer.testing import CliRunner
 
 from nanobench.cli import app
+from tests.helpers import shown_rows
 
 runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
@@ -274,14 +275,11 @@ def test_state_advanced_in_step_inputs_fails_the_first_window_and_derives_nothin
     assert "tiny" not in result.output
     for mode in ("off", "static"):
         assert f"FAIL measured[{mode}]: error: --target {idiom.spec!r}: {CONTRACT}" in result.output
-    header = next(ln for ln in result.output.splitlines() if "speedup [95%]" in ln)
-    names = [c.strip() for c in header.split("┃")[1:-1]]
-    shown = {}
-    for line in result.output.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if len(cells) == len(names) and cells[0] in ("off", "static"):
-            row = dict(zip(names, cells))
-            shown[cells[0]] = [row[c] for c in ("speedup [95%]", "breakeven [95%]", "worth it")]
+    # The failed rows' long status makes the table print a block per row at 160 columns.
+    rows = shown_rows(result.output, "mode")
+    shown = {
+        m: [rows[m][c] for c in ("speedup [95%]", "breakeven [95%]", "worth it")] for m in rows
+    }
     assert shown == {"off": ["-"] * 3, "static": ["-"] * 3}, result.output
     with open(tmp_path / "compile.csv") as f:
         rows = {r["mode"]: r for r in csv.DictReader(f)}
