@@ -167,10 +167,10 @@ def start_side_by_side(spawns: list, timeout: float, threads: int = 0) -> Iterat
 
     For workers whose set-up nothing reports (a mode's or system's later workers: compile
     seconds and first passes are the first worker's), and which are timed only once all are
-    ready, so they need not take turns. A set-up runs the step on its threads, so two that
-    share cores slow each other past what running them together saves (decode's later workers
-    two at a time on 2 cores, 2 threads each: 135 s to the first round against 101 to 109).
-    `spawn()` returns a LiveWorker its caller has already registered, so an interrupt kills it.
+    ready, so they need not take turns. A set-up runs the step on its threads, and OpenMP
+    threads of two processes sharing cores wait on each other, so workers that would
+    oversubscribe the cores take turns. `spawn()` returns a LiveWorker its caller has already
+    registered, so an interrupt kills it.
     """
     cores = os.cpu_count() or 1
     at_once = max(1, cores // (threads or cores))
