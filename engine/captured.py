@@ -32,7 +32,7 @@ from engine.buckets import DecodeBuckets, check_shape_in_set
 from engine.inputs import StepInputs, check_step_inputs_persistent
 from engine.padding import check_pad_inert
 from engine.plan import DecodePlan
-from engine.recorders import default_recorder
+from engine.recorders import default_recorder, ordinary_pool_bytes, warm_library_state
 from engine.slots import check_mapping_is_window
 
 Shape = tuple[int, int]
@@ -71,10 +71,14 @@ class CapturedGraph:
     addresses: tuple[int, ...]
     rows: tuple[int, ...] | None
     pool: Hashable
+    # Wall seconds of the recorder's call, the device synchronised on both ends, and its name.
     record_s: float
-    # CUDA only: reserved-memory growth of the pool and the recording's peak workspace.
+    recorder: str
+    # CUDA only: reserved-memory growth of the pool and the recording's peak workspace, each
+    # less what a library took outside every graph's pool in that window (`library_bytes`).
     pool_growth_bytes: int | None = None
     peak_bytes: int | None = None
+    library_bytes: int | None = None
     replays: int = 0
     keepalive: object = None
 
@@ -279,37 +283,65 @@ def padding_plan(
 class ShapeCapture:
     shape: Shape
     record_s: float
+    recorder: str
     pool_growth_bytes: int | None
     peak_bytes: int | None
+    library_bytes: int | None
 
 
 @dataclass(frozen=True)
 class CaptureStats:
-    """What capturing a list up front cost: per shape, and in total."""
+    """What capturing a list up front cost: per shape, and in total.
+
+    total_s is the walk's wall time: each shape's gates, synthetic batch and recording.
+    """
 
     shapes: tuple[ShapeCapture, ...]
     total_s: float
-    # CUDA only: the pool's reserved growth and the device's free-memory drop over the walk.
+    # CUDA only: the pool's reserved growth and the device's free-memory drop over the walk,
+    # less what a library took outside every graph's pool (`library_bytes`).
     pool_growth_bytes: int | None = None
     device_bytes: int | None = None
+    library_bytes: int | None = None
 
     @property
     def count(self) -> int:
         return len(self.shapes)
 
 
-def _memory_now(device: torch.device) -> tuple[int, int, int] | None:
+@dataclass(frozen=True)
+class DeviceMemory:
+    """The allocator's figures at one moment; `library` is what is allocated outside every
+    graph's pool (`recorders.ordinary_pool_bytes`), where library state such as cuBLAS
+    workspaces lives."""
+
+    reserved: int
+    allocated: int
+    free: int
+    library: int
+
+
+def _memory_now(device: torch.device) -> DeviceMemory | None:
     if device.type != "cuda":
         return None
+    # The libraries' per-stream state (cuBLAS workspaces on the recorder's streams) is made
+    # before the first reading, so no recording's window pays it.
+    warm_library_state(device)
     torch.cuda.synchronize(device)
     # Hand back what warm-ups cached in the ordinary pool, so reserved growth is the graph
     # pool's: a live graph's private segments are never released by empty_cache.
     torch.cuda.empty_cache()
-    return (
+    return DeviceMemory(
         torch.cuda.memory_reserved(device),
         torch.cuda.memory_allocated(device),
         torch.cuda.mem_get_info(device)[0],
+        ordinary_pool_bytes(device),
     )
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -373,20 +405,23 @@ class CapturedDecode:
         before = _memory_now(device)
         if before is not None:
             torch.cuda.reset_peak_memory_stats(device)
-        start = time.perf_counter()
         window = None
         if self.output_buffer is not None:
             window = self.output_buffer[: plan.graph_rows]  # (B, V) rows 0..B-1, never a copy
+        _sync(device)
+        start = time.perf_counter()
         with torch.no_grad():
             recording = self.recorder(self.fn, (input_ids, plan), self.pool, window)
-        after = _memory_now(device)
+        _sync(device)  # the recording's work done, not only launched
         record_s = time.perf_counter() - start
+        after = _memory_now(device)
         if self.pool is None:
             self.pool = recording.pool
-        growth = peak = None
+        growth = peak = library = None
         if before is not None and after is not None:
-            growth = after[0] - before[0]
-            peak = torch.cuda.max_memory_allocated(device) - before[1]
+            library = after.library - before.library
+            growth = after.reserved - before.reserved - library
+            peak = torch.cuda.max_memory_allocated(device) - before.allocated - library
         graph = CapturedGraph(
             shape=shape,
             replay=recording.replay,
@@ -395,8 +430,10 @@ class CapturedDecode:
             rows=rows,
             pool=recording.pool,
             record_s=record_s,
+            recorder=recording.recorder,
             pool_growth_bytes=growth,
             peak_bytes=peak,
+            library_bytes=library,
             keepalive=recording.keepalive,
         )
         self.graphs[shape] = graph
@@ -423,15 +460,24 @@ class CapturedDecode:
             input_ids, plan = padding_plan(self.cache, self.inputs, rows, width)
             graph = self.record(input_ids, plan, rows=None)
             done.append(
-                ShapeCapture(graph.shape, graph.record_s, graph.pool_growth_bytes, graph.peak_bytes)
+                ShapeCapture(
+                    graph.shape,
+                    graph.record_s,
+                    graph.recorder,
+                    graph.pool_growth_bytes,
+                    graph.peak_bytes,
+                    graph.library_bytes,
+                )
             )
+        _sync(device)
         total_s = time.perf_counter() - start
         end_mem = _memory_now(device)
-        growth = device_bytes = None
+        growth = device_bytes = library = None
         if start_mem is not None and end_mem is not None:
-            growth = end_mem[0] - start_mem[0]
-            device_bytes = start_mem[2] - end_mem[2]
-        return CaptureStats(tuple(done), total_s, growth, device_bytes)
+            library = end_mem.library - start_mem.library
+            growth = end_mem.reserved - start_mem.reserved - library
+            device_bytes = start_mem.free - end_mem.free - library
+        return CaptureStats(tuple(done), total_s, growth, device_bytes, library)
 
     # -- what the run did --------------------------------------------------------------------
 

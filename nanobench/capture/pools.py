@@ -127,7 +127,8 @@ def measure_pools(
     """CUDA only: record each width multiple's list for real and read the pool.
 
     measured shared = the reserved growth of the one shared pool over the walk; measured
-    private = the sum of each recording's own peak (what a pool per shape would hold). The
+    private = the sum of each recording's own peak (what a pool per shape would hold); both
+    less what a library took outside every graph's pool meanwhile (`CaptureStats`). The
     engine has one KV block: the synthetic batches write only the sink and read through an
     all-sink slot table, and weights are random (memory does not depend on their values).
     """

@@ -25,6 +25,7 @@ import gc
 import torch
 
 from engine.engine import Engine
+from engine.recorders import STREAMS, ordinary_pool_bytes, warm_library_state
 from engine.weights import DTYPES
 from nanobench.capture.pools import pool_rows
 from nanobench.cost.pool import check_pool_shared
@@ -88,20 +89,30 @@ def traced_pool(engine: Engine) -> dict:
 
 
 def measured_capture(engine: Engine) -> tuple[object, dict]:
-    """engine.capture() with the device memory it took: reserved, allocated, peak bytes."""
-    if engine.cache.device.type != "cuda":
+    """engine.capture() with the device memory it took: reserved, allocated, peak bytes.
+
+    Each figure is net of what a library took outside every graph's pool over the walk
+    (`library_bytes`: cuBLAS workspaces of a stream new to it), as `memory_check` nets its own;
+    the recorder's streams are warmed before the first reading, so that is 0 when it worked.
+    """
+    device = engine.cache.device
+    if device.type != "cuda":
         return engine.capture(), {}
+    warm_library_state(device)
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     reserved, allocated = torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
+    library = ordinary_pool_bytes(device)
     stats = engine.capture()
     torch.cuda.synchronize()
+    library = ordinary_pool_bytes(device) - library
     return stats, {
-        "pool_reserved_bytes": torch.cuda.memory_reserved() - reserved,
-        "pool_allocated_bytes": torch.cuda.memory_allocated() - allocated,
+        "pool_reserved_bytes": torch.cuda.memory_reserved() - reserved - library,
+        "pool_allocated_bytes": torch.cuda.memory_allocated() - allocated - library,
         # record() resets the peak per shape: the largest recording's peak above its start
         "pool_peak_bytes": max((s.peak_bytes or 0) for s in stats.shapes),
+        "library_bytes": library,
     }
 
 
@@ -215,8 +226,9 @@ def check_target_reserved(
     """Record one graph of a --target's step on CUDA; its pool's reserved growth beside the
     priced figures (the meta trace's workspace and the caching-allocator model's reserved).
 
-    The step is warmed up on a side stream first (as `torch.cuda.graph` asks), so the growth
-    read around the recording is the graph's private pool: whole segments.
+    The step is warmed up on a side stream first (as `torch.cuda.graph` asks), and both streams
+    are the recorder's own, their library state made first (`warm_library_state`), so the
+    growth read around the recording is the graph's private pool: whole segments.
     """
     from nanobench.harness.targets import inputs_at, make_target
     from nanobench.memory.reserved import reserved_bytes
@@ -226,8 +238,10 @@ def check_target_reserved(
     priced, _ = size_memory(spec, as_device="cuda", **protocol)
     made = make_target(spec, device="cuda", **protocol)
     args, kwargs = inputs_at(made, 0)
+    device = torch.device("cuda", torch.cuda.current_device())
     with torch.no_grad():
-        side = torch.cuda.Stream()
+        warm_library_state(device)
+        side = STREAMS.get(device, "side")
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             made.forward(*args, **kwargs)
@@ -235,7 +249,7 @@ def check_target_reserved(
         torch.cuda.synchronize()
         before = torch.cuda.memory_reserved()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=STREAMS.get(device, "capture")):
             out = made.forward(*args, **kwargs)
         torch.cuda.synchronize()
         growth = torch.cuda.memory_reserved() - before

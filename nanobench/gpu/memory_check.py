@@ -74,21 +74,23 @@ def cuda_capture_check(
     """Record one graph on CUDA and compare the allocator's peak with the traced peak.
 
     measured = max_memory_allocated during the recording (warm-up included, which runs the
-    same forward) minus what was allocated before. Library scratch taken in that window (a
-    cuBLAS workspace for the recorder's side stream) outlives the graph, so what is still
-    allocated once the graph is gone is counted apart (`library_bytes`) and the comparison is
-    on the rest; traced = `peak_bytes` of the same shape under fake tensors. The caching
+    same forward) minus what was allocated before. The recorder's streams get their library
+    state (cuBLAS workspaces) before the window opens (`warm_library_state`); whatever a
+    library still takes in it outlives the graph, so what is still allocated once the graph is
+    gone is counted apart (`library_bytes`, 0 when the warm-up covered it) and the comparison
+    is on the rest; traced = `peak_bytes` of the same shape under fake tensors. The caching
     allocator rounds each block up to 512 bytes.
     """
     import gc
 
-    from engine.recorders import cuda_graph_recorder
+    from engine.recorders import cuda_graph_recorder, warm_library_state
 
     device = torch.device("cuda")
     engine = build_engine(model, engine_config(kernel, dtype, rows, width, device="cuda"))
     input_ids, plan = padding_plan(engine.cache, engine.inputs, rows, width)
     with torch.no_grad():
         engine.decode_forward(input_ids, plan)  # library workspaces (cuBLAS) before measuring
+        warm_library_state(device)  # and those of the recorder's own two streams
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
         before = torch.cuda.memory_allocated(device)
