@@ -5,7 +5,10 @@ plus `model` (a checkpoint directory the engine loads: Llama, Mistral, Qwen2, Qw
 loads the model with `AutoModelForCausalLM` (safetensors, offline), prefills seeded prompts
 into a `StaticCache` or a `DynamicCache` outside any traced region, and steps one token per
 call: `forward` is the model itself, `step_inputs(step)` the next token, its cache position
-and the cache.
+and the cache, passed as `past_key_values`: the name every transformers pyproject allows reads
+(`LlamaForCausalLM.forward` names only it in 4.45.0 and 5.17.0; 5.24.0, the lock's, renames it
+`cache` and keeps `past_key_values` as an alias until 5.40). A model that does not know a
+keyword swallows it in `**kwargs` and runs with no history, so the name matters.
 What it is not: generation. The next token is seeded, not sampled from the logits: the
 diagnosis needs the shapes and guards of a step, not a sensible text.
 Invariant: step k presents `input_ids` (B, 1), `cache_position` (1,) = prompt_len + k and a
@@ -51,7 +54,7 @@ class HFDecode:
         with torch.no_grad():
             self.forward(
                 input_ids=self.ids[:, :prompt_len],
-                cache=self.cache,
+                past_key_values=self.cache,
                 cache_position=torch.arange(prompt_len, device=device),
                 use_cache=True,
             )
@@ -66,7 +69,7 @@ class HFDecode:
             self.cache.crop(at - held)
         return (), {
             "input_ids": self.ids[:, at : at + 1],  # (B, 1)
-            "cache": self.cache,
+            "past_key_values": self.cache,
             "cache_position": torch.tensor([at], device=self.device),  # (1,)
             "use_cache": True,
         }

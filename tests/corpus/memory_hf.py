@@ -40,7 +40,7 @@ class Static:
         with torch.no_grad():
             self.forward(
                 input_ids=self.ids[:, :prompt_len],
-                cache=self.cache,
+                past_key_values=self.cache,  # the name every supported transformers reads
                 cache_position=torch.arange(prompt_len, device=device),
                 use_cache=True,
             )
@@ -49,7 +49,7 @@ class Static:
         at = self.prompt_len + step
         return (), {
             "input_ids": self.ids[:, at : at + 1],  # (B, 1)
-            "cache": self.cache,
+            "past_key_values": self.cache,
             "cache_position": torch.tensor([at], device=self.device),  # (1,)
             "use_cache": True,
         }
