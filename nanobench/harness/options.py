@@ -220,6 +220,34 @@ Resources = Annotated[
 Redo = Annotated[bool, typer.Option("--redo", help="Run finished points again.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="List the points; run nothing.")]
 
+# -- startup ------------------------------------------------------------------------------------
+Starts = Annotated[
+    Names,
+    _names(
+        ("cold", "warm", "hot"),
+        "Kinds of start: cold (every cache empty), warm (the caches a cold start filled), hot "
+        "(empty, the cold start's cache artifacts loaded first).",
+    ),
+]
+Runs = Annotated[
+    int, typer.Option(min=1, help="Starts of each kind per mode (intervals over them).")
+]
+Pgo = Annotated[
+    bool,
+    typer.Option("--pgo", help="Let dynamo's automatic-dynamic PGO state carry between starts."),
+]
+MaxWarmS = Annotated[
+    float,
+    typer.Option(min=0.0, help="Gate: each mode's warm start ready under these seconds (0: none)."),
+]
+Artifacts = Annotated[
+    str, typer.Option(help="Hot starts load this saved torch.compiler cache-artifact file instead.")
+]
+CacheDir = Annotated[
+    str,
+    typer.Option(help="Keep the starts' caches under this directory (default: a temporary one)."),
+]
+
 # -- what every command prints ------------------------------------------------------------------
 Out = Annotated[str, typer.Option(help="Directory for the CSV, the diagram and the env record.")]
 JsonOpt = Annotated[

@@ -1,0 +1,69 @@
+"""`nanobench startup`: cold, warm and hot starts per mode, each in a fresh process, by phase.
+
+What it is: the command: its options (each defaulting to `StartupSpec`'s), which it validates
+into a spec and hands to `startup/run.py`.
+What it is not: the spec (`startup/spec.py`), a start (`startup/session.py`), the phases
+(`startup/phases.py`), the rows (`startup/rows.py`) or the report (`reports.startup`).
+Invariant: every input is checked before a start runs; importing this loads no torch.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from nanobench.harness import options as o
+from nanobench.harness.console import run_command
+from nanobench.startup.spec import StartupSpec
+
+D = StartupSpec()
+
+
+def startup_command(
+    model: o.Model = D.model,
+    modes: o.Modes = D.modes,
+    starts: o.Starts = D.starts,
+    runs: o.Runs = D.runs,
+    rows: o.Rows = D.rows,
+    max_batch: o.MaxBatch = D.max_batch,
+    prompt_len: o.PromptLen = D.prompt_len,
+    steps: o.Steps = D.steps,
+    max_model_len: o.MaxModelLen = D.max_model_len,
+    block_size: o.BlockSize = D.block_size,
+    backend: o.Backend = D.backend,
+    device: o.Device = D.device,
+    dtype: o.Dtype = D.dtype,
+    threads: o.Threads = D.threads,
+    pgo: o.Pgo = D.pgo,
+    max_warm_s: o.MaxWarmS = D.max_warm_s,
+    artifacts: o.Artifacts = D.artifacts,
+    cache_dir: o.CacheDir = D.cache_dir,
+    timeout: o.Timeout = D.timeout,
+    out: o.Out = D.out,
+    target: o.Target = D.target,
+    json_mode: o.JsonOpt = False,
+    check: o.CheckOpt = False,
+    quiet: o.QuietOpt = False,
+) -> None:
+    """Time what compiling costs before the first token: cold, warm and hot starts per mode.
+
+    Each start is a fresh process timed from its launch to the end of its first pass (every
+    shape of the run built or loaded), split into phases that add up: the interpreter, importing
+    torch, loading artifacts, building the step, the prefill, dynamo's trace, guards, cache keys,
+    AOTAutograd, Inductor's passes, lowering, code generation, the C++ or Triton build, cache
+    loads, the steps themselves and what no phase holds (unattributed). Cold: every cache empty;
+    warm: the caches its run's cold start filled; hot: empty caches, the cold start's
+    torch.compiler cache artifacts loaded first. What a cache saved is cold less this start, by
+    the clock, with its interval over --runs; each graph's FX-graph and AOTAutograd hits, and
+    what changed in the cache key when a warm or hot start missed.
+
+    Example: nanobench startup --modes dynamic,static --runs 3
+    Example: nanobench startup --target my_step.py:factory --starts cold,warm --max-warm-s 10
+    """
+    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
+    with run_command(quiet) as status:
+        spec = StartupSpec(**options).validate()
+        # Heavy on purpose: torch loads when the command runs, not at CLI start.
+        from nanobench.startup.run import run_startup
+
+        code = run_startup(spec, status, json_mode=json_mode, check=check)
+    raise typer.Exit(code)

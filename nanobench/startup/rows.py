@@ -1,0 +1,249 @@
+"""`nanobench startup`'s rows: one per start, one per graph a start compiled or loaded.
+
+What it is: `StartRow` (a start's wall time to ready and to its first token, its phases, cache
+facts, the steady step, and what a cache saved against the clock) and `GraphRow` (one graph's
+phases and cache answers), both built by `rows_of(ready, launched, wall_s, cold)` from a
+worker's ready row; `missed(...)` (a warm or hot graph that missed what its cold start saved,
+and what torch's FX cache key says changed); `with_saved(rows)`, the cold-less-this seconds
+paired by run with their interval.
+What it is not: a measurement (`startup.session`) or the phase arithmetic (`startup.phases`).
+Invariant: time saved is cold's wall time less this start's, by the clock, never the ledger's
+`remote_cache_time_saved_s`; a failed start derives nothing and is never shown as its kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from nanobench.startup.phases import GRAPH_PHASES, START_PHASES, start_phases, step_graphs
+
+
+@dataclass(frozen=True)
+class StartRow:
+    mode: str
+    kind: str  # cold | warm | hot
+    run: int
+    status: str = "ok"
+    ready_s: float | None = None  # launch to the first pass's end: every graph built or loaded
+    first_token_s: float | None = None  # launch to the first step's output
+    wall_s: float | None = None  # the process, launch to exit (the parent's clock)
+    python_s: float | None = None
+    import_s: float | None = None
+    artifacts_s: float | None = None
+    make_s: float | None = None
+    prefill_s: float | None = None
+    trace_s: float | None = None
+    guards_s: float | None = None
+    cache_key_s: float | None = None
+    aot_s: float | None = None
+    passes_s: float | None = None
+    lowering_s: float | None = None
+    codegen_s: float | None = None
+    build_s: float | None = None
+    cache_load_s: float | None = None
+    steps_s: float | None = None
+    unattributed_s: float | None = None
+    compile_s: float | None = None  # the ledger's frame seconds, every graph
+    graphs: int | None = None
+    fx_hits: int | None = None
+    fx_misses: int | None = None
+    fx_bypasses: int | None = None
+    aot_hits: int | None = None
+    aot_misses: int | None = None
+    aot_bypasses: int | None = None
+    aot_saved: int | None = None
+    cache_write_errors: int | None = None
+    kernels_built: int | None = None  # shared libraries this start wrote to its cache
+    rebuilt: bool | None = None  # a graph that hit the FX cache yet built its kernel again
+    missed: str | None = None  # a cache this start should have hit, per graph, and what changed
+    artifact_bytes: int | None = None  # cold: saved for the hot starts; hot: loaded
+    pgo: str | None = None  # dynamo's automatic-dynamic PGO: off (pinned) | on
+    pgo_state_found: bool | None = None
+    step_ms: float | None = None  # the steady step after, a second pass over the same steps
+    saved_s: float | None = None  # cold's ready_s less this start's, mean over runs
+    saved_s_low: float | None = None
+    saved_s_high: float | None = None
+    torch_version: str | None = None
+    cpu_capability: str | None = None
+    aten_cpu_capability: str | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class GraphRow:
+    mode: str
+    kind: str
+    run: int
+    graph: int  # in compile order within the start
+    step: int  # the first-pass step that built or loaded it
+    name: str = ""  # code object:first line
+    trace_s: float = 0.0
+    guards_s: float = 0.0
+    cache_key_s: float = 0.0
+    aot_s: float = 0.0
+    passes_s: float = 0.0
+    lowering_s: float = 0.0
+    codegen_s: float = 0.0
+    build_s: float = 0.0
+    cache_load_s: float = 0.0
+    frame_s: float = 0.0  # the ledger's whole frame
+    fx_hit: bool = False
+    fx_miss: bool = False  # looked up, not found: the cache saved this graph
+    aot_hit: bool = False
+    rebuilt: bool = False
+    missed: str = ""
+
+
+PHASE_FIELDS = tuple(f"{p}_s" for p in START_PHASES)
+CACHE_COUNTS = {
+    "fx_hits": ("inductor", "fxgraph_cache_hit"),
+    "fx_misses": ("inductor", "fxgraph_cache_miss"),
+    "fx_bypasses": ("inductor", "fxgraph_cache_bypass"),
+    "cache_write_errors": ("inductor", "fxgraph_cache_write_error"),
+    "aot_hits": ("aot_autograd", "autograd_cache_hit"),
+    "aot_misses": ("aot_autograd", "autograd_cache_miss"),
+    "aot_bypasses": ("aot_autograd", "autograd_cache_bypass"),
+    "aot_saved": ("aot_autograd", "autograd_cache_saved"),
+}
+
+
+def graph_rows(ready: dict) -> list[GraphRow]:
+    out = []
+    for step, found in enumerate(ready["steps"], 1):
+        for g in step_graphs(found):
+            out.append(
+                GraphRow(
+                    mode=ready["mode"],
+                    kind=ready["kind"],
+                    run=ready["run"],
+                    graph=len(out) + 1,
+                    step=step,
+                    name=g["graph"],
+                    **{f"{k}_s": v for k, v in g["phases"].items()},
+                    frame_s=round(g["frame_s"], 6),
+                    fx_hit=bool(g["fx_hits"]),
+                    fx_miss=bool(g["fx_misses"]),
+                    aot_hit=bool(g["aot_hits"]),
+                    rebuilt=g["rebuilt"],
+                )
+            )
+    return out
+
+
+def changed_components(lines: list[str], cold_lines: list[str]) -> list[str]:
+    """The FX cache key's components ('[hash] name: value' lines) that differ from cold's."""
+
+    def by_name(found: list[str]) -> dict[str, str]:
+        parts = (line.split("] ", 1)[-1].partition(": ") for line in found)
+        return {name: value for name, _, value in parts}
+
+    mine, theirs = by_name(lines), by_name(cold_lines)
+    return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+
+
+def missed(graphs: list[GraphRow], ready: dict, cold: dict | None) -> list[GraphRow]:
+    """Warm and hot graphs that missed a cache their cold start saved, each with what changed."""
+    if ready["kind"] == "cold" or cold is None:
+        return graphs
+    cold_graphs, cold_details = graph_rows(cold), cold.get("hash_details", [])
+    aot_saved = cold["counters"]["aot_autograd"].get("autograd_cache_saved", 0)
+    write_errors = cold["counters"]["inductor"].get("fxgraph_cache_write_error", 0)
+    out = []
+    for i, g in enumerate(graphs):
+        reasons = []
+        # Only a graph the cold start looked up can be missed (the eager backend looks up none).
+        if not g.fx_hit and i < len(cold_graphs) and cold_graphs[i].fx_miss:
+            lines = ready["hash_details"][i] if i < len(ready["hash_details"]) else []
+            theirs = cold_details[i] if i < len(cold_details) else []
+            changed = changed_components(lines, theirs)
+            if write_errors:
+                reasons.append(f"FX graph cache: the cold start could not write it "
+                               f"({write_errors} write errors: a full or read-only cache?)")  # fmt: skip
+            else:
+                reasons.append(
+                    "FX graph cache" + (f" (key changed: {', '.join(changed)})" if changed else "")
+                )
+        if aot_saved and not g.aot_hit:
+            reasons.append("AOTAutograd cache")
+        out.append(replace(g, missed="; ".join(reasons)))
+    return out
+
+
+def rows_of(
+    ready: dict, launched: float, wall_s: float, cold: dict | None, pgo: bool
+) -> tuple[StartRow, list[GraphRow]]:
+    """A worker's ready row as the start's row and its graphs' rows."""
+    phases = start_phases(ready, launched)
+    graphs = missed(graph_rows(ready), ready, cold)
+    c = ready["counters"]
+    counts = {k: int(c.get(where, {}).get(name, 0)) for k, (where, name) in CACHE_COUNTS.items()}
+    stamps = ready["step_stamps"]
+    misses = [f"graph {g.graph} ({g.name}): {g.missed}" for g in graphs if g.missed]
+    row = StartRow(
+        mode=ready["mode"],
+        kind=ready["kind"],
+        run=ready["run"],
+        ready_s=round(sum(phases.values()), 4),
+        first_token_s=round(stamps[0] - launched, 4) if stamps else None,
+        wall_s=round(wall_s, 4),
+        **{f"{k}_s": round(v, 4) for k, v in phases.items()},
+        compile_s=round(sum(g.frame_s for g in graphs), 4),
+        graphs=len(graphs),
+        **counts,
+        kernels_built=ready["kernels_built"],
+        rebuilt=any(g.rebuilt for g in graphs),
+        missed="; ".join(misses) or None,
+        artifact_bytes=ready["artifact_bytes_loaded"] or ready["artifact_bytes_saved"],
+        pgo="on" if pgo else "off",
+        pgo_state_found=ready["pgo_state_found"],
+        step_ms=ready["step_ms"],
+        torch_version=ready["torch_version"],
+        cpu_capability=ready["cpu_capability"],
+        aten_cpu_capability=ready["aten_cpu_capability"] or None,
+        threads=ready["threads"],
+    )
+    return row, graphs
+
+
+def failed_row(mode: str, kind: str, run: int, status: str, pgo: bool) -> StartRow:
+    return StartRow(mode=mode, kind=kind, run=run, status=status, pgo="on" if pgo else "off")
+
+
+def paired_t(differences: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean of paired differences and its t interval over them (NaN ends below two)."""
+    n = len(differences)
+    mean = sum(differences) / n
+    if n < 2:
+        return mean, math.nan, math.nan
+    from scipy.stats import t
+
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
+    half = float(t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def with_saved(rows: list[StartRow]) -> list[StartRow]:
+    """Each warm and hot row's saving: cold's ready_s less its own, paired by run."""
+    cold = {(r.mode, r.run): r for r in rows if r.kind == "cold" and r.status == "ok"}
+    out = []
+    for r in rows:
+        if r.kind == "cold" or r.status != "ok":
+            out.append(r)
+            continue
+        same = [
+            cold[(x.mode, x.run)].ready_s - x.ready_s
+            for x in rows
+            if (x.mode, x.kind, x.status) == (r.mode, r.kind, "ok") and (x.mode, x.run) in cold
+        ]
+        if not same:
+            out.append(r)
+            continue
+        mean, low, high = paired_t(same)
+        ends = [None if v != v else round(v, 4) for v in (mean, low, high)]
+        out.append(replace(r, saved_s=ends[0], saved_s_low=ends[1], saved_s_high=ends[2]))
+    return out
+
+
+GRAPH_PHASE_FIELDS = tuple(f"{p}_s" for p in GRAPH_PHASES)
+START_FIELDS = tuple(f.name for f in fields(StartRow))

@@ -1,0 +1,201 @@
+"""One `nanobench startup` run: every start in its own fresh process, back to back, then report.
+
+What it is: `plan(spec)` (the starts in order: run by run, each mode's cold start before the warm
+and hot ones that read what it left, the modes rotated from run to run so drift touches each),
+`Starts` (the rows so far, on disk after every start) and `run_startup(spec, status, ...)`.
+What it is not: a start (`startup.session`), its phases (`startup.phases`) or the report.
+Invariant: a start is timed from the parent's clock at spawn; every row is on disk before the
+next start; a start that failed is a failed row of its kind, never a figure of another kind.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from reports.startup import draw_startup, render_startup
+
+from nanobench.compile.run import resolve
+from nanobench.harness.common import finish, out_dir
+from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.fresh import run_fresh
+from nanobench.harness.load import sample_load
+from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.targets import BUILTINS
+from nanobench.startup.caches import CacheRoot, check_artifacts, start_env
+from nanobench.startup.gates import gates
+from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of, with_saved
+from nanobench.startup.spec import KINDS, StartJob, StartupSpec
+from reports.csvio import write_rows
+from reports.style import title
+
+WORKER = "nanobench.startup.session"
+
+
+def plan(spec: StartupSpec) -> list[tuple[str, str, int]]:
+    """(mode, kind, run) in the order they start; off compiles nothing, so it starts once a run."""
+    kinds = [k for k in KINDS if k in spec.starts]
+    order = []
+    for run in range(1, spec.runs + 1):
+        k = (run - 1) % len(spec.modes)
+        for mode in (*spec.modes[k:], *spec.modes[:k]):
+            order += [(mode, kind, run) for kind in (kinds[:1] if mode == "off" else kinds)]
+    return order
+
+
+@dataclass
+class Starts:
+    """The run's rows as they come, written whole after every start."""
+
+    where: Path
+    rows: list[StartRow] = field(default_factory=list)
+    graphs: list[GraphRow] = field(default_factory=list)
+    readies: dict = field(default_factory=dict)  # (mode, kind, run) -> the worker's ready row
+
+    def save(self) -> list[StartRow]:
+        rows = with_saved(self.rows)
+        write_rows(self.where / "startup.csv", as_dicts(rows), columns(StartRow))
+        write_rows(self.where / "startup-graphs.csv", as_dicts(self.graphs), columns(GraphRow))
+        return rows
+
+
+def one_start(spec, job: StartJob, roots: CacheRoot, starts: Starts, status) -> None:
+    """Spawn one start, wait for it, keep its rows."""
+    tag = f"{job.mode} {job.kind} (run {job.run})"
+    env = start_env(roots.cache(job.mode, job.run, job.kind), spec.pgo)
+    status(f"{tag}: starting a fresh process")
+    launched = time.time()
+    ready = run_fresh(
+        WORKER,
+        asdict(job),
+        timeout=spec.timeout,
+        env=env,
+        on_progress=lambda e: status(f"{tag}: first pass, step {e['step']}/{e['steps']}"),
+    )
+    wall = time.time() - launched
+    if ready.get("status", "ok") != "ok" or "stamps" not in ready:
+        starts.rows.append(failed_row(job.mode, job.kind, job.run, ready["status"], spec.pgo))
+        return
+    cold = starts.readies.get((job.mode, "cold", job.run))
+    row, graphs = rows_of(ready, launched, wall, cold, spec.pgo)
+    starts.readies[(job.mode, job.kind, job.run)] = ready
+    starts.rows.append(row)
+    starts.graphs.extend(graphs)
+    status(f"{tag}: ready in {row.ready_s:.1f} s")
+
+
+def job_for(spec, worker, roots: CacheRoot, mode: str, kind: str, run: int) -> StartJob:
+    """The start's job: a cold start saves its artifacts; a hot one loads its run's cold's."""
+    save = load = ""
+    if kind == "cold" and mode != "off" and "hot" in spec.starts:
+        save = str(roots.artifacts(mode, run))
+    if kind == "hot":
+        load = spec.artifacts or str(roots.artifacts(mode, run))
+    fields = {**asdict(worker), "mode": mode}
+    return StartJob(**fields, kind=kind, run=run, load_artifacts=load, save_artifacts=save,
+                    pgo=spec.pgo)  # fmt: skip
+
+
+def not_startable(job: StartJob, starts: Starts) -> str | None:
+    """Why a warm or hot start cannot run as its kind: its cold start failed or left nothing."""
+    if job.kind == "cold" or job.mode == "off":
+        return None
+    cold = (job.mode, "cold", job.run)
+    if cold not in starts.readies and not (job.kind == "hot" and job.load_artifacts
+                                           and Path(job.load_artifacts).exists()):  # fmt: skip
+        return f"not run: its cold start (run {job.run}) failed, so it would start cold"
+    if job.kind == "hot" and not Path(job.load_artifacts).exists():
+        return f"not run: its cold start (run {job.run}) saved no cache artifacts"
+    return None
+
+
+def heading(spec: StartupSpec, dtype: str) -> str:
+    return title(
+        "startup" + (f" of target {spec.target}" if spec.target else ""),
+        model=spec.model if not spec.target or spec.target in BUILTINS else None,
+        device=spec.device,
+        dtype=dtype,
+        rows=spec.rows,
+        steps=f"{spec.steps} in the first pass, {spec.runs} runs",
+        backend=spec.backend,
+        pgo="on" if spec.pgo else "off (pinned)",
+    )
+
+
+def measure(spec: StartupSpec, worker, starts: Starts, status) -> None:
+    """Every start of the plan, back to back; an interrupt says what is on disk."""
+    roots = CacheRoot(spec.cache_dir)
+    order = plan(spec)
+    try:
+        for i, (mode, kind, run) in enumerate(order, 1):
+            job = job_for(spec, worker, roots, mode, kind, run)
+            why = not_startable(job, starts)
+            if why:
+                starts.rows.append(failed_row(mode, kind, run, why, spec.pgo))
+            else:
+                one_start(
+                    spec, job, roots, starts, lambda s, i=i: status(f"[{i}/{len(order)}] {s}")
+                )
+            starts.save()
+    except KeyboardInterrupt:
+        starts.save()
+        done = {(r.mode, r.kind, r.run) for r in starts.rows}
+        missing = [f"{m} {k} {r}" for m, k, r in order if (m, k, r) not in done]
+        raise interrupted(len(starts.rows), 0, missing, starts.where / "startup.csv",
+                          starts.where / "startup-graphs.csv") from None  # fmt: skip
+    finally:
+        roots.close()
+
+
+def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Resolve the model, run every start, write the outputs; the gates' exit code."""
+    if spec.artifacts:
+        check_artifacts(spec.artifacts)
+    dtype, directory = resolve_model(spec)
+    where = out_dir(spec.out)
+    record = collect_env(spec.threads, sys.argv)
+    record = with_load(record, sample_load())
+    env_path = write_env(where / "startup-env.json", record)
+    starts = Starts(where)
+    started = time.time()
+    measure(spec, spec.worker(directory, dtype), starts, status)
+    elapsed = time.time() - started
+    record = with_load(record, after=sample_load())
+    write_env(env_path, record)
+    rows = starts.save()
+    found = gates(spec, rows)
+    head = heading(spec, dtype)
+    png = draw_startup(as_dicts(rows), where / "startup.png", head)
+    outputs = {
+        "csv": str(where / "startup.csv"),
+        "graphs": str(where / "startup-graphs.csv"),
+        "png": str(png),
+        "env": str(env_path),
+    }
+    return finish(
+        "startup",
+        as_dicts(rows),
+        found,
+        outputs,
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render_startup(stdout_console(), as_dicts(rows), found, head, elapsed),
+        failed=any(r.status != "ok" for r in rows),
+        env=asdict(record),
+    )
+
+
+def resolve_model(spec: StartupSpec) -> tuple[str, str]:
+    """compile's resolution (dtype, model directory, fits), with one process at a time."""
+    from dataclasses import replace as swap
+
+    from nanobench.compile.spec import CompileSpec
+
+    as_compile = CompileSpec(model=spec.model, modes=spec.modes, rows=spec.rows,
+                             max_batch=spec.max_batch, prompt_len=spec.prompt_len,
+                             steps=spec.steps, device=spec.device, dtype=spec.dtype,
+                             target=spec.target, processes=1)  # fmt: skip
+    return resolve(swap(as_compile, modes=("off",)))

@@ -1,0 +1,100 @@
+"""What `nanobench startup` is asked for, and what one start's fresh process is handed.
+
+What it is: `StartupSpec` (every option's one default and `validate()` for the rules across
+options), `StartJob` (one start: a compile worker's shape plus the start's kind and the artifact
+files it loads or saves; sent as its fields and rebuilt there as `StartJob(**payload)`), and
+`KINDS` in the order a run takes them (a warm or hot start needs its run's cold start first).
+What it is not: the starts themselves (`startup.session`, `startup.run`) or the command.
+Invariant: a default lives once; the spec imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from nanobench.compile.reduce_overhead import check_modes
+from nanobench.compile.spec import CompileSpec, WorkerSpec
+from nanobench.harness import options as o
+from nanobench.harness.common import device_option
+from nanobench.harness.errors import BadInput
+
+KINDS = ("cold", "warm", "hot")  # a run's order: warm and hot read what its cold start left
+
+
+@dataclass(frozen=True)
+class StartupSpec:
+    """The starts as asked for; `max_model_len` 0 is the run's own."""
+
+    model: str = "tiny"
+    modes: tuple[str, ...] = o.Names(("off", "dynamic", "static"))
+    starts: tuple[str, ...] = o.Names(KINDS)
+    runs: int = 2
+    rows: int = CompileSpec.rows
+    max_batch: int = CompileSpec.max_batch
+    prompt_len: int = CompileSpec.prompt_len
+    steps: int = 4
+    max_model_len: int = CompileSpec.max_model_len
+    block_size: int = CompileSpec.block_size
+    backend: str = CompileSpec.backend
+    device: str = CompileSpec.device
+    dtype: str = CompileSpec.dtype
+    threads: int = CompileSpec.threads
+    pgo: bool = False
+    max_warm_s: float = 0.0
+    artifacts: str = ""
+    cache_dir: str = ""
+    timeout: int = CompileSpec.timeout
+    out: str = CompileSpec.out
+    target: str = ""
+
+    def validate(self) -> StartupSpec:
+        """Rules across options (ranges and choices are the options' own); the run's width."""
+        if self.rows > self.max_batch:
+            raise BadInput(f"--rows {self.rows}: above --max-batch {self.max_batch}")
+        width = self.max_model_len or self.prompt_len + self.steps
+        if self.prompt_len + self.steps > width:
+            raise BadInput(
+                f"--prompt-len {self.prompt_len} + --steps {self.steps} exceed "
+                f"--max-model-len {width}"
+            )
+        device_option(self.device)
+        check_modes(list(self.modes), self.device, self.backend)
+        if self.starts and "cold" not in self.starts and not self.artifacts:
+            if "warm" in self.starts:
+                raise BadInput(
+                    "--starts: a warm start reads the caches its run's cold start filled; "
+                    "add cold (--starts cold,warm)"
+                )
+            raise BadInput(
+                "--starts hot without cold: a hot start loads a cold start's artifacts; add "
+                "cold, or name a saved artifact file with --artifacts"
+            )
+        return replace(self, max_model_len=width)
+
+    def worker(self, model: str = "", dtype: str = "float32") -> WorkerSpec:
+        """A compile worker's shape for these starts (`compile.session.build_stepper` reads it)."""
+        return WorkerSpec(
+            model=str(model),
+            rows=self.rows,
+            max_batch=self.max_batch,
+            prompt_len=self.prompt_len,
+            steps=self.steps,
+            max_model_len=self.max_model_len,
+            block_size=self.block_size,
+            backend=self.backend,
+            device=self.device,
+            dtype=dtype,
+            threads=self.threads,
+            target=self.target,
+        )
+
+
+@dataclass(frozen=True)
+class StartJob(WorkerSpec):
+    """One start in its own process: the worker's shape, the kind, what it loads and saves."""
+
+    kind: str = "cold"
+    run: int = 1
+    load_artifacts: str = ""  # hot: the artifact bytes to load before anything compiles
+    save_artifacts: str = ""  # cold: where to write this start's artifacts for the hot ones
+    pgo: bool = StartupSpec.pgo

@@ -1,0 +1,164 @@
+"""`nanobench startup`'s outputs: the terminal tables and `startup.png`.
+
+What it is: `render_startup` (a table of starts per mode and kind, means over runs: ready and
+first-token seconds, compile seconds, cache answers, what a cache saved; a table of phases; the
+misses and the gates) and `draw_startup` (a stacked bar per mode and kind, one colour per
+phase), over plain row dicts (the CSV's columns are `nanobench.startup.rows.StartRow`'s fields).
+What it is not: measurement or arithmetic beyond a mean: every number comes from the rows.
+Invariant: a missing measurement prints as `-` and plots as nothing; a failed start is never
+averaged into its kind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from reports.csvio import save_figure
+from reports.style import gate_mark
+
+PHASES = (
+    "python",
+    "import",
+    "artifacts",
+    "make",
+    "prefill",
+    "trace",
+    "guards",
+    "cache_key",
+    "aot",
+    "passes",
+    "lowering",
+    "codegen",
+    "build",
+    "cache_load",
+    "steps",
+    "unattributed",
+)
+LABELS = {"cache_key": "cache key", "cache_load": "cache load", "unattributed": "unattr."}
+
+
+def groups(rows: list[dict]) -> list[tuple[str, str, list[dict], list[dict]]]:
+    """(mode, kind, ok rows, all rows) in the order the rows first name them."""
+    keys = list(dict.fromkeys((r["mode"], r["kind"]) for r in rows))
+    out = []
+    for mode, kind in keys:
+        mine = [r for r in rows if (r["mode"], r["kind"]) == (mode, kind)]
+        out.append((mode, kind, [r for r in mine if r["status"] == "ok"], mine))
+    return out
+
+
+def mean(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def num(value, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def with_interval(value, low, high, spec: str = ".2f") -> str:
+    if value is None:
+        return "-"
+    return f"{value:{spec}}" if low is None else f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
+def status_of(ok: list[dict], every: list[dict]) -> str:
+    bad = [r for r in every if r["status"] != "ok"]
+    return "ok" if not bad else f"{len(bad)} of {len(every)} failed: {bad[0]['status']}"
+
+
+def ready_interval(ok: list[dict]) -> str:
+    """ready seconds' mean and t interval over the runs (the saved column's rule, by the clock)."""
+    values = [r["ready_s"] for r in ok]
+    if not values:
+        return "-"
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return f"{m:.2f}"
+    from scipy.stats import t
+
+    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    half = float(t.ppf(0.975, len(values) - 1)) * sd / len(values) ** 0.5
+    return f"{m:.2f} [{m - half:.2f}, {m + half:.2f}]"
+
+
+def starts_table(rows: list[dict], title: str) -> Table:
+    table = Table(title=Text(title))
+    for col in ("mode", "start", "runs", "status", "ready s [95%]", "1st token s", "compile s",
+                "graphs", "FX hit/miss", "AOT hit/miss", "rebuilt", "saved s [95%]", "step ms"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for mode, kind, ok, every in groups(rows):
+        last = ok[-1] if ok else {}
+        table.add_row(
+            Text(mode),
+            kind,
+            str(len(every)),
+            Text(status_of(ok, every)),
+            ready_interval(ok),
+            num(mean(ok, "first_token_s")),
+            num(mean(ok, "compile_s")),
+            num(mean(ok, "graphs"), ".0f"),
+            f"{num(mean(ok, 'fx_hits'), '.0f')}/{num(mean(ok, 'fx_misses'), '.0f')}",
+            f"{num(mean(ok, 'aot_hits'), '.0f')}/{num(mean(ok, 'aot_misses'), '.0f')}",
+            "-" if not ok else ("yes" if any(r["rebuilt"] for r in ok) else "no"),
+            with_interval(last.get("saved_s"), last.get("saved_s_low"), last.get("saved_s_high")),
+            num(mean(ok, "step_ms"), ".3f"),
+        )
+    return table
+
+
+def phases_table(rows: list[dict]) -> Table:
+    table = Table(title="seconds by phase (mean over runs; they add up to ready s)")
+    table.add_column("mode")
+    table.add_column("start")
+    for p in PHASES:
+        table.add_column(LABELS.get(p, p), justify="right")
+    for mode, kind, ok, _ in groups(rows):
+        if ok:
+            table.add_row(Text(mode), kind, *(num(mean(ok, f"{p}_s")) for p in PHASES))
+    return table
+
+
+def render_startup(console, rows: list[dict], gates, title: str, elapsed_s: float) -> None:
+    console.print(starts_table(rows, title))
+    console.print(phases_table(rows))
+    for r in rows:
+        if r.get("missed"):
+            console.print(Text(f"{r['mode']} {r['kind']} (run {r['run']}) missed: {r['missed']}"))
+        if r.get("rebuilt"):
+            console.print(Text(
+                f"{r['mode']} {r['kind']} (run {r['run']}): the FX cache hit, yet "
+                f"{r['kernels_built']} kernels were built again (on CPU the artifacts carry "
+                "the C++ source, not the built library)"))  # fmt: skip
+    starts_s = sum(r["wall_s"] or 0 for r in rows)
+    console.print(f"{len(rows)} starts took {starts_s:.1f} s; the run {elapsed_s:.1f} s")
+    for g in gates:
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+def draw_startup(rows: list[dict], path: Path, title: str) -> Path:
+    """A stacked bar per mode and kind: the mean seconds of each phase, one colour a phase."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [(m, k, ok) for m, k, ok, _ in groups(rows) if ok]
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(measured) + 3), 5))
+    cmap = plt.get_cmap("tab20")
+    labels = [f"{m}\n{k}" for m, k, _ in measured]
+    bottoms = [0.0] * len(measured)
+    for i, p in enumerate(PHASES):
+        heights = [max(0.0, mean(ok, f"{p}_s") or 0.0) for _, _, ok in measured]
+        if any(heights):
+            ax.bar(labels, heights, bottom=bottoms, color=cmap(i), label=LABELS.get(p, p))
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set_ylabel("seconds from launch to ready")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2, loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, path)

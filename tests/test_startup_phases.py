@@ -1,0 +1,130 @@
+"""A start's phases from stamps and ledger figures, and what a cache saved, by hand.
+
+The expected numbers are worked out here from the formulas' inputs, not read from the code's
+output: a phase that reads the wrong field, double-counts a region or lets the ledger's own
+saved-time claim in changes them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nanobench.startup.phases import START_PHASES, graph_phases, start_phases
+from nanobench.startup.rows import StartRow, changed_components, graph_rows, missed, with_saved
+
+
+def frame(**over) -> dict:
+    base = dict(
+        frame_s=10.0, aot_s=8.0, inductor_s=6.0, codegen_s=5.0, pre_grad_s=0.1,
+        joint_graph_s=0.4, post_grad_s=0.2, triton_s=0.0, autotune_s=0.0,
+        fx_hits=0, fx_misses=1, aot_hits=0, aot_misses=1, graph="forward:1",
+        compile_id="0/0", failed=False,
+    )  # fmt: skip
+    return {**base, **over}
+
+
+def test_a_cold_graph_splits_its_frame_into_phases_that_sum_to_it():
+    p = graph_phases(frame(), build_s=3.0, guards_s=0.5, cache_key_s=0.25)
+    assert p["trace"] == pytest.approx(10.0 - 8.0 - 0.5)
+    assert p["aot"] == pytest.approx(8.0 - 6.0 - 0.1 - 0.4 - 0.25)
+    assert p["passes"] == pytest.approx(0.1 + 0.4 + 0.2)
+    assert p["lowering"] == pytest.approx(6.0 - 5.0 - 0.2)
+    assert p["codegen"] == pytest.approx(5.0 - 3.0)
+    assert p["build"] == 3.0 and p["cache_load"] == 0.0
+    assert sum(p.values()) == pytest.approx(10.0)
+
+
+def test_an_fx_hit_is_a_cache_load_not_free():
+    p = graph_phases(frame(fx_hits=1, fx_misses=0, codegen_s=0.0), 1.0, 0.5, 0.25)
+    assert p["lowering"] == p["codegen"] == 0.0
+    assert p["cache_load"] == pytest.approx(6.0 - 0.2 - 1.0)
+    assert sum(p.values()) == pytest.approx(10.0)
+
+
+def test_an_aot_hit_records_no_inductor_time_so_its_load_is_aots_region():
+    # torch 2.13 on an AOTAutograd hit: inductor fields 0, the load inside AOTAutograd's time.
+    f = frame(aot_hits=1, aot_misses=0, fx_hits=1, inductor_s=0.0, codegen_s=0.0, post_grad_s=0.0)
+    p = graph_phases(f, build_s=4.0, guards_s=0.5, cache_key_s=0.25)
+    assert p["aot"] == 0.0 and p["build"] == 4.0
+    assert p["cache_load"] == pytest.approx(8.0 - 0.1 - 0.4 - 0.25 - 4.0)
+    assert sum(p.values()) == pytest.approx(10.0)
+
+
+def ready_of(step_ms: float = 2.0) -> dict:
+    return {
+        "stamps": {"started": 100.5, "imported": 102.5, "artifacts": 102.6, "built": 104.0,
+                   "prefilled": 104.4},
+        "step_stamps": [115.0, 115.1],
+        "steps": [{"frames": [frame()], "build_s": 3.0, "guards_s": 0.5, "cache_key_s": 0.25,
+                   "kernels_built": 4}, {"frames": [], "build_s": 0.0, "guards_s": 0.0,
+                   "cache_key_s": 0.0, "kernels_built": 0}],
+        "step_ms": step_ms,
+    }  # fmt: skip
+
+
+def test_a_starts_phases_add_up_to_its_wall_clock_and_the_rest_is_unattributed():
+    p = start_phases(ready_of(), launched=100.0)
+    assert list(p) == list(START_PHASES)
+    assert p["python"] == pytest.approx(0.5) and p["import"] == pytest.approx(2.0)
+    assert p["make"] == pytest.approx(1.4) and p["prefill"] == pytest.approx(0.4)
+    assert p["steps"] == pytest.approx(2 * 2.0 / 1e3)
+    # first pass 115.1 - 104.4 = 10.7 s; the graph's phases 10.0; two 2 ms steps
+    assert p["unattributed"] == pytest.approx(10.7 - 10.0 - 0.004)
+    assert sum(p.values()) == pytest.approx(115.1 - 100.0)
+
+
+def row(kind: str, run: int, ready_s: float, **over) -> StartRow:
+    return StartRow(mode="static", kind=kind, run=run, ready_s=ready_s, **over)
+
+
+def test_saved_is_cold_less_this_start_by_the_clock_paired_by_run():
+    rows = [
+        row("cold", 1, 20.0, compile_s=15.0),
+        row("hot", 1, 16.5, compile_s=0.3),  # the ledger would call this nearly free
+        row("cold", 2, 22.0, compile_s=15.5),
+        row("hot", 2, 17.5, compile_s=0.3),
+    ]
+    hot = [r for r in with_saved(rows) if r.kind == "hot"]
+    differences = [20.0 - 16.5, 22.0 - 17.5]  # 3.5 and 4.5: mean 4.0, sd 0.7071
+    half = 12.7062 * 0.70711 / math.sqrt(2)
+    assert hot[0].saved_s == pytest.approx(sum(differences) / 2)
+    assert hot[0].saved_s_low == pytest.approx(4.0 - half, abs=1e-3)
+    assert hot[0].saved_s_high == pytest.approx(4.0 + half, abs=1e-3)
+
+
+def test_a_failed_cold_start_pairs_with_nothing():
+    rows = [row("cold", 1, 20.0, status="error: x"), row("warm", 1, 5.0)]
+    assert with_saved(rows)[1].saved_s is None
+
+
+def test_the_key_components_that_changed_are_named():
+    cold = ["[a1] gm: x * 1.000123", "[b2] torch_version: 2.13", "[c3] fx_kwargs: {}"]
+    warm = ["[a9] gm: x * 1.000456", "[b2] torch_version: 2.13", "[c3] fx_kwargs: {}"]
+    assert changed_components(warm, cold) == ["gm"]
+    assert changed_components(cold, cold) == []
+
+
+def ready_row(kind: str, fx_hits: int, fx_misses: int, details, write_errors: int = 0) -> dict:
+    return {
+        "mode": "static", "kind": kind, "run": 1, "hash_details": details,
+        "steps": [{"frames": [frame(fx_hits=fx_hits, fx_misses=fx_misses)], "build_s": 1.0,
+                   "guards_s": 0.0, "cache_key_s": 0.0, "kernels_built": 0}],
+        "counters": {"aot_autograd": {}, "inductor": {"fxgraph_cache_write_error": write_errors}},
+    }  # fmt: skip
+
+
+def test_a_warm_graph_that_missed_what_cold_saved_names_the_changed_key():
+    cold = ready_row("cold", 0, 1, [["[a] gm: 1.0", "[b] system_info: avx512"]])
+    warm = ready_row("warm", 0, 1, [["[a] gm: 1.0", "[c] system_info: default"]])
+    found = missed(graph_rows(warm), warm, cold)
+    assert found[0].missed == "FX graph cache (key changed: system_info)"
+    hit = ready_row("warm", 1, 0, [])
+    assert missed(graph_rows(hit), hit, cold)[0].missed == ""
+
+
+def test_a_miss_behind_a_cold_start_that_could_not_write_says_so():
+    cold = ready_row("cold", 0, 1, [["[a] gm: 1.0"]], write_errors=1)
+    warm = ready_row("warm", 0, 1, [["[a] gm: 1.0"]])
+    assert "could not write" in missed(graph_rows(warm), warm, cold)[0].missed
