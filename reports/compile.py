@@ -100,13 +100,23 @@ def compile_table(rows: list, title: str) -> Table:
             fmt(r.fell_back),
             fmt(r.predicted_fall_back),
             fmt(r.guard_kind),
-            fmt(r.compile_s, ".2f"),
+            fmt(r.compile_s, ".2f")
+            + ("" if r.compile_warm_s is None else f" / {r.compile_warm_s:.2f} warm"),
             step,
             interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"),
             breakeven,
-            fmt(r.worth_compiling),
+            worth(r),
         )
     return table
+
+
+def worth(r) -> str:
+    """'yes', or both starts' answers where they differ: 'no cold / yes warm'."""
+    if r.worth_compiling_warm is None or r.worth_compiling_warm == r.worth_compiling:
+        return fmt(r.worth_compiling)
+    short = {"can't tell at this noise": "can't tell"}
+    cold, warm = (short.get(v, v) for v in (r.worth_compiling, r.worth_compiling_warm))
+    return f"{cold} cold / {warm} warm"
 
 
 def row_notes(console, rows: list) -> None:
@@ -131,6 +141,14 @@ def row_notes(console, rows: list) -> None:
             console.print(
                 f"{r.mode}: can't tell whether compiling pays off at this noise"
                 + what_would_decide(r),
+                markup=False,
+            )
+        if r.worth_compiling_warm is not None and r.compile_warm_s is not None:
+            console.print(
+                f"{r.mode}: warm start (a later process over the caches the first filled): "
+                f"compile {r.compile_warm_s:.2f} s, breakeven "
+                + ("never" if r.breakeven_steps_warm is None else f"{r.breakeven_steps_warm:,.0f}")
+                + f" steps, worth compiling {r.worth_compiling_warm}",
                 markup=False,
             )
         if r.suspect:

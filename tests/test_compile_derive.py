@@ -85,3 +85,29 @@ def test_a_row_that_failed_after_its_first_pass_derives_nothing():
     failed_off = {**OFF, "status": "error: timed window 1"}
     for r in derive(rows(failed_off, DYNAMIC, STATIC), horizon=10_000):
         assert (r.speedup, r.breakeven_steps, r.worth_compiling) == (None, None, None)
+
+
+def test_the_warm_start_is_priced_beside_the_cold_one():
+    """Cold 30 s needs 3 ms a step over 10,000 steps; warm 5 s needs 0.5 ms; it saves ~1 ms."""
+    from nanobench.harness.rounds import Window
+
+    def window(system: str, r: int, ms: float) -> Window:
+        steps = (ms, ms * 1.001, ms * 0.999)
+        return Window(system, r, "ok", steps, (0, 0, 0), (True, True, True))
+
+    jitter = [0.0, 0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.0]
+    windows = [w for r, j in enumerate(jitter, 1) for w in
+               (window("off", r, 10.0 + j), window("dynamic", r, 9.0 + j))]  # fmt: skip
+    dynamic_row = {**DYNAMIC, "compile_s": 30.0, "compile_warm_s": 5.0}
+    _, dynamic = derive(rows(OFF, dynamic_row), horizon=10_000, windows=windows)
+    assert 0.9 < dynamic.saving_per_step_ms_low <= dynamic.saving_per_step_ms_high < 1.1
+    assert dynamic.worth_compiling == "no"
+    assert dynamic.worth_compiling_warm == "yes"
+    assert dynamic.saving_needed_warm_ms == pytest.approx(5.0 * 1e3 / 10_000)
+    # 5 s at the saving's estimate (about 1 ms a step): about 5,000 steps
+    assert dynamic.breakeven_steps_warm == pytest.approx(
+        5.0 / (dynamic.saving_per_step_ms / 1e3), rel=1e-3
+    )
+    # without a later worker there is no warm price, and nothing is made up
+    _, alone = derive(rows(OFF, {**DYNAMIC, "compile_s": 30.0}), 10_000, windows)
+    assert (alone.worth_compiling_warm, alone.breakeven_steps_warm) == (None, None)

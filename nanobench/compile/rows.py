@@ -84,6 +84,11 @@ class CompileRow:
     breakeven_steps_low: float | None = None
     breakeven_steps_high: float | None = None
     worth_compiling: str | None = None  # yes | no | can't tell at this noise
+    # The warm start's price: a later worker's compile seconds over the caches the first filled
+    compile_warm_s: float | None = None
+    saving_needed_warm_ms: float | None = None
+    breakeven_steps_warm: float | None = None
+    worth_compiling_warm: str | None = None  # yes | no | can't tell, priced at compile_warm_s
     worth_rounds_to_decide: int | None = None  # more rounds likely to decide a can't tell
     worth_processes_bind: bool | None = None  # no number of rounds would: the processes disagree
     builds_in_windows: int | None = None  # frames built during the timed windows
@@ -253,6 +258,18 @@ def compared(
     # Worth it when horizon * saving > compile_s: the saving must beat compile_s / horizon.
     needed_ms = compile_s * 1e3 / horizon
     verdict = verdict_at_least(saving, needed_ms)
+    if row.compile_warm_s is not None:
+        warm_ms = row.compile_warm_s * 1e3 / horizon
+        row = replace(
+            row,
+            saving_needed_warm_ms=round(warm_ms, 6),
+            breakeven_steps_warm=steps_or_none(
+                breakeven_steps(row.compile_warm_s, saving.estimate / 1e3)
+            ),
+            worth_compiling_warm={PASS: "yes", FAIL: "no"}.get(
+                verdict_at_least(saving, warm_ms), CANT_TELL
+            ),
+        )
     return replace(
         row,
         # breakeven falls as the saving grows: its low end comes from the saving's high end.
@@ -270,7 +287,14 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(CompileRow)
     if f.name.startswith(("speedup", "saving_per_step_ms", "breakeven_steps"))
-) + ("worth_rounds_to_decide", "worth_processes_bind", "saving_needed_ms", "ci_level")
+) + (
+    "worth_rounds_to_decide",
+    "worth_processes_bind",
+    "saving_needed_ms",
+    "ci_level",
+    "saving_needed_warm_ms",
+    "worth_compiling_warm",
+)
 
 
 def ends(name: str, interval) -> dict[str, float | None]:
