@@ -97,6 +97,50 @@ def test_a_stage_past_the_budget_is_a_skipped_row(tmp_path, monkeypatch):
     assert re.fullmatch(r"skipped: \d+ s of the 5 s budget left, needs ~20 s", skipped["detail"])
 
 
+def test_pytest_stopped_by_the_budget_is_a_skip_that_says_so(monkeypatch):
+    def run_past_the_budget(cmd, timeout, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, timeout)
+
+    monkeypatch.setattr(gpu_check.subprocess, "run", run_past_the_budget)
+    (row,) = gpu_check.check_pytest(lambda: 12.0)
+    assert (row["check"], row["ok"]) == ("pytest", None)
+    assert row["detail"] == "skipped: the budget cut it after 12 s"
+
+
+def test_a_compile_mode_stopped_by_the_budget_is_a_skip_and_the_others_keep_their_rows(
+    monkeypatch,
+):
+    from types import SimpleNamespace
+
+    import engine.sources
+    import nanobench.compile.bench
+    import nanobench.compile.rows
+
+    # The fresh worker's own word for a mode past its timeout (harness.fresh): "timeout".
+    statuses = {"off": "ok", "dynamic": "timeout", "static": "error: boom"}
+
+    def sweep(spec, modes, timeout):
+        return [SimpleNamespace(mode=modes[0], status=statuses[modes[0]])]
+
+    def derive(done, horizon):
+        return [
+            SimpleNamespace(status=r.status, step_ms=1.0, compile_s=None, builds=1, speedup=None)
+            for r in done
+        ]
+
+    monkeypatch.setattr(engine.sources, "materialize_preset", lambda name: name)
+    monkeypatch.setattr(nanobench.compile.bench, "sweep", sweep)
+    monkeypatch.setattr(nanobench.compile.rows, "derive", derive)
+    rows = list(gpu_check.check_compile("tiny", lambda: 100.0))
+    assert [(r["name"], r["ok"]) for r in rows] == [
+        ("tiny off", True),
+        ("tiny dynamic", None),
+        ("tiny static", False),
+    ]
+    assert re.fullmatch(r"skipped: the budget cut it after \d+ s", rows[1]["detail"])
+    assert rows[2]["detail"] == "error: boom"
+
+
 FAKE_ROWS = [
     {"check": "hbm", "name": "copy 1024 MiB", "ok": True, "gbps": 4012.4},
     {

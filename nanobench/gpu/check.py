@@ -19,7 +19,9 @@ little left becomes a skipped row, so the script ends inside the budget with eve
 What it is not: a unit test (the `gpu` tests are that) or a benchmark sweep.
 Invariant: importing this module touches no CUDA state. Without CUDA the script prints one
 line and exits 2 before writing anything. A check that raises becomes a failed row with the
-exception's first line and the script goes on. Exit 0 when no row failed, else 1.
+exception's first line and the script goes on; one the budget stops (a compile mode's worker
+or `pytest -m gpu` past the seconds left) is a skipped row saying so, never a failed one.
+Exit 0 when no row failed, else 1.
 """
 
 from __future__ import annotations
@@ -208,6 +210,11 @@ def check_capture_memory() -> Iterator[dict]:
             torch.cuda.empty_cache()
 
 
+def cut_by_budget(row: dict, seconds: float) -> dict:
+    """A stage the budget stopped: a skip (ok None), never a failure, and the row says why."""
+    return row | {"ok": None, "detail": f"skipped: the budget cut it after {seconds:.0f} s"}
+
+
 def check_compile(model: str, seconds_left: Callable[[], float]) -> Iterator[dict]:
     """off / dynamic / static of one model in bf16, each in a fresh process, one shape."""
     from engine.sources import materialize_preset
@@ -232,9 +239,15 @@ def check_compile(model: str, seconds_left: Callable[[], float]) -> Iterator[dic
             detail = f"skipped: {max(0.0, seconds_left()):.0f} s of the budget left"
             yield {"check": "compile", "name": f"{model} {mode}", "ok": None, "detail": detail}
             continue
+        began = time.perf_counter()
         done += sweep(spec, [mode], timeout=seconds_left())
         row = derive(done, horizon=1000)[-1]
         status = row.status
+        if str(status).startswith("timeout"):
+            # The worker's timeout is the budget left: it was cut, not found wanting.
+            name = {"check": "compile", "name": f"{model} {mode}", "model": model, "mode": mode}
+            yield cut_by_budget(name, time.perf_counter() - began)
+            continue
         yield {
             "check": "compile",
             "name": f"{model} {mode}",
@@ -288,7 +301,7 @@ def check_pytest(seconds_left: Callable[[], float]) -> Iterator[dict]:
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired:
-            yield row | {"ok": False, "detail": f"stopped at the budget after {timeout:.0f} s"}
+            yield cut_by_budget(row, timeout)
             return
         if not junit.is_file():
             tail = (done.stdout + done.stderr).strip().splitlines()
