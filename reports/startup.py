@@ -111,14 +111,15 @@ def starts_table(rows: list[dict], title: str) -> Table:
 
 
 def phases_table(rows: list[dict]) -> Table:
+    """A phase a line, a column per mode and kind: narrow enough to print whole."""
+    measured = [(m, k, ok) for m, k, ok, _ in groups(rows) if ok]
     table = Table(title="seconds by phase (mean over runs; they add up to ready s)")
-    table.add_column("mode")
-    table.add_column("start")
+    table.add_column("phase")
+    for mode, kind, _ in measured:
+        table.add_column(Text(f"{mode} {kind}"), justify="right")
     for p in PHASES:
-        table.add_column(LABELS.get(p, p), justify="right")
-    for mode, kind, ok, _ in groups(rows):
-        if ok:
-            table.add_row(Text(mode), kind, *(num(mean(ok, f"{p}_s")) for p in PHASES))
+        table.add_row(LABELS.get(p, p), *(num(mean(ok, f"{p}_s")) for _, _, ok in measured))
+    table.add_row("ready", *(num(mean(ok, "ready_s")) for _, _, ok in measured))
     return table
 
 

@@ -225,6 +225,11 @@ def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
     assert row["builds"] == 1
     assert row["inductor_s"] > 0 and row["compile_s"] >= row["inductor_s"]
     assert row["cache"] == "cold"
+    # the second process starts over the caches the first filled: a warm start, priced too
+    assert 0 < row["compile_warm_s"] < row["compile_s"]
+    assert row["saving_needed_warm_ms"] == pytest.approx(
+        row["compile_warm_s"] * 1e3 / 10_000, abs=1e-5
+    )
 
 
 def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tmp_path):
@@ -247,6 +252,7 @@ def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tm
     assert int(first["built"].sum()) == rows["dynamic"]["builds"] >= 1
     # nothing built while timed, in either worker
     assert rows["dynamic"]["builds_in_windows"] == 0
+    assert rows["dynamic"]["compile_warm_s"] is not None and rows["off"]["compile_warm_s"] == 0
 
 
 def test_rounds_stop_at_the_first_look_once_every_gate_is_decided(tmp_path):
@@ -260,6 +266,8 @@ def test_rounds_stop_at_the_first_look_once_every_gate_is_decided(tmp_path):
     )
     dynamic = rows["dynamic"]
     assert dynamic["worth_compiling"] == "no" and dynamic["rounds"] == 5
+    # one process: no later worker, so no warm start is priced, and none is made up
+    assert dynamic["compile_warm_s"] is None and dynamic["worth_compiling_warm"] is None
     # the first look spends alpha(5 / 30) = 0.05 ln(1 + (e - 1) / 6) of the 5%
     assert dynamic["ci_level"] == pytest.approx(1 - 0.05 * math.log(1 + (math.e - 1) / 6), abs=1e-4)
     gate = next(g for g in doc["gates"] if g["name"] == "check_compile_amortised[dynamic]")

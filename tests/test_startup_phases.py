@@ -100,10 +100,26 @@ def test_a_failed_cold_start_pairs_with_nothing():
 
 
 def test_the_key_components_that_changed_are_named():
-    cold = ["[a1] gm: x * 1.000123", "[b2] torch_version: 2.13", "[c3] fx_kwargs: {}"]
-    warm = ["[a9] gm: x * 1.000456", "[b2] torch_version: 2.13", "[c3] fx_kwargs: {}"]
-    assert changed_components(warm, cold) == ["gm"]
+    # a graph's code spans lines; a value printed with an address differs under the same hash
+    cold = [
+        "[a1] gm: def forward(x):",
+        "    mul = x * 1.000123",
+        "[b2] torch_version: 2.13",
+        "[c3] fx_kwargs[fn]: <function at 0x1>",
+    ]
+    warm = [
+        "[a9] gm: def forward(x):",
+        "    mul = x * 1.000456",
+        "[b2] torch_version: 2.13",
+        "[c3] fx_kwargs[fn]: <function at 0x2>",
+    ]
+    assert changed_components(warm, cold) == [
+        "gm ('mul = x * 1.000456', cold 'mul = x * 1.000123')"
+    ]
     assert changed_components(cold, cold) == []
+    assert changed_components(["[z] system_info: avx512"], ["[y] system_info: default"]) == [
+        "system_info ('avx512', cold 'default')"
+    ]
 
 
 def ready_row(kind: str, fx_hits: int, fx_misses: int, details, write_errors: int = 0) -> dict:
@@ -119,7 +135,7 @@ def test_a_warm_graph_that_missed_what_cold_saved_names_the_changed_key():
     cold = ready_row("cold", 0, 1, [["[a] gm: 1.0", "[b] system_info: avx512"]])
     warm = ready_row("warm", 0, 1, [["[a] gm: 1.0", "[c] system_info: default"]])
     found = missed(graph_rows(warm), warm, cold)
-    assert found[0].missed == "FX graph cache (key changed: system_info)"
+    assert found[0].missed == "FX graph cache (key changed: system_info ('default', cold 'avx512'))"
     hit = ready_row("warm", 1, 0, [])
     assert missed(graph_rows(hit), hit, cold)[0].missed == ""
 

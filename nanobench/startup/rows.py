@@ -131,15 +131,35 @@ def graph_rows(ready: dict) -> list[GraphRow]:
     return out
 
 
+def key_components(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """The FX cache key's components: '[hash] name: value' lines, a value's further lines
+    (a graph's code) joined to it; name -> (hash, value lines)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    name = None
+    for line in lines:
+        if line.startswith("[") and "] " in line:
+            digest, _, rest = line[1:].partition("] ")
+            name, _, value = rest.partition(": ")
+            found[name] = (digest, [value])
+        elif name is not None:
+            found[name][1].append(line)
+    return found
+
+
 def changed_components(lines: list[str], cold_lines: list[str]) -> list[str]:
-    """The FX cache key's components ('[hash] name: value' lines) that differ from cold's."""
-
-    def by_name(found: list[str]) -> dict[str, str]:
-        parts = (line.split("] ", 1)[-1].partition(": ") for line in found)
-        return {name: value for name, _, value in parts}
-
-    mine, theirs = by_name(lines), by_name(cold_lines)
-    return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    """The components whose hash differs from cold's; where a value differs by a line, that
+    line beside cold's (the constant a graph baked in)."""
+    mine, theirs = key_components(lines), key_components(cold_lines)
+    out = []
+    for name in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(name, ("", [])), theirs.get(name, ("", []))
+        if a[0] == b[0]:
+            continue
+        differ = [(x.strip(), y.strip()) for x, y in zip(a[1], b[1]) if x != y]
+        out.append(
+            f"{name} ({differ[0][0][:80]!r}, cold {differ[0][1][:80]!r})" if differ else name
+        )
+    return out
 
 
 def missed(graphs: list[GraphRow], ready: dict, cold: dict | None) -> list[GraphRow]:
