@@ -15,8 +15,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reports.startup import draw_startup, render_startup
-
 from nanobench.compile.run import resolve
 from nanobench.harness.common import finish, out_dir
 from nanobench.harness.console import interrupted, stdout_console
@@ -30,6 +28,7 @@ from nanobench.startup.gates import gates
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of, with_saved
 from nanobench.startup.spec import KINDS, StartJob, StartupSpec
 from reports.csvio import write_rows
+from reports.startup import draw_startup, render_startup
 from reports.style import title
 
 WORKER = "nanobench.startup.session"
