@@ -49,13 +49,14 @@ SHORT = {
     + ["--capture-tokens", "256"],
     "pool-budget": ["--max-batch", "8", "--max-model-len", "256"],
     "decode": ["--systems", "engine-eager,hf-eager", "--steps", "3", "--prompt-len", "4"],
+    "startup": ["--modes", "off,static", "--backend", "eager", "--steps", "2", "--runs", "1"],
 }
 ONE_ROUND = ["--rounds", "1", "--max-rounds", "1", "--budget-s", "1"]
 for timed in ("compile", "capture", "decode"):
     SHORT[timed] = [*SHORT[timed], *ONE_ROUND]
 NO_OUT = {"explain"}  # explain writes nothing, so it takes no --out
 # Each of these runs a fresh worker process per mode or system (or per point): seconds each.
-SLOW = {"compile", "decode", "sweep"}
+SLOW = {"compile", "decode", "sweep", "startup"}
 FORMS = ("preset", "hf", "sharded", "gguf", "gguf-dir", "config-only")
 TABLE_FORMS = (
     "preset",
@@ -197,6 +198,17 @@ def same_decode(text: str, doc: Run) -> None:
     assert found.group(3) == f"{floored['step_flops'] / 1e9:.3f}"
 
 
+def same_startup(text: str, doc: Run) -> None:
+    table = table_with(text, "phase")
+    ready = next(r for r in table.rows if r[0] == "ready")
+    rows = json_rows(doc)
+    # a column per mode and kind, in the JSON rows' order; eager leaves no hot start
+    assert list(table.header[1:]) == [f"{r['mode']} {r['kind']}" for r in rows] == [
+        "off cold", "static cold", "static warm"]  # fmt: skip
+    # the table and --json are two runs: their seconds differ, their starts do not
+    assert all(1.0 < number(c) < 60 for c in ready[1:]), ready
+
+
 SAME = {
     "explain": same_explain,
     "compile": same_compile,
@@ -204,6 +216,7 @@ SAME = {
     "capture": same_capture,
     "pool-budget": same_pool_budget,
     "decode": same_decode,
+    "startup": same_startup,
 }
 
 
@@ -397,6 +410,7 @@ MATRIX = {
     **SHORT,
     "compile": ["--modes", "off", "--backend", "eager", "--steps", "2", *ONE_ROUND],
     "decode": ["--systems", "hf-eager", "--steps", "2", "--prompt-len", "4", *ONE_ROUND],
+    "startup": ["--modes", "off", "--steps", "2", "--runs", "1"],
 }
 
 

@@ -13,7 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPS = ("nanobench", "engine", "kernels", "reports")
-COMMANDS = ("explain", "compile", "buckets", "capture", "pool_budget", "decode", "sweep")
+COMMANDS = (
+    "explain",
+    "compile",
+    "buckets",
+    "capture",
+    "pool_budget",
+    "decode",
+    "startup",
+    "sweep",
+)
 # What sits under the commands: each of these may import only its own floor and below.
 LOWER = ("harness", "memory", "cost")
 
