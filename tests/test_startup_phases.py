@@ -56,10 +56,11 @@ def ready_of(step_ms: float = 2.0) -> dict:
     return {
         "stamps": {"started": 100.5, "imported": 102.5, "artifacts": 102.6, "built": 104.0,
                    "prefilled": 104.4},
-        "step_stamps": [115.0, 115.1],
+        # the worker reads torch for 0.1 s before step 1 and 0.02 s between the steps
         "steps": [{"frames": [frame()], "build_s": 3.0, "guards_s": 0.5, "cache_key_s": 0.25,
-                   "kernels_built": 4}, {"frames": [], "build_s": 0.0, "guards_s": 0.0,
-                   "cache_key_s": 0.0, "kernels_built": 0}],
+                   "kernels_built": 4, "began": 104.5, "ended": 115.0},
+                  {"frames": [], "build_s": 0.0, "guards_s": 0.0, "cache_key_s": 0.0,
+                   "kernels_built": 0, "began": 115.02, "ended": 115.1}],
         "step_ms": step_ms,
     }  # fmt: skip
 
@@ -70,9 +71,10 @@ def test_a_starts_phases_add_up_to_its_wall_clock_and_the_rest_is_unattributed()
     assert p["python"] == pytest.approx(0.5) and p["import"] == pytest.approx(2.0)
     assert p["make"] == pytest.approx(1.4) and p["prefill"] == pytest.approx(0.4)
     assert p["steps"] == pytest.approx(2 * 2.0 / 1e3)
-    # first pass 115.1 - 104.4 = 10.7 s; the graph's phases 10.0; two 2 ms steps
-    assert p["unattributed"] == pytest.approx(10.7 - 10.0 - 0.004)
-    assert sum(p.values()) == pytest.approx(115.1 - 100.0)
+    # the steps' spans 10.5 + 0.08 s; the graph's phases 10.0; two 2 ms steps
+    assert p["unattributed"] == pytest.approx(10.58 - 10.0 - 0.004)
+    # launch to the last step's end, less the worker's 0.12 s of reading torch between steps
+    assert sum(p.values()) == pytest.approx(115.1 - 100.0 - 0.12)
 
 
 def row(kind: str, run: int, ready_s: float, **over) -> StartRow:

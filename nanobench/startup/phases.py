@@ -7,7 +7,8 @@ cache hit the cache load in place of lowering and generation) and `start_phases(
 step, the prefill, every graph's phases summed, the steps' own run time, and "unattributed", the
 first pass's wall time no phase holds). Pure: dicts of numbers in, dicts of seconds out.
 What it is not: a reader of torch (`startup.ledger`, in the worker) or a row (`startup.rows`).
-Invariant: a start's phases sum to its wall time from launch to the first pass's end exactly;
+Invariant: a start's phases sum to its wall time from launch to the first pass's end, less the
+worker's own reading of torch between steps (`first_pass_s`), exactly;
 what the ledger does not explain is shown as unattributed, never dropped. A graph's phase is
 never negative (a clamp lands in unattributed); unattributed itself is negative only when the
 ledger claims more seconds than the clock saw, which is then shown, not hidden.
@@ -89,15 +90,25 @@ def step_graphs(step: dict) -> list[dict]:
     ]
 
 
+def first_pass_s(ready: dict) -> tuple[float, float]:
+    """(the steps' own wall time, the worker's reading of torch between them): the first is the
+    sum of each step's span, the second the gaps between spans, which no server spends."""
+    prefilled, spans, gaps = ready["stamps"]["prefilled"], 0.0, 0.0
+    for step in ready["steps"]:
+        gaps += step["began"] - prefilled
+        spans += step["ended"] - step["began"]
+        prefilled = step["ended"]
+    return spans, gaps
+
+
 def start_phases(ready: dict, launched: float) -> dict:
     """The start's seconds by phase, from `launched` (the parent's clock at spawn) to ready.
 
     python = started - launched; import = imported - started; artifacts, make and prefill are
-    the worker's stamps in turn; the first pass (prefilled to its last step) holds every graph's
-    phases, steps = its steps at the steady step's time, and unattributed = the rest of it.
+    the worker's stamps in turn; the first pass (its steps' spans) holds every graph's phases,
+    steps = its steps at the steady step's time, and unattributed = the rest of it.
     """
     s = ready["stamps"]
-    last = ready["step_stamps"][-1] if ready["step_stamps"] else s["prefilled"]
     out = {k: 0.0 for k in START_PHASES}
     out["python"] = s["started"] - launched
     out["import"] = s["imported"] - s["started"]
@@ -108,8 +119,8 @@ def start_phases(ready: dict, launched: float) -> dict:
     for g in graphs:
         for k, v in g["phases"].items():
             out[k] += v
-    first_pass = last - s["prefilled"]
-    steps = (ready["step_ms"] or 0.0) * len(ready["step_stamps"]) / 1e3
+    first_pass, _ = first_pass_s(ready)
+    steps = (ready["step_ms"] or 0.0) * len(ready["steps"]) / 1e3
     out["steps"] = min(steps, max(0.0, first_pass - sum(out[k] for k in GRAPH_PHASES)))
     out["unattributed"] = first_pass - sum(out[k] for k in (*GRAPH_PHASES, "steps"))
     return {k: round(v, 6) for k, v in out.items()}

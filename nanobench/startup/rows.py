@@ -16,7 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from nanobench.startup.phases import GRAPH_PHASES, START_PHASES, start_phases, step_graphs
+from nanobench.startup.phases import (
+    GRAPH_PHASES,
+    START_PHASES,
+    first_pass_s,
+    start_phases,
+    step_graphs,
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class StartRow:
     status: str = "ok"
     ready_s: float | None = None  # launch to the first pass's end: every graph built or loaded
     first_token_s: float | None = None  # launch to the first step's output
+    bookkeeping_s: float | None = None  # the worker reading torch between steps: not in ready_s
     wall_s: float | None = None  # the process, launch to exit (the parent's clock)
     python_s: float | None = None
     import_s: float | None = None
@@ -198,14 +205,16 @@ def rows_of(
     graphs = missed(graph_rows(ready), ready, cold)
     c = ready["counters"]
     counts = {k: int(c.get(where, {}).get(name, 0)) for k, (where, name) in CACHE_COUNTS.items()}
-    stamps = ready["step_stamps"]
+    steps = ready["steps"]
+    first = steps[0]["ended"] - steps[0]["began"] + ready["stamps"]["prefilled"] if steps else None
     misses = [f"graph {g.graph} ({g.name}): {g.missed}" for g in graphs if g.missed]
     row = StartRow(
         mode=ready["mode"],
         kind=ready["kind"],
         run=ready["run"],
         ready_s=round(sum(phases.values()), 4),
-        first_token_s=round(stamps[0] - launched, 4) if stamps else None,
+        first_token_s=round(first - launched, 4) if steps else None,
+        bookkeeping_s=round(first_pass_s(ready)[1], 4),
         wall_s=round(wall_s, 4),
         **{f"{k}_s": round(v, 4) for k, v in phases.items()},
         compile_s=round(sum(g.frame_s for g in graphs), 4),

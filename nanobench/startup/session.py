@@ -118,19 +118,22 @@ class Stepper:
 
 
 def first_pass(stepper: Stepper, job: StartJob, sync, progress, cache_dir: str):
-    """Every step once, each step's share of the ledger kept; the wall-clock stamp after each."""
-    ledger, stamps, steps = StepLedger(compilation_time_metrics), [], []
+    """Every step once, each step's share of the ledger kept; the wall-clock stamps around each
+    (what this worker reads of torch between steps is outside them: no server does it)."""
+    ledger, steps = StepLedger(compilation_time_metrics), []
     for i in range(job.steps):
         frames, kernels = len(get_compilation_metrics()), kernels_on_disk(cache_dir)
         ledger.mark()
+        began = time.time()
         stepper.step(i)
         sync()
-        stamps.append(time.time())
+        ended = time.time()
         added = list(get_compilation_metrics())[frames:]
         step = ledger.since([frame_record(m) for m in added if not m.is_runtime])
-        steps.append({**step, "kernels_built": kernels_on_disk(cache_dir) - kernels})
+        kernels_built = kernels_on_disk(cache_dir) - kernels
+        steps.append({**step, "kernels_built": kernels_built, "began": began, "ended": ended})
         progress({"step": i + 1, "steps": job.steps, "built": len(added)})
-    return steps, stamps
+    return steps
 
 
 def steady_ms(stepper: Stepper, job: StartJob, sync) -> float | None:
@@ -177,7 +180,7 @@ def run_start(job: StartJob, progress: Callable[[dict], None]) -> dict:
     stepper.prefill()
     sync()
     stamps["prefilled"] = time.time()
-    steps, step_stamps = first_pass(stepper, job, sync, progress, cache_dir)
+    steps = first_pass(stepper, job, sync, progress, cache_dir)
     stepper.release()
     saved = save_artifacts(job.save_artifacts) if job.save_artifacts else 0
     return {
@@ -185,7 +188,6 @@ def run_start(job: StartJob, progress: Callable[[dict], None]) -> dict:
         "kind": job.kind,
         "run": job.run,
         "stamps": stamps,
-        "step_stamps": step_stamps,
         "steps": steps,
         "hash_details": details.graphs,
         "counters": {k: dict(counters[k]) for k in ("inductor", "aot_autograd", "frames")},
