@@ -34,10 +34,16 @@ PHASES = (
     "codegen",
     "build",
     "cache_load",
+    "runtime",
     "steps",
     "unattributed",
 )
-LABELS = {"cache_key": "cache key", "cache_load": "cache load", "unattributed": "unattr."}
+LABELS = {
+    "cache_key": "cache key",
+    "cache_load": "cache load",
+    "runtime": "first replay",
+    "unattributed": "unattr.",
+}
 
 
 def groups(rows: list[dict]) -> list[tuple[str, str, list[dict], list[dict]]]:

@@ -354,3 +354,20 @@ def test_no_test_module_sets_the_interpreter():
     setters = re.compile(r"environ(\[.TRITON_INTERPRET.\]\s*=|\.setdefault\(.TRITON_INTERPRET)")
     found = [p.name for p in (REPO / "tests").glob("*.py") if p.name != "conftest.py"]
     assert [n for n in found if setters.search((REPO / "tests" / n).read_text())] == []
+
+
+def test_startup_rows_are_each_start_and_a_miss_or_failure_is_not_ok():
+    from nanobench.gpu.check import startup_rows
+
+    ok = {"mode": "dynamic", "kind": "hot", "status": "ok", "ready_s": 9.5, "first_token_s": 9.4,
+          "build_s": 3.25, "cache_load_s": 1.0, "runtime_s": 0.125, "unattributed_s": 0.2,
+          "fx_hits": 1, "fx_misses": 0, "aot_hits": 1, "aot_misses": 0, "missed": None,
+          "compile_s": 5.0}  # fmt: skip
+    missed = {**ok, "kind": "warm", "missed": "graph 1: FX graph cache"}
+    failed = {"mode": "dynamic", "kind": "cold", "status": "timeout"}
+    rows = list(startup_rows({"rows": [ok, missed, failed]}))
+    assert [(r["name"], r["ok"]) for r in rows] == [
+        ("tiny dynamic hot", True), ("tiny dynamic warm", False), ("tiny dynamic cold", False)]  # fmt: skip
+    assert "build 3.25 s" in rows[0]["detail"] and "first replay 0.125 s" in rows[0]["detail"]
+    assert rows[1]["detail"].endswith("missed graph 1: FX graph cache")
+    assert rows[2]["detail"] == "timeout"

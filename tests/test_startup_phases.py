@@ -146,3 +146,15 @@ def test_a_miss_behind_a_cold_start_that_could_not_write_says_so():
     cold = ready_row("cold", 0, 1, [["[a] gm: 1.0"]], write_errors=1)
     warm = ready_row("warm", 0, 1, [["[a] gm: 1.0"]])
     assert "could not write" in missed(graph_rows(warm), warm, cold)[0].missed
+
+
+def test_cuda_costs_have_phases_of_their_own():
+    # a Triton build is triton_compile_time_us, not compile_file; a first replay's recording
+    # is a runtime record's, outside any frame
+    p = graph_phases(frame(triton_s=2.5), build_s=0.0, guards_s=0.5, cache_key_s=0.25)
+    assert p["build"] == 2.5 and p["codegen"] == pytest.approx(5.0 - 2.5)
+    ready = ready_of()
+    ready["steps"][1]["runtime_s"] = 0.05
+    p = start_phases(ready, launched=100.0)
+    assert p["runtime"] == 0.05
+    assert p["unattributed"] == pytest.approx(10.58 - 10.0 - 0.05 - 0.004)

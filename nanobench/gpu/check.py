@@ -12,7 +12,9 @@ allocator peak against its traced peak, `capture_memory_check.cuda_capture_check
 gpt-fast-style corpus step recorded at two sizes, its pool's reserved growth beside the traced
 workspace and the caching-allocator model, `gpu.capture.check_target_reserved`); `compile`
 (off / dynamic / static of `tiny` and `llama-3.2-1b` in bf16, each mode in a fresh process);
-`pytest` (`pytest -m gpu`).
+`startup` (`nanobench startup` of `tiny` on CUDA: cold, warm and hot starts of dynamic and
+reduce-overhead, by phase, the Triton build and the first replay among them); `pytest`
+(`pytest -m gpu`).
 It runs with the interpreter that starts it and installs nothing. A time budget (`--budget-s`,
 under five minutes by default) is spent in that order; a check that would start with too
 little left becomes a skipped row, so the script ends inside the budget with every row written.
@@ -43,7 +45,7 @@ from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False; gpu-check needs a GPU"
-CHECKS = ("kernel", "capture", "compile", "pytest")
+CHECKS = ("kernel", "capture", "compile", "startup", "pytest")
 BUDGET_S = 280
 POINTS = tuple((r, c) for r in (1, 8, 64, 256) for c in (1024, 8192, 32768))
 COPY_BYTES = 2**30
@@ -51,7 +53,14 @@ KERNEL_ATOL = 2e-2  # bf16 against the fp32 oracle, as tests/test_triton_decode.
 COMPILE_MODELS = ("tiny", "llama-3.2-1b")
 COMPILE_MODES = ("off", "dynamic", "static")
 # Seconds a stage needs before it is worth starting (a fresh process, a model, a compile).
-NEEDS_S = {"kernel": 40, "capture": 20, "tiny": 45, "llama-3.2-1b": 60, "pytest": 30}
+NEEDS_S = {
+    "kernel": 40,
+    "capture": 20,
+    "tiny": 45,
+    "llama-3.2-1b": 60,
+    "startup": 60,
+    "pytest": 30,
+}
 MODE_NEEDS_S = 15
 
 
@@ -262,6 +271,49 @@ def check_compile(model: str, seconds_left: Callable[[], float]) -> Iterator[dic
         }
 
 
+def startup_rows(doc: dict) -> Iterator[dict]:
+    """`nanobench startup --json`'s starts as check rows: ready seconds, the Triton build, the
+    first replay, the cache's answers; a start that missed or failed is not ok."""
+    for r in doc["rows"]:
+        name = f"tiny {r['mode']} {r['kind']}"
+        if r["status"] != "ok":
+            yield {"check": "startup", "name": name, "ok": False, "detail": r["status"]}
+            continue
+        detail = (
+            f"ready {r['ready_s']:.2f} s (1st token {r['first_token_s']:.2f} s): build "
+            f"{r['build_s']:.2f} s, cache load {r['cache_load_s']:.2f} s, first replay "
+            f"{r['runtime_s']:.3f} s, unattributed {r['unattributed_s']:.2f} s; FX "
+            f"{r['fx_hits']}/{r['fx_misses']}, AOT {r['aot_hits']}/{r['aot_misses']}"
+        )
+        if r["missed"]:
+            detail += f"; missed {r['missed']}"
+        yield {"check": "startup", "name": name, "ok": not r["missed"], "model": "tiny",
+               "mode": r["mode"], "compile_s": r["compile_s"], "detail": detail}  # fmt: skip
+
+
+def check_startup(seconds_left: Callable[[], float]) -> Iterator[dict]:
+    """Cold, warm and hot starts of `tiny` on CUDA (dynamic and reduce-overhead), by phase."""
+    import json
+
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "nanobench.cli", "startup", "--device", "cuda",
+                   "--dtype", "bfloat16", "--modes", "dynamic,reduce-overhead", "--runs", "1",
+                   "--steps", "2", "--out", out, "--json", "--quiet"]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=max(1.0, seconds_left()),
+                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            yield cut_by_budget({"check": "startup", "name": "tiny"}, seconds_left())
+            return
+        if not done.stdout.strip().startswith("{"):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            yield {"check": "startup", "name": "tiny", "ok": False, "detail": tail[:300]}
+            return
+        yield from startup_rows(json.loads(done.stdout))
+
+
 def parse_junit(xml_text: str) -> tuple[dict[str, int], list[str]]:
     """Counts and failing test ids from pytest's JUnit XML (-q output is not a stable format)."""
     root = ElementTree.fromstring(xml_text)
@@ -333,6 +385,8 @@ def run_checks(log, checks: tuple[str, ...], budget_s: float, say: Callable[[str
     if "compile" in checks:
         for model in COMPILE_MODELS:
             stages.append(("compile", model, lambda m=model: check_compile(m, left)))
+    if "startup" in checks:
+        stages.append(("startup", "startup", lambda: check_startup(left)))
     if "pytest" in checks:
         stages.append(("pytest", "pytest", lambda: check_pytest(left)))
     for check, name, stage in stages:

@@ -15,7 +15,7 @@ HASH_DETAILS = "FX graph cache hash details for key"
 
 # dynamo_timed regions a step's graphs share, by the phase they feed.
 REGIONS = {
-    "build_s": ("compile_file",),  # the C++ compiler (CPU) or a kernel build
+    "build_s": ("compile_file",),  # the C++ compiler (CPU); Triton's is triton_compile_time_us
     "guards_s": ("build_guards",),
     "cache_key_s": ("inductor_codecache_torch_key", "CacheBase.get_system.triton_key"),
 }

@@ -4,7 +4,8 @@ What it is: `graph_phases(frame, shares)` (one compiled graph: dynamo's trace, g
 AOTAutograd, Inductor's passes, lowering, code generation, the C++ or Triton build, and on an FX
 cache hit the cache load in place of lowering and generation) and `start_phases(ready, launched)`
 (the whole start: the interpreter, importing torch, a hot start's artifact load, building the
-step, the prefill, every graph's phases summed, the steps' own run time, and "unattributed", the
+step, the prefill, every graph's phases summed, a first call's runtime costs (CUDA graph
+recording, Triton's runtime autotuning), the steps' own run time, and "unattributed", the
 first pass's wall time no phase holds). Pure: dicts of numbers in, dicts of seconds out.
 What it is not: a reader of torch (`startup.ledger`, in the worker) or a row (`startup.rows`).
 Invariant: a start's phases sum to its wall time from launch to the first pass's end, less the
@@ -34,6 +35,7 @@ START_PHASES = (
     "make",
     "prefill",
     *GRAPH_PHASES,
+    "runtime",
     "steps",
     "unattributed",
 )
@@ -52,6 +54,8 @@ def graph_phases(frame: dict, build_s: float, guards_s: float, cache_key_s: floa
     inductor, codegen = frame["inductor_s"], frame["codegen_s"]
     pre, joint, post = frame["pre_grad_s"], frame["joint_graph_s"], frame["post_grad_s"]
     aot_hit = bool(frame["aot_hits"]) and backend > 0
+    # On CUDA the kernels are Triton's, built under their own ledger field, not compile_file.
+    build_s = max(build_s, frame.get("triton_s", 0.0))
     build = min(build_s, inductor) if inductor else (build_s if aot_hit else 0.0)
     out = {
         "trace": frame["frame_s"] - backend - guards_s,
@@ -119,8 +123,10 @@ def start_phases(ready: dict, launched: float) -> dict:
     for g in graphs:
         for k, v in g["phases"].items():
             out[k] += v
+    out["runtime"] = sum(step.get("runtime_s", 0.0) for step in ready["steps"])
     first_pass, _ = first_pass_s(ready)
     steps = (ready["step_ms"] or 0.0) * len(ready["steps"]) / 1e3
-    out["steps"] = min(steps, max(0.0, first_pass - sum(out[k] for k in GRAPH_PHASES)))
-    out["unattributed"] = first_pass - sum(out[k] for k in (*GRAPH_PHASES, "steps"))
+    named = sum(out[k] for k in (*GRAPH_PHASES, "runtime"))
+    out["steps"] = min(steps, max(0.0, first_pass - named))
+    out["unattributed"] = first_pass - named - out["steps"]
     return {k: round(v, 6) for k, v in out.items()}

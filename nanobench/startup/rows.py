@@ -49,6 +49,7 @@ class StartRow:
     codegen_s: float | None = None
     build_s: float | None = None
     cache_load_s: float | None = None
+    runtime_s: float | None = None  # first calls: CUDA graph recording, Triton's autotuning
     steps_s: float | None = None
     unattributed_s: float | None = None
     compile_s: float | None = None  # the ledger's frame seconds, every graph

@@ -130,10 +130,18 @@ def first_pass(stepper: Stepper, job: StartJob, sync, progress, cache_dir: str):
         ended = time.time()
         added = list(get_compilation_metrics())[frames:]
         step = ledger.since([frame_record(m) for m in added if not m.is_runtime])
+        step["runtime_s"] = sum(runtime_s(m) for m in added if m.is_runtime)
         kernels_built = kernels_on_disk(cache_dir) - kernels
         steps.append({**step, "kernels_built": kernels_built, "began": began, "ended": ended})
         progress({"step": i + 1, "steps": job.steps, "built": len(added)})
     return steps
+
+
+def runtime_s(m) -> float:
+    """A first call's own costs, recorded apart from its frame: CUDA graph recording
+    (reduce-overhead) and Triton's runtime autotuning."""
+    us = (m.runtime_cudagraphify_time_us or 0) + (m.runtime_triton_autotune_time_us or 0)
+    return us / 1e6
 
 
 def steady_ms(stepper: Stepper, job: StartJob, sync) -> float | None:
