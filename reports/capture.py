@@ -1,8 +1,8 @@
 """Tables and the diagram for `nanobench capture`: runs, the pool table, what a step holds.
 
 What it is: the CSV columns of `capture.csv` (one file, a `table` column naming which of the
-four tables a row belongs to: `run`, `pool`, `workspace`, `held`), the terminal tables, and
-`captured-decode-replay.png`.
+five tables a row belongs to: `run`, `record`, `pool`, `workspace`, `held`), the terminal
+tables, and `captured-decode-replay.png`.
 What it is not: a measurement; it formats the rows it is handed and never imports the engine.
 Invariant: the diagram is drawn from the rows, never from constants; byte counts print in binary
 units (reports.style.binary_bytes) next to exact bytes where the seed log does.
@@ -18,10 +18,17 @@ time, geometric mean over rounds of the two window medians) with ratio_vs_eager_
 95% bootstrap interval, paired by round; empty under 5 rounds), replay_not_slower (pass, fail or
 inconclusive: ratio_vs_eager at most 1.0 on that interval; a gate on CUDA, informational on a
 CPU), rounds (paired rounds), max_abs_diff (replayed against eager logits over every step of
-the untimed correctness drive), mode, captured_up_front, capture_s, capture_pool_bytes (CUDA:
-the pool's reserved growth over the up-front walk). Every timed step is in
+the untimed correctness drive), mode, captured_up_front, capture_s (the up-front walk's wall
+seconds: each shape's gates, synthetic batch and recording), capture_pool_bytes (CUDA: the
+pool's reserved growth over the up-front walk), graphs_recorded, record_s_total (the recorder
+calls' seconds summed over the run's graphs), record_s_per_graph (their mean), recorder
+(whose seconds: cuda_graph_recorder, or eager_recorder on a CPU). Every timed step is in
 `capture-samples.csv` (run_length, system = eager | replayed, process, round, step, ms, built,
 steady).
+Columns (record): steps, mode, rows, width (the graph's shape), record_s (wall seconds of
+its recorder's call, the device synchronised before and after), recorder, kernel, device, and
+on CUDA pool_growth_bytes, peak_bytes, library_bytes (what a library took outside every
+graph's pool meanwhile, already taken off the other two).
 Columns (pool): kernel, width_multiple, shapes, shared_pool_bytes (the largest workspace),
 private_pools_bytes (their sum), sharing_ratio (these three are the score-rectangle
 formula), traced_shared_pool_bytes (the largest traced workspace of the list),
@@ -59,11 +66,14 @@ def write_capture_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
 
 def render_capture(console, rows: list, gates, notes: list[str] = ()) -> None:
     runs = [r for r in rows if r.table == "run"]
+    records = [r for r in rows if r.table == "record"]
     pools = [r for r in rows if r.table == "pool"]
     held = [r for r in rows if r.table == "held"]
     workspace = [r for r in rows if r.table == "workspace"]
     if runs:
         console.print(run_table(runs))
+    if records:
+        console.print(record_table(records))
     for note in notes:
         console.print(note, markup=False)
     if pools:
@@ -124,6 +134,25 @@ def run_table(runs: list) -> Table:
         ]
         if up_front:
             cells += [str(r.captured_up_front), f"{r.capture_s:.3f}"]
+        table.add_row(*cells)
+    return table
+
+
+def record_table(records: list) -> Table:
+    """One line per recorded graph: its run, shape and record seconds; on CUDA its memory."""
+    measured = any(r.pool_growth_bytes is not None for r in records)
+    table = Table(
+        title="each graph recorded: wall seconds of its recorder's call, device synchronised"
+    )
+    cols = ["steps", "mode", "graph (rows x width)", "record s", "recorder"]
+    if measured:
+        cols += ["pool growth", "peak", "library"]
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in records:
+        cells = [str(r.steps), r.mode, f"{r.rows} x {r.width}", f"{r.record_s:.4f}", r.recorder]
+        if measured:
+            cells += [binary_bytes(v) for v in (r.pool_growth_bytes, r.peak_bytes, r.library_bytes)]
         table.add_row(*cells)
     return table
 

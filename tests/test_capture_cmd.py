@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from nanobench.cli import app as cli_app
-from tests.helpers import HEADS32, TINY_MHA, write_model
+from tests.helpers import HEADS32, TINY_MHA, text_tables, write_model
 
 # Day 54: steps -> captures closed, at 2 rows, a 16-token prompt, width multiple 128.
 DAY54_RUNS = {8: 1, 32: 1, 64: 1, 128: 2}
@@ -118,13 +118,60 @@ def test_gates_and_outputs(day54):
             assert f"{gate}[{steps}]" in names
     assert all(g["passed"] for g in doc["gates"]), doc["gates"]
     frame = pd.read_csv(out / "capture.csv")
-    assert set(frame["table"]) == {"run", "pool", "workspace", "held"}
+    assert set(frame["table"]) == {"run", "record", "pool", "workspace", "held"}
     assert list(frame[frame["table"] == "run"]["captures_closed"]) == list(DAY54_RUNS.values())
     png = out / "captured-decode-replay.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert doc["outputs"]["png"] == str(png)
     # On a CPU the replay ratio is informational: in the rows, never a gate (--check exits 0).
     assert not [n for n in names if n.startswith("replay_not_slower")]
+
+
+def test_each_graph_a_run_recorded_is_a_row_with_its_seconds_and_recorder(day54):
+    out, doc = day54
+    records = rows_of(doc, "record")
+    # Lazy runs at 2 rows, a 16-token prompt, multiple 128, max_model_len 16 + 128 = 144: the
+    # widths 24..144 a run reaches bucket to 128, and past 128 to 144 (clamped), by hand.
+    assert [(r["steps"], r["rows"], r["width"]) for r in records] == [
+        (8, 2, 128), (32, 2, 128), (64, 2, 128), (128, 2, 128), (128, 2, 144),
+    ]  # fmt: skip
+    assert {(r["mode"], r["recorder"], r["device"]) for r in records} == {
+        ("lazy", "eager_recorder", "cpu")
+    }
+    assert all(r["record_s"] > 0 and r["pool_growth_bytes"] is None for r in records)
+    for run in rows_of(doc, "run"):
+        own = [r["record_s"] for r in records if r["steps"] == run["steps"]]
+        assert run["graphs_recorded"] == len(own) == run["captures_closed"]
+        assert run["record_s_total"] == pytest.approx(sum(own))
+        assert run["record_s_per_graph"] == pytest.approx(sum(own) / len(own))
+        assert run["recorder"] == "eager_recorder"
+    frame = pd.read_csv(out / "capture.csv")
+    assert frame[frame["table"] == "record"]["record_s"].tolist() == pytest.approx(
+        [r["record_s"] for r in records]
+    )
+
+
+def test_the_record_table_and_notes_show_each_graph_and_the_whole_list(app, model_dir, tmp_path):
+    args = ["capture", "--model", str(model_dir), "--up-front", "--run-lengths", "8"]
+    args += ["--width-multiple", "16", "--rounds", "1", "--max-rounds", "1", "--out", str(tmp_path)]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (table,) = [t for t in text_tables(result.stdout) if t.header[:2] == ("steps", "mode")]
+    assert table.header == ("steps", "mode", "graph (rows x width)", "record s", "recorder")
+    # max_model_len 16 + 8 = 24: widths 16 and 24 x rows 1 and 2, largest (rows x width) first.
+    assert [row[2] for row in table.rows] == ["2 x 24", "2 x 16", "1 x 24", "1 x 16"]
+    assert {(row[0], row[1], row[4]) for row in table.rows} == {("8", "up-front", "eager_recorder")}
+    shown = [float(row[3]) for row in table.rows]
+    (note,) = [ln for ln in result.stdout.splitlines() if ln.startswith("8 steps: 4 graphs")]
+    found = re.fullmatch(
+        r"8 steps: 4 graphs recorded \(up-front\) in (\S+) s, (\S+) s per graph "
+        r"\(eager_recorder on cpu\)",
+        note,
+    )
+    assert found, note
+    total, per_graph = float(found[1]), float(found[2])
+    assert total == pytest.approx(sum(shown), abs=0.001)  # four cells rounded to 0.1 ms
+    assert per_graph == pytest.approx(total / 4, abs=0.001)
 
 
 def test_every_timed_step_is_on_disk_with_the_env(day54):
@@ -193,7 +240,17 @@ def test_up_front_capture_then_every_step_replays(app, model_dir, tmp_path):
     assert {r["steps"]: r["captures_closed"] for r in rows_of(doc, "run")} == {8: 1, 40: 3}
     names = {g["name"] for g in doc["gates"]}
     assert {"check_all_shapes_captured[40]", "first_decode_replayed[40]"} <= names
-    assert len(doc["outputs"]["shapes"]) == 16
+    # Two walks of the 8 shapes, largest rows x width first, more rows first on a tie (2 x 16
+    # and 1 x 32 are both 32 cells): 112, 96, 64, 56, 48, 32, 32, 16 cells.
+    walk = [(2, 56), (2, 48), (2, 32), (1, 56), (1, 48), (2, 16), (1, 32), (1, 16)]
+    records = rows_of(doc, "record")
+    assert [(r["steps"], r["rows"], r["width"]) for r in records] == [
+        (n, rows, width) for n in (8, 40) for rows, width in walk
+    ]
+    assert all(r["mode"] == "up-front" and r["record_s"] > 0 for r in records)
+    for r in rows_of(doc, "run"):
+        # The recorder calls are a part of the walk, which also runs each shape's gates.
+        assert r["graphs_recorded"] == 8 and r["record_s_total"] < r["capture_s"]
 
 
 @pytest.mark.interpreter

@@ -3,7 +3,8 @@
 What it is: `run_rows`, which for each run length decodes the same seeded prompts through a
 bucketed eager engine and a bucketed capturing engine (lazily, or after `Engine.capture()` up
 front), teacher-forcing the capturing one with the eager tokens so the logits are compared
-step by step; then times both engines in interleaved rounds (`nanobench.capture.timing`).
+step by step, and reads each graph's record seconds (`record_rows`); then times both engines
+in interleaved rounds (`nanobench.capture.timing`).
 The pool table and what a step holds are `nanobench.capture.pools`.
 What it is not: a unit test of the recorder (tests/test_captured.py) or a timing claim in a
 test: the milliseconds here are what this machine measured, with their spread and interval.
@@ -24,10 +25,10 @@ import torch
 from engine.captured import check_all_shapes_captured, check_output_not_held
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
-from nanobench.capture.rows import RunRow
+from nanobench.capture.rows import RecordRow, RunRow
 from nanobench.capture.timing import DEFAULT_PLAN, Clock, time_run, timing_of
 from nanobench.cost.buckets import bucket_run
-from nanobench.cost.capture import capture_reuse_share
+from nanobench.cost.capture import capture_cost_s, capture_reuse_share
 from nanobench.cost.pool import check_pool_shared
 from nanobench.harness.common import gate
 from nanobench.harness.dynamo_explain import seeded_prompts
@@ -118,8 +119,8 @@ def run_rows(
     plan: RoundPlan = DEFAULT_PLAN,
     clock_for: Callable[[str], Clock] = lambda system: time.perf_counter,
     on_window: Callable[[int, Window], None] = lambda steps, w: None,
-) -> tuple[list[RunRow], list[dict]]:
-    """Table 1 rows and per-shape up-front capture records.
+) -> tuple[list[RunRow], list[RecordRow]]:
+    """Table 1 rows and a record row per graph each run recorded.
 
     After each run length's correctness drive, both engines are timed in rounds under `plan`;
     its budget_s is shared by the run lengths (each gets an equal part). `on_window(steps, w)`
@@ -132,7 +133,7 @@ def run_rows(
     batch = seeded_prompts(rows, prompt_len, model.vocab_size)
     # Untimed warm-up: the first steps of a process pay lazy initialisation on every backend.
     drive(eager, batch, min(4, max(steps)))
-    out, shapes = [], []
+    out, records = [], []
     for n in steps:
         status(f"capture bench: {n} steps eager")
         fed, eager_logits, _ = drive(eager, batch, n)
@@ -142,7 +143,6 @@ def run_rows(
         if up_front:
             status(f"capture bench: recording {engine.buckets.count} shapes up front")
             stats = engine.capture()
-            shapes += shape_records(n, stats)
         status(f"capture bench: {n} steps captured ({'up front' if up_front else 'lazy'})")
         _, replay_logits, _ = drive(engine, batch, n, forced=fed)
         run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
@@ -151,6 +151,9 @@ def run_rows(
             prompt_len=prompt_len, width_multiple=width_multiple, device=device, dtype=dtype,
             max_model_len=capture_cfg.max_model_len,
         )  # fmt: skip
+        # Read before any timed window: the graphs the drive (or the walk) recorded.
+        recorded = record_rows(engine, n, "up-front" if up_front else "lazy", device)
+        records += recorded
         status(f"capture bench: {n} steps, eager against replayed in rounds")
         windows = time_run(
             eager,
@@ -163,25 +166,46 @@ def run_rows(
         )
         timing = timing_of(windows)
         failed = next((w.status for w in windows if w.status != "ok"), None)
-        row = RunRow(**counts, **asdict(timing), status=run_status or failed or "ok")
+        row = RunRow(
+            **counts,
+            **recording_counts(recorded),
+            **asdict(timing),
+            status=run_status or failed or "ok",
+        )
         out.append(row)
         del engine, graphs
-    return out, shapes
+    return out, records
 
 
-def shape_records(n: int, stats) -> list[dict]:
-    """The up-front walk's per-shape records: its record seconds and the pool's growth."""
+def record_rows(engine: Engine, n: int, mode: str, device: str) -> list[RecordRow]:
+    """Every graph the capturing engine holds, in the order it recorded them."""
     return [
-        {
-            "steps": n,
-            "rows": s.shape[0],
-            "width": s.shape[1],
-            "record_s": s.record_s,
-            "pool_growth_bytes": s.pool_growth_bytes,
-            "peak_bytes": s.peak_bytes,
-        }
-        for s in stats.shapes
+        RecordRow(
+            steps=n,
+            mode=mode,
+            rows=g.shape[0],
+            width=g.shape[1],
+            record_s=g.record_s,
+            recorder=g.recorder,
+            kernel=engine.attention,
+            device=device,
+            pool_growth_bytes=g.pool_growth_bytes,
+            peak_bytes=g.peak_bytes,
+            library_bytes=g.library_bytes,
+        )
+        for g in engine.decode_graphs.graphs.values()
     ]
+
+
+def recording_counts(records: list[RecordRow]) -> dict:
+    """A run's recordings in sum: how many, their seconds in total and per graph, by whom."""
+    total = capture_cost_s(r.record_s for r in records)
+    return dict(
+        graphs_recorded=len(records),
+        record_s_total=total,
+        record_s_per_graph=total / len(records) if records else None,
+        recorder=",".join(sorted({r.recorder for r in records})) or None,
+    )
 
 
 def run_counts(engine, n: int, eager_logits, replay_logits, stats, *, up_front: bool, rows: int,

@@ -77,7 +77,8 @@ def capture(
     """Record the decode step once per shape and replay it: counts, logits, step times, pools.
 
     Eager and replayed steps are timed in interleaved rounds (rotating order): step ms
-    (median, IQR) per side and replayed / eager with its 95% interval.
+    (median, IQR) per side and replayed / eager with its 95% interval. Each graph's recording
+    is timed too (wall clock, device synchronised), and each run's list in total.
 
     Example: nanobench capture --run-lengths 8,32,64,128 --width-multiple 128 --up-front
 

@@ -2,7 +2,8 @@
 
 What it is: `gates(spec, runs)` (per run length: measured, replay equals eager, closed as
 predicted, replays dominate, one shared pool, no held output; up front every shape captured;
-on CUDA the tri-state `replay_not_slower`), and `up_front_notes`, vLLM's capture line.
+on CUDA the tri-state `replay_not_slower`), `up_front_notes`, vLLM's capture line, and
+`record_notes`, each run's recordings in seconds and the recorder they were timed on.
 What it is not: the runs (`run.py`, `bench.py`) or their timing (`timing.py`).
 Invariant: a gate reads only its row; on a CPU the replay ratio is a note, never a gate.
 """
@@ -73,6 +74,21 @@ def check_close(diff: float, tol: float) -> None:
 def check_equal(what: str, got: int, expected: int) -> None:
     if got != expected:
         raise CaptureUnsound(f"{what}: {got}, predicted {expected}")
+
+
+def record_notes(runs: list[RunRow]) -> list[str]:
+    """Per run: the graphs recorded, their seconds in total and per graph, and whose they are."""
+    notes = []
+    for r in runs:
+        if not r.graphs_recorded:
+            notes.append(f"{r.steps} steps: no graph recorded")
+            continue
+        notes.append(
+            f"{r.steps} steps: {r.graphs_recorded} graphs recorded ({r.mode}) in "
+            f"{r.record_s_total:.3f} s, {r.record_s_per_graph:.4f} s per graph "
+            f"({r.recorder} on {r.device})"
+        )
+    return notes
 
 
 def up_front_notes(runs: list[RunRow]) -> list[str]:

@@ -1,7 +1,9 @@
 """`capture`'s row types: one frozen dataclass per table of `capture.csv`.
 
 What it is: `RunTiming` (a run length's timed rounds), `RunRow` (a run length, eager against
-replayed: its counts and logits, and its `RunTiming`), `PoolRow` (a capture list's pool,
+replayed: its counts and logits, its recordings' seconds, and its `RunTiming`), `RecordRow`
+(one graph a run recorded: its seconds, the recorder that took them, on CUDA its memory),
+`PoolRow` (a capture list's pool,
 formula, traced and on CUDA measured), `WorkspaceRow` (one shape's traced workspace beside the
 formula), `HeldRow` (what a step holds at the top of the list), and `capture_columns()`, the
 CSV's columns: the union of their fields in this order.
@@ -71,7 +73,32 @@ class RunRow(RunTiming):
     output_not_held: str
     all_shapes_captured: str | None  # None: a lazy run has no list to walk
     threads: int  # torch.get_num_threads() in the process that drove and timed both engines
+    # The graphs the correctness drive (or the up-front walk) recorded: their record seconds
+    # summed and per graph, and the recorder those seconds belong to (eager_recorder on a CPU).
+    graphs_recorded: int
+    record_s_total: float
+    record_s_per_graph: float | None  # None: nothing recorded
+    recorder: str | None
     table: str = "run"
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    """One graph a run recorded, in recording order: the wall seconds of its recorder's call
+    (the device synchronised on both ends) and, on CUDA, the memory it took."""
+
+    steps: int
+    mode: str  # up-front or lazy
+    rows: int
+    width: int
+    record_s: float
+    recorder: str  # cuda_graph_recorder or eager_recorder: whose seconds these are
+    kernel: str
+    device: str
+    pool_growth_bytes: int | None  # CUDA only, each less what a library took (library_bytes)
+    peak_bytes: int | None
+    library_bytes: int | None
+    table: str = "record"
 
 
 @dataclass(frozen=True)
@@ -134,12 +161,13 @@ class HeldRow:
     table: str = "held"
 
 
-CaptureTableRow = RunRow | PoolRow | WorkspaceRow | HeldRow  # one row of capture.csv, by table
+# one row of capture.csv, by table
+CaptureTableRow = RunRow | RecordRow | PoolRow | WorkspaceRow | HeldRow
 
 
 def capture_columns() -> list[str]:
     """capture.csv's columns: `table`, then each row type's fields not already named."""
     found = ["table"]
-    for row_type in (RunRow, PoolRow, WorkspaceRow, HeldRow):
+    for row_type in (RunRow, RecordRow, PoolRow, WorkspaceRow, HeldRow):
         found += [c for c in columns(row_type) if c not in found]
     return found

@@ -21,7 +21,7 @@ from engine.config import ConfigError, ModelConfig
 from engine.sources import load_model
 from kernels.reference import KernelInputError
 from nanobench.capture.bench import run_rows
-from nanobench.capture.gates import gates, up_front_notes
+from nanobench.capture.gates import gates, record_notes, up_front_notes
 from nanobench.capture.pools import held_rows, measure_pools, pool_rows, with_measured
 from nanobench.capture.rows import capture_columns
 from nanobench.capture.spec import CaptureSpec
@@ -57,14 +57,12 @@ def run_capture(spec: CaptureSpec, status, *, json_mode: bool, check: bool) -> i
     record = collect_env(spec.threads, sys.argv)
     env_path = write_env(target / "capture-env.json", record)
     samples_path = target / "capture-samples.csv"
-    runs, shapes = timed_runs(spec, config, tensors, samples_path, status)
-    rows_out = [*runs, *priced_pools(spec, config, pool_heads, status)]
+    runs, records = timed_runs(spec, config, tensors, samples_path, status)
+    rows_out = [*runs, *records, *priced_pools(spec, config, pool_heads, status)]
     found = gates(spec, runs)
-    notes = up_front_notes(runs) + ratio_notes(runs)
+    notes = record_notes(runs) + up_front_notes(runs) + ratio_notes(runs)
     outputs = write_outputs(spec, target, rows_out)
     outputs.update(samples=str(samples_path), env=str(env_path))
-    if shapes:
-        outputs["shapes"] = shapes
     return finish(
         "capture",
         as_dicts(rows_out),
@@ -79,7 +77,7 @@ def run_capture(spec: CaptureSpec, status, *, json_mode: bool, check: bool) -> i
 
 
 def timed_runs(spec: CaptureSpec, config: ModelConfig, tensors, samples_path: Path, status):
-    """Each run length driven, recorded, replayed and timed: (run rows, shapes captured)."""
+    """Each run length driven, recorded, replayed and timed: (run rows, record rows)."""
     samples: list[dict] = []
 
     def keep(steps: int, window) -> None:
