@@ -23,7 +23,8 @@ RUN_COLUMNS = [
 CAPTURE_COLUMNS = [
     "width_multiple", "row_buckets", "width_buckets", "shapes", "shapes_triton", "waste",
     "workspace_bytes", "workspace_bytes_triton", "fits_budget", "chosen",
-    "capture_sizes", "mix_pad_share",
+    "capture_sizes", "mix_pad_share", "startup_s", "startup_s_triton", "record_s_per_graph",
+    "record_s_source",
 ]  # fmt: skip
 # One CSV for both tables: a run row leaves the capture columns empty and the other way round.
 BUCKETS_COLUMNS = ["table", "kernel", *RUN_COLUMNS]
@@ -92,12 +93,14 @@ def capture_table(capture: list[dict], kernel: str, max_shapes: int) -> Table:
             "--capture-tokens); waste is what it pays in padding through the reference kernel's "
             f"buckets. Workspace: the fp32 [rows, heads, 1, width] score rectangle of the largest "
             f"shape {tuple(first['largest_shape'])} at {first['heads']} heads; the triton kernel "
-            f"has none. Budget: {kernel} kernel's shapes vs --max-shapes {max_shapes}."
+            f"has none. Budget: {kernel} kernel's shapes vs --max-shapes {max_shapes}. "
+            f"Startup s: shapes x one graph's record seconds ({first['record_s_source']})."
         ),
     )
     for col in (
         "width\nmultiple", "row\nbuckets", "width\nbuckets", "shapes\nreference",
-        "shapes\ntriton", "typical\nwaste", "workspace\nreference", "workspace\ntriton", "budget",
+        "shapes\ntriton", "typical\nwaste", "workspace\nreference", "workspace\ntriton",
+        "startup s\nreference", "startup s\ntriton", "budget",
     ):  # fmt: skip
         table.add_column(col, justify="right")
     for r in capture:
@@ -111,9 +114,16 @@ def capture_table(capture: list[dict], kernel: str, max_shapes: int) -> Table:
             f"{r['waste']:.1%}",
             binary_bytes(r["workspace_bytes"]),
             binary_bytes(r["workspace_bytes_triton"]),
+            seconds(r["startup_s"]),
+            seconds(r["startup_s_triton"]),
             "fits" if r["fits_budget"] else "over",
         )
     return table
+
+
+def seconds(value: float) -> str:
+    """Startup seconds: three significant figures, thousands separated ("230", "0.45")."""
+    return f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
 
 
 def _print_gates(console, gates) -> None:
@@ -162,6 +172,9 @@ def render_short_answer(
         f"  workspace     largest shape {tuple(c['largest_shape'])}: "
         f"{binary_bytes(c['workspace_bytes'])} of fp32 scores at {c['heads']} heads "
         "(triton: none)",
+        f"  startup       {shapes} shapes x {c['record_s_per_graph']:g} s = "
+        f"{seconds(c['startup_s_triton'] if kernel == 'triton' else c['startup_s'])} s recording "
+        f"them up front ({c['record_s_source']})",
         f"  budget        {shapes} shapes vs --max-shapes {max_shapes}: "
         + ("fits" if c["fits_budget"] else "over budget"),
     ]

@@ -24,7 +24,10 @@ capture_pool_per_graph_bytes (traced_workspace_bytes + graph_outputs_bytes: a ca
 each graph's logits), activation_bytes, persistent_bytes, free_for_kv_bytes, kv_blocks, kv_tokens,
 kv_pool_bytes, min_blocks (one sequence at max_model_len), shortfall_bytes (what the list
 lacks to fit: 0 exactly when it fits), fits, fits_detail,
-full_batch_blocks, full_batch_fits, capture_output, smallest_fitting_width_multiple, largest_fitting_shapes.
+full_batch_blocks, full_batch_fits, capture_output, startup_s (shapes x record_s_per_graph:
+the seconds recording the list adds to a start), record_s_per_graph, record_s_source (measured:
+--record-s-per-graph, or the model and its source), smallest_fitting_width_multiple,
+largest_fitting_shapes.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     for r in rows:
         table.add_column(label(r).replace("\n", " "), justify="right")
     table.add_row("capture shapes", *[f"{r.shapes:,}" for r in rows])
+    table.add_row("startup s (record the list)", *[f"{r.startup_s:,.3g}" for r in rows])
     table.add_row("capture outputs", *[r.capture_output for r in rows])
     for name, part in STACK:
         table.add_row(name, *[binary_bytes(part(r)) for r in rows])
@@ -122,6 +126,10 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     console.print(
         f"KV: {first.kv_bytes_per_token:,} bytes per token, {first.kv_bytes_per_block:,} "
         f"per block of {first.block_size}; weights {first.weights_bytes:,} bytes",
+        markup=False,
+    )
+    console.print(
+        f"startup s: shapes x one graph's record seconds ({first.record_s_source})",
         markup=False,
     )
     for note in notes:

@@ -25,6 +25,7 @@ from nanobench.buckets.command import buckets
 from nanobench.buckets.spec import CSV_NAME, PNG_NAME, BucketsSpec
 from nanobench.cli import app as cli_app
 from nanobench.cost.buckets import bucket_run
+from tests.helpers import shown_rows
 
 EXAMPLE = "Example: nanobench buckets --width-multiple 2048"
 
@@ -38,6 +39,8 @@ DAY52_RUNS = {
     512: (418_560, 680_960, 5, "38.5%"),
 }
 DAY52_CAPTURE = {128: 576, 512: 144, 2048: 36, 8192: 9}
+# vLLM's log in vllm-project/vllm#11349: 35 CUDA graphs of Llama-3.2-1B captured in 14 s.
+VLLM_S_PER_GRAPH = 14 / 35
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +134,53 @@ def test_csv_and_png_are_written(day52_json):
     assert frame[frame["table"] == "capture"]["shapes"].astype(int).tolist() == [576, 144, 36, 9]
     assert (out / PNG_NAME).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_each_list_prices_its_startup_seconds_from_the_named_cuda_model(day52_json):
+    out, stdout = day52_json
+    capture = _capture(json.loads(stdout))
+    for multiple, shapes in DAY52_CAPTURE.items():
+        r = capture[multiple]
+        assert r["startup_s"] == pytest.approx(shapes * VLLM_S_PER_GRAPH)
+        # Triton's list is rows only: the 9 row buckets 1, 2, 4, ..., 256.
+        assert r["startup_s_triton"] == pytest.approx(9 * VLLM_S_PER_GRAPH)
+        assert r["record_s_per_graph"] == pytest.approx(VLLM_S_PER_GRAPH)
+        assert "vllm-project/vllm#11349" in r["record_s_source"]
+        assert r["record_s_source"].startswith("model: ")
+    frame = pd.read_csv(out / CSV_NAME)
+    rows = frame[frame["table"] == "capture"]
+    assert rows["startup_s"].astype(float).round(1).tolist() == [230.4, 57.6, 14.4, 3.6]
+
+
+def test_a_measured_record_time_prices_the_startup_in_the_table_and_json(app, tmp_path):
+    args = ["buckets", *DAY52, "--record-s-per-graph", "0.05", "--out", str(tmp_path)]
+    table = invoke(app, args)
+    assert table.exit_code == 0, table.output
+    shown = shown_rows(table.stdout, "width multiple")
+    # 576 x 0.05 = 28.8 s, 144 x 0.05 = 7.2 s, 36 x 0.05 = 1.8 s, 9 x 0.05 = 0.45 s.
+    assert {m: row["startup s reference"] for m, row in shown.items()} == {
+        "*128": "28.8",
+        "512": "7.2",
+        "2048": "1.8",
+        "8192": "0.45",
+    }
+    assert {row["startup s triton"] for row in shown.values()} == {"0.45"}
+    assert "measured: --record-s-per-graph" in table.stdout
+    doc = json.loads(invoke(app, [*args, "--json"]).stdout)
+    for multiple, shapes in DAY52_CAPTURE.items():
+        r = _capture(doc)[multiple]
+        assert r["startup_s"] == pytest.approx(shapes * 0.05)
+        assert r["record_s_source"] == "measured: --record-s-per-graph"
+
+
+def test_the_short_answer_prices_the_lists_startup(app, tmp_path):
+    args = ["buckets", "--width-multiple", "2048", "--out", str(tmp_path)]
+    result = invoke(app, args)
+    assert result.exit_code == 0, result.output
+    # 9 row buckets x 4 width buckets = 36 shapes, 0.4 s each by vLLM's log: 14.4 s.
+    assert "startup       36 shapes x 0.4 s = 14.4 s recording them up front (model:" in (
+        result.stdout
+    )
 
 
 def test_terminal_tables_show_day_52(app, tmp_path):
@@ -267,6 +317,9 @@ def test_help_carries_the_example(app):
         (["--kernel", "cuda"], "--kernel"),
         (["--width-multiples", "128,0"], "--width-multiples"),
         (["--max-waste", "1.5"], "--max-waste"),
+        (["--record-s-per-graph", "0"], "--record-s-per-graph 0: expected positive seconds"),
+        (["--record-s-per-graph", "-0.5"], "--record-s-per-graph -0.5: expected positive"),
+        (["--record-s-per-graph", "soon"], "--record-s-per-graph"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(app, tmp_path, args, names):

@@ -91,6 +91,26 @@ def test_vllm_and_sglang_lists_are_priced_on_the_same_trace(skewed):
         assert row["trace_steps"] == len(batches) and row["uncovered_steps"] == 0
 
 
+def test_each_list_prices_its_startup_as_graphs_times_a_graphs_record_seconds(skewed):
+    tmp, args, _, rows = skewed
+    # vLLM's 19 sizes for 64 sequences, SGLang's 12: 0.4 s a graph (vLLM's log in
+    # vllm-project/vllm#11349: 35 graphs in 14 s).
+    assert rows["vllm"]["startup_s"] == pytest.approx(len(VLLM_64) * 14 / 35)
+    assert rows["sglang"]["startup_s"] == pytest.approx(len(SGLANG_64) * 14 / 35)
+    best = rows["recommended"]
+    assert best["startup_s"] == pytest.approx(best["graphs"] * 14 / 35)
+    measured = invoke([*args, "--record-s-per-graph", "0.25"])
+    assert measured.exit_code == 0, measured.output
+    line = next(ln for ln in measured.stdout.splitlines() if " vllm " in ln)
+    assert line.rstrip(" │").endswith(f"{len(VLLM_64) * 0.25:.3g}"), line  # 19 x 0.25 = 4.75
+    assert "measured: --record-s-per-graph" in measured.stdout
+    frame = pd.read_csv(tmp / "out" / "buckets.csv")
+    table = frame[frame["table"] == "recommended"]
+    assert table["startup_s"].astype(float).tolist() == pytest.approx(
+        [best["graphs"] * 0.25, len(VLLM_64) * 0.25, len(SGLANG_64) * 0.25]
+    )
+
+
 def test_the_table_and_the_csv_show_the_three_lists(skewed):
     tmp, args, _, rows = skewed
     result = invoke(args)

@@ -8,13 +8,16 @@ import pytest
 
 from engine.buckets import DecodeBuckets
 from nanobench.cost.capture import (
+    CUDA_RECORD_S_PER_GRAPH,
     capture_breakeven_steps,
     capture_cost_s,
     capture_reuse_share,
+    capture_startup_s,
     input_buffer_bytes,
     launch_saving_s,
     pool_sharing_ratio,
     private_pool_bytes,
+    record_s_per_graph,
     score_cells,
     shared_pool_bytes,
     slot_table_bytes,
@@ -110,6 +113,29 @@ def test_capture_cost_and_breakeven():
     assert capture_breakeven_steps(1.2, 0.006) == pytest.approx(200.0)
     with pytest.raises(ValueError):
         capture_cost_s([-1.0])
+
+
+def test_capture_startup_is_graphs_times_seconds_per_graph():
+    # vLLM's log (vllm-project/vllm#11349): 35 graphs, "Graph capturing finished in 14 secs".
+    assert capture_startup_s(35, CUDA_RECORD_S_PER_GRAPH) == pytest.approx(14.0)
+    # Day 54's list at width multiple 128: 9 row buckets x 64 widths = 576 graphs, by hand.
+    assert capture_startup_s(576, 0.25) == 144.0
+    assert capture_startup_s(0, 0.25) == 0.0
+    with pytest.raises(ValueError, match="record_s_per_graph: expected positive seconds"):
+        capture_startup_s(9, 0.0)
+    with pytest.raises(ValueError, match="shapes: expected a count"):
+        capture_startup_s(-1, 0.25)
+
+
+def test_the_record_time_is_measured_when_given_else_the_devices_model_named():
+    assert record_s_per_graph(0.125, "cpu") == (0.125, "measured: --record-s-per-graph")
+    seconds, source = record_s_per_graph(None, "cuda")
+    assert seconds == 14.0 / 35 and source.startswith("model: 0.4 s per graph, vLLM")
+    assert "vllm-project/vllm#11349" in source
+    seconds, source = record_s_per_graph(None, "cpu")
+    assert seconds == 0.005 and "eager_recorder" in source
+    with pytest.raises(ValueError, match="expected positive seconds"):
+        record_s_per_graph(-1.0, "cuda")
 
 
 def test_day54_cpu_replay_never_pays_back():

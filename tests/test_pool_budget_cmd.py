@@ -212,6 +212,28 @@ def test_json_rows_carry_the_answers(app, model_dir, tmp_path):
     assert (tmp_path / "pool-budget.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_each_list_prices_its_startup_seconds_measured_or_modelled(app, model_dir, tmp_path):
+    args = ["pool-budget", "--model", str(model_dir), "--width-multiples", "128,2048"]
+    args += ["--out", str(tmp_path)]
+    modelled = json.loads(invoke(app, [*args, "--json"]).stdout)["rows"]
+    # --device cpu: the eager recorder's model, 0.005 s a graph (docs/capture-lists.md);
+    # 576, 36 and 9 graphs by hand (9 row buckets x 64, x 4 widths; Triton: rows only).
+    assert [r["startup_s"] for r in modelled] == pytest.approx([2.88, 0.18, 0.045])
+    assert {r["record_s_source"].split(",")[0] for r in modelled} == {"model: 0.005 s per graph"}
+    assert all("eager_recorder" in r["record_s_source"] for r in modelled)
+    result = invoke(app, [*args, "--record-s-per-graph", "0.4"])
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.stdout.splitlines() if "startup s (record the list)" in ln]
+    # 576 x 0.4 = 230.4, 36 x 0.4 = 14.4, 9 x 0.4 = 3.6, three significant figures.
+    assert [c.strip() for c in line.split("│")[2:5]] == ["230", "14.4", "3.6"], line
+    assert "startup s: shapes x one graph's record seconds (measured: --record-s-per-graph)" in (
+        result.stdout
+    )
+    frame = pd.read_csv(tmp_path / "pool-budget.csv")
+    assert frame["startup_s"].tolist() == pytest.approx([230.4, 14.4, 3.6])
+    assert set(frame["record_s_source"]) == {"measured: --record-s-per-graph"}
+
+
 def test_the_table_is_a_stacked_breakdown(app, model_dir, tmp_path):
     args = ["pool-budget", "--model", str(model_dir), "--kernels", "reference"]
     result = invoke(app, [*args, "--out", str(tmp_path)])
@@ -305,6 +327,8 @@ def test_a_70b_that_does_not_fit_141gib_is_a_result_not_bad_input(app, tmp_path)
         (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0.0: expected a share"),
         (["--width-multiples", "0"], "'--width-multiples': '0': expected comma-separated positive"),
         (["--max-batch", "0"], "'--max-batch': Input should be greater than or equal to 1"),
+        (["--record-s-per-graph", "0"], "--record-s-per-graph 0: expected positive seconds"),
+        (["--record-s-per-graph", "-1"], "--record-s-per-graph -1: expected positive seconds"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(app, model_dir, tmp_path, args, message):

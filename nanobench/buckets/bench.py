@@ -6,7 +6,8 @@ What it is: `measure(spec)`. Per run length it builds a real `BatchedPagedKVCach
 because the plan's host cost is part of the price. Shapes and cells come from the plans
 (`graph_rows`, `graph_width`, `graph_cells`, `open_cells`) and are cross-checked against the
 pure arithmetic in `nanobench.cost.buckets`. Then the capture list at a serving configuration
-per width multiple, for the reference kernel and the width-free (Triton) one, and the gates.
+per width multiple, for the reference kernel and the width-free (Triton) one, each with the
+seconds recording it adds to a start (`startup_seconds`), and the gates.
 What it is not: a model run (no weights, no compiler, no device) or a report (no printing).
 Invariant: every number in a run row was read off a plan `plan_decode` built, and agrees with
 `bucket_run` for the same buckets (`check_plans_match_arithmetic`).
@@ -31,7 +32,7 @@ from engine.inputs import StepInputs
 from engine.plan import plan_decode
 from nanobench.buckets.rows import BucketsResult, CaptureRow, RecommendedRow, RunRow, RunTrace
 from nanobench.cost.buckets import bucket_run
-from nanobench.cost.capture import workspace_bytes
+from nanobench.cost.capture import capture_startup_s, record_s_per_graph, workspace_bytes
 from nanobench.cost.capture_list import (
     batch_histogram,
     computed_rows,
@@ -228,7 +229,22 @@ def capture_row(spec: BucketsSpec, multiple: int) -> CaptureRow:
         chosen=multiple == spec.multiple,
         fits_budget=shapes_for_kernel <= spec.max_shapes,
         **capture_size_columns(ref.rows, spec.max_batch),
+        **startup_seconds(spec, ref.count, free.count),
     )
+
+
+def startup_seconds(spec: BucketsSpec, shapes: int, shapes_triton: int | None = None) -> dict:
+    """Recording a list up front: graphs x one graph's seconds, measured or the CUDA model (a
+    capture list is a server's, recorded on its GPU; `buckets` takes no device)."""
+    per_graph, source = record_s_per_graph(spec.record_s_per_graph, "cuda")
+    found = {
+        "startup_s": capture_startup_s(shapes, per_graph),
+        "record_s_per_graph": per_graph,
+        "record_s_source": source,
+    }
+    if shapes_triton is not None:
+        found["startup_s_triton"] = capture_startup_s(shapes_triton, per_graph)
+    return found
 
 
 def capture_size_columns(sizes: tuple[int, ...], max_batch: int) -> dict:
@@ -290,6 +306,7 @@ def recommended_rows(spec: BucketsSpec) -> list[RecommendedRow]:
                 trace_max_rows=max(mix),
                 uncovered_steps=uncovered,
                 max_batch=spec.max_batch,
+                **startup_seconds(spec, len(sizes)),
                 **(budget[1] if budget and name == "recommended" else {}),
             )
         )

@@ -4,7 +4,9 @@ What it is: the command, its spec (`BucketsSpec`: every option's default and the
 rules) and its gates. It runs `nanobench.buckets.bench` on the host (a real cache and real
 plans, no weights, no compiler), prints table 1 (per run length) and table 2 (the capture list
 per width multiple, both kernels), with `--batch-trace FILE --max-graphs K` table 3 (the capture
-list chosen for the served trace, beside vLLM's and SGLang's priced on it), writes
+list chosen for the served trace, beside vLLM's and SGLang's priced on it); each list's
+startup seconds (its graphs x one graph's record seconds, `--record-s-per-graph` or the CUDA
+model the row names) sit beside its memory; it writes
 `<out>/buckets.csv` and
 `<out>/bucketed-decode-shape.png`, and turns the gates into an exit status under `--check`.
 What it is not: the measurement (`nanobench.buckets.bench`) or the formatting (`reports.buckets`).
@@ -39,6 +41,7 @@ from nanobench.harness.options import (
     Out,
     PromptLen,
     QuietOpt,
+    RecordSPerGraph,
     Rows,
     RunLengths,
     Target,
@@ -69,6 +72,7 @@ def buckets(
     device_memory: DeviceMemory = BucketsSpec.device_memory,
     gpu_memory_utilization: MemoryUtilization = BucketsSpec.gpu_memory_utilization,
     dtype: Dtype = BucketsSpec.dtype,
+    record_s_per_graph: RecordSPerGraph = BucketsSpec.record_s_per_graph,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -83,6 +87,8 @@ def buckets(
     Example: nanobench buckets --kernel triton --capture-sizes vllm --max-batch 64
 
     Example: nanobench buckets --batch-trace served.csv --max-graphs 8 --max-batch 64
+
+    Example: nanobench buckets --width-multiples 512,2048 --record-s-per-graph 0.05
     """
     with run_command(quiet) as status:
         spec = BucketsSpec(
@@ -107,6 +113,7 @@ def buckets(
             device_memory=device_memory,
             gpu_memory_utilization=gpu_memory_utilization,
             dtype="float32" if dtype == "auto" else dtype,
+            record_s_per_graph=record_s_per_graph,
         ).validate()
 
         # Heavy on purpose: the engine's cache and the reports load when the command runs.

@@ -3,7 +3,8 @@
 What it is: `RunRow` (one run length priced open and bucketed, read off real plans), `CaptureRow`
 (the capture list at a serving configuration for one width multiple), `RecommendedRow` (a
 capture list priced over a served batch trace: the one chosen for it, and vLLM's and SGLang's),
-`RunTrace` (per-step shapes the diagram draws) and `BucketsResult` (what
+`RunTrace` (per-step shapes the diagram draws); a list's startup seconds are its graphs x one
+graph's record seconds (`cost.capture.capture_startup_s`), the figure's source named in the row and `BucketsResult` (what
 `buckets.bench.measure` returns).
 What it is not: the measurement (`nanobench.buckets.bench`) or the formatting (`reports.buckets`).
 Invariant: the JSON document's and the CSV's keys are these fields; a row never gains a key
@@ -95,6 +96,11 @@ class CaptureRow:
     size_padding: list  # per listed size: batches served, max pad rows, mean pad share
     mix_batches: int
     mix_pad_share: float
+    # Recording the list up front: its graphs x one graph's seconds, per kernel's list.
+    startup_s: float
+    startup_s_triton: float
+    record_s_per_graph: float
+    record_s_source: str  # "measured: --record-s-per-graph" or the model and its source
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,9 @@ class RecommendedRow:
     trace_max_rows: int
     uncovered_steps: int  # steps above the list's largest size: they run eagerly
     max_batch: int  # the --max-batch the servers' lists are built for
+    startup_s: float  # graphs x record_s_per_graph: recording the list up front
+    record_s_per_graph: float
+    record_s_source: str
     # With --target and --device-memory (the recommended row only; the servers' lists hold
     # sizes the trace does not, which are not priced): the cap, the list's need, the verdict.
     usable_bytes: int | None = None

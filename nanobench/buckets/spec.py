@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass, replace
 
 from engine.config import KERNELS
-from nanobench.harness.common import capture_sizes_option, device_memory_bytes
+from nanobench.harness.common import capture_sizes_option, device_memory_bytes, record_s_option
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import Ints
 
@@ -55,6 +55,8 @@ class BucketsSpec:
     device_memory: str = ""  # "": no memory budget
     gpu_memory_utilization: float = 0.9
     dtype: str = "float32"
+    # Seconds to record one graph, measured; None: the CUDA model `cost.capture` names.
+    record_s_per_graph: float | None = None
     # --capture-sizes resolved for --max-batch, --batch-trace read (validate() fills them).
     sizes: tuple[int, ...] | None = None
     batches: tuple[int, ...] | None = None
@@ -95,6 +97,7 @@ class BucketsSpec:
             raise BadInput(f"--kernel {self.kernel}: expected reference or triton (no device here)")
         if self.heads < 1:
             raise BadInput(f"--heads {self.heads}: expected 1 or more (buckets reads no model)")
+        record_s_option(self.record_s_per_graph)
         if not 0.0 <= self.max_waste <= 1.0:
             raise BadInput(f"--max-waste {self.max_waste}: expected a share between 0 and 1")
         if self.rows > self.max_batch:

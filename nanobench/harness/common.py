@@ -174,6 +174,16 @@ def capture_sizes_option(text: str | None, max_batch: int) -> tuple[int, ...] | 
         ) from None
 
 
+def record_s_option(seconds: float | None) -> float | None:
+    """--record-s-per-graph: unset, or positive seconds (what recording one graph took)."""
+    if seconds is not None and not seconds > 0:
+        raise BadInput(
+            f"--record-s-per-graph {seconds:g}: expected positive seconds, what recording one "
+            "graph took (capture's record_s_per_graph)"
+        )
+    return seconds
+
+
 def device_option(device: str) -> str:
     choice("--device", device, ("cpu", "cuda"))
     if device == "cuda":

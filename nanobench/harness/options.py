@@ -257,3 +257,12 @@ CheckOpt = Annotated[
     bool, typer.Option("--check", help="Exit 1 when a gate fails, 3 when one can't tell.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress display on stderr.")]
+
+# -- a capture list's startup seconds (buckets, pool-budget) ------------------------------------
+RecordSPerGraph = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds to record one graph, as measured (capture's record_s_per_graph); "
+        "unset: the row's model (docs/capture-lists.md)."
+    ),
+]

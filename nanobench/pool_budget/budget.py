@@ -6,8 +6,10 @@ one shared buffer, so: the largest peak of the list's decode forwards with the l
 as a transient, traced under fake tensors by `nanobench.memory.decode_workspace`, plus that one buffer),
 beside what a capture keeping each graph's own logits would hold, decode activations, the persistent slot table and step inputs, and
 what is left for the KV pool in blocks and tokens; `smallest_fitting` searches the width
-multiples for the largest list that still fits. Numbers come from a `ModelConfig` alone: no
-weights. The score-rectangle formula (the rectangle alone) stays beside the traced workspace, unused in the sum.
+multiples for the largest list that still fits. Beside the bytes, the seconds recording the list
+adds to a start (`startup_s`: its graphs x one graph's record seconds, measured or the model of
+the device it is recorded on, named in `record_s_source`). Numbers come from a `ModelConfig`
+alone: no weights. The score-rectangle formula (the rectangle alone) stays beside the traced workspace, unused in the sum.
 What it is not: a probe (the CLI reads free memory on CUDA) or a recorder. The activation
 figure is an estimate of a decode step's largest live set at max batch, stated as a formula.
 Invariant: every figure is an int number of bytes; a list fits when the KV pool left over holds
@@ -22,7 +24,13 @@ from dataclasses import dataclass
 
 from engine.buckets import DecodeBuckets
 from engine.config import CAPTURE_OUTPUTS, KERNELS, ModelConfig
-from nanobench.cost.capture import input_buffer_bytes, shared_pool_bytes, slot_table_bytes
+from nanobench.cost.capture import (
+    capture_startup_s,
+    input_buffer_bytes,
+    record_s_per_graph,
+    shared_pool_bytes,
+    slot_table_bytes,
+)
 from nanobench.cost.pool import (
     PoolUnsound,
     check_pool_budget,
@@ -80,6 +88,9 @@ class BudgetRow:
     block_size: int
     dtype: str
     capture_output: str  # the capture the fit was judged on: shared or per-graph outputs
+    startup_s: float  # shapes x record_s_per_graph: recording the list before serving
+    record_s_per_graph: float
+    record_s_source: str  # "measured: --record-s-per-graph" or the model and its source
     # The command's search fills these; a row priced alone has not searched.
     smallest_fitting_width_multiple: int | None = None
     largest_fitting_shapes: int | None = None
@@ -162,6 +173,14 @@ def judged_fit(*pool_args) -> tuple[bool, str]:
     return True, "ok"
 
 
+def capture_pool_bytes(traced, capture_output: str) -> int:
+    """What the capture of `capture_output` holds: shared is what the engine records, per-graph
+    what a capture keeping each graph's logits holds."""
+    if capture_output not in CAPTURE_OUTPUTS:
+        raise ValueError(f"capture output {capture_output!r}: expected one of {CAPTURE_OUTPUTS}")
+    return traced.shared_bytes if capture_output == "shared" else traced.per_graph_bytes
+
+
 def budget_row(
     model: ModelConfig,
     *,
@@ -175,8 +194,11 @@ def budget_row(
     dtype: str = "float32",
     capture_sizes: tuple[int, ...] | None = None,
     capture_output: str = "shared",
+    measured_record_s: float | None = None,
+    device: str = "cpu",
 ) -> BudgetRow:
-    """One capture list priced against one device, the fit judged on `capture_output`'s pool."""
+    """One capture list priced against one device, the fit judged on `capture_output`'s pool;
+    its startup seconds from `measured_record_s` per graph, else `device`'s model."""
     dtype_bytes = DTYPE_BYTES[dtype]
     shapes = capture_list(kernel, max_batch, max_model_len, width_multiple, capture_sizes)
     weights = weights_bytes(model.num_params, dtype_bytes)
@@ -190,10 +212,7 @@ def budget_row(
         max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
     )
     persistent = persistent_bytes(max_batch, max_model_len)
-    if capture_output not in CAPTURE_OUTPUTS:
-        raise ValueError(f"capture output {capture_output!r}: expected one of {CAPTURE_OUTPUTS}")
-    # shared is what the engine records; per-graph what a capture keeping each graph's logits holds.
-    capture_pool = traced.shared_bytes if capture_output == "shared" else traced.per_graph_bytes
+    capture_pool = capture_pool_bytes(traced, capture_output)
     others = activations + persistent
     free = free_for_kv_bytes(device_bytes, utilization, weights, capture_pool, others)
     blocks = kv_blocks(free, per_block)
@@ -239,7 +258,18 @@ def budget_row(
         block_size=block_size,
         dtype=dtype,
         capture_output=capture_output,
+        **startup_fields(len(shapes), measured_record_s, device),
     )
+
+
+def startup_fields(shapes: int, measured_record_s: float | None, device: str) -> dict:
+    """A list's startup seconds, the per-graph figure they stand on and where it comes from."""
+    per_graph, source = record_s_per_graph(measured_record_s, device)
+    return {
+        "startup_s": capture_startup_s(shapes, per_graph),
+        "record_s_per_graph": per_graph,
+        "record_s_source": source,
+    }
 
 
 def candidate_multiples(block_size: int, max_model_len: int) -> list[int]:

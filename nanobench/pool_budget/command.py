@@ -1,7 +1,9 @@
 """`nanobench pool-budget`: does the capture list fit beside the weights and the KV pool?
 
 What it is: the command, its spec (`PoolBudgetSpec`: every option's default and the
-cross-option rules) and its gates: one `check_pool_budget` per priced list.
+cross-option rules) and its gates: one `check_pool_budget` per priced list. Each list's row
+also prices the seconds recording it adds to a start (`--record-s-per-graph`, or the model of
+`--device` the row names).
 What it is not: the arithmetic (`nanobench.pool_budget.budget`, from a `ModelConfig` alone, no
 weights) or the table and diagram (`reports.pool_budget`).
 Invariant: bad input (a size that parses to nothing, a share outside (0, 1]) is one line and
@@ -33,6 +35,7 @@ from nanobench.harness.options import (
     Model,
     Out,
     QuietOpt,
+    RecordSPerGraph,
     Target,
     WidthMultiples,
 )
@@ -53,6 +56,7 @@ def pool_budget(
     dtype: Dtype = PoolBudgetSpec.dtype,
     device: Device = PoolBudgetSpec.device,
     target: Target = PoolBudgetSpec.target,
+    record_s_per_graph: RecordSPerGraph = PoolBudgetSpec.record_s_per_graph,
     out: Out = OUT,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
@@ -69,6 +73,8 @@ def pool_budget(
     Example: nanobench pool-budget --capture-output per-graph --width-multiples 128,2048
 
     Example: nanobench pool-budget --target my_step.py:factory --capture-sizes 1,8,64,256
+
+    Example: nanobench pool-budget --width-multiples 128,2048 --record-s-per-graph 0.4
     """
     with run_command(quiet) as status:
         spec = PoolBudgetSpec(
@@ -85,6 +91,7 @@ def pool_budget(
             dtype=dtype,
             device=device,
             target=target,
+            record_s_per_graph=record_s_per_graph,
         ).validate()
         # Heavy on purpose: the tracer and the engine load when the command runs.
         from nanobench.pool_budget.run import run_budget

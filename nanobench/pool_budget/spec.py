@@ -15,6 +15,7 @@ from nanobench.harness.common import (
     device_memory_bytes,
     device_option,
     dtype_option,
+    record_s_option,
 )
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
@@ -43,6 +44,8 @@ class PoolBudgetSpec:
     device: str = "cpu"
     # module:factory or file.py:factory: the user's own step, priced per capture size.
     target: str = ""
+    # Seconds to record one graph, measured; None: the model of --device (`cost.capture`).
+    record_s_per_graph: float | None = None
     # Resolved by validate(): the list's rows, the device's bytes, the concrete dtype.
     sizes: tuple[int, ...] | None = None
     device_bytes: int = 0
@@ -56,6 +59,7 @@ class PoolBudgetSpec:
         if self.max_model_len < 1:
             raise BadInput(f"--max-model-len {self.max_model_len}: expected a positive integer")
         device_option(self.device)
+        record_s_option(self.record_s_per_graph)
         if self.target:
             from nanobench.harness.targets import target_option
 
@@ -79,4 +83,6 @@ class PoolBudgetSpec:
             "dtype": self.dtype,
             "capture_sizes": self.sizes,
             "capture_output": self.capture_output,
+            "measured_record_s": self.record_s_per_graph,
+            "device": self.device,
         }
