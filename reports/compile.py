@@ -100,8 +100,7 @@ def compile_table(rows: list, title: str) -> Table:
             fmt(r.fell_back),
             fmt(r.predicted_fall_back),
             fmt(r.guard_kind),
-            fmt(r.compile_s, ".2f")
-            + ("" if r.compile_warm_s is None else f" / {r.compile_warm_s:.2f} warm"),
+            fmt(r.compile_s, ".2f"),
             step,
             interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"),
             breakeven,

@@ -19,25 +19,6 @@ from rich.text import Text
 from reports.csvio import save_figure
 from reports.style import gate_mark
 
-PHASES = (
-    "python",
-    "import",
-    "artifacts",
-    "make",
-    "prefill",
-    "trace",
-    "guards",
-    "cache_key",
-    "aot",
-    "passes",
-    "lowering",
-    "codegen",
-    "build",
-    "cache_load",
-    "runtime",
-    "steps",
-    "unattributed",
-)
 LABELS = {
     "cache_key": "cache key",
     "cache_load": "cache load",
@@ -116,22 +97,23 @@ def starts_table(rows: list[dict], title: str) -> Table:
     return table
 
 
-def phases_table(rows: list[dict]) -> Table:
+def phases_table(rows: list[dict], phases: tuple[str, ...]) -> Table:
     """A phase a line, a column per mode and kind: narrow enough to print whole."""
     measured = [(m, k, ok) for m, k, ok, _ in groups(rows) if ok]
     table = Table(title="seconds by phase (mean over runs; they add up to ready s)")
     table.add_column("phase")
     for mode, kind, _ in measured:
         table.add_column(Text(f"{mode} {kind}"), justify="right")
-    for p in PHASES:
+    for p in phases:
         table.add_row(LABELS.get(p, p), *(num(mean(ok, f"{p}_s")) for _, _, ok in measured))
     table.add_row("ready", *(num(mean(ok, "ready_s")) for _, _, ok in measured))
     return table
 
 
-def render_startup(console, rows: list[dict], gates, title: str, elapsed_s: float) -> None:
+def render_startup(console, rows: list[dict], phases, gates, title: str, elapsed_s: float) -> None:
+    """The starts, the phases (`phases`: the row's `<phase>_s` columns, in order), the notes."""
     console.print(starts_table(rows, title))
-    console.print(phases_table(rows))
+    console.print(phases_table(rows, phases))
     for r in rows:
         if r.get("missed"):
             console.print(Text(f"{r['mode']} {r['kind']} (run {r['run']}) missed: {r['missed']}"))
@@ -146,7 +128,7 @@ def render_startup(console, rows: list[dict], gates, title: str, elapsed_s: floa
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
-def draw_startup(rows: list[dict], path: Path, title: str) -> Path:
+def draw_startup(rows: list[dict], phases: tuple[str, ...], path: Path, title: str) -> Path:
     """A stacked bar per mode and kind: the mean seconds of each phase, one colour a phase."""
     import matplotlib
 
@@ -158,7 +140,7 @@ def draw_startup(rows: list[dict], path: Path, title: str) -> Path:
     cmap = plt.get_cmap("tab20")
     labels = [f"{m}\n{k}" for m, k, _ in measured]
     bottoms = [0.0] * len(measured)
-    for i, p in enumerate(PHASES):
+    for i, p in enumerate(phases):
         heights = [max(0.0, mean(ok, f"{p}_s") or 0.0) for _, _, ok in measured]
         if any(heights):
             ax.bar(labels, heights, bottom=bottoms, color=cmap(i), label=LABELS.get(p, p))

@@ -108,6 +108,20 @@ def test_the_warm_start_is_priced_beside_the_cold_one():
     assert dynamic.breakeven_steps_warm == pytest.approx(
         5.0 / (dynamic.saving_per_step_ms / 1e3), rel=1e-3
     )
+    # the table says both where they differ, and the note gives the warm start's figures
+    from rich.console import Console
+
+    from reports.compile import render_compile
+    from tests.helpers import shown_rows
+
+    console = Console(width=200, record=True)
+    render_compile(console, [_, dynamic], [], "t")
+    text = console.export_text()
+    assert shown_rows(text, "mode")["dynamic"]["worth it"] == "no cold / yes warm"
+    assert (
+        "dynamic: warm start (a later process over the caches the first filled): compile 5.00 s"
+        in text
+    )
     # without a later worker there is no warm price, and nothing is made up
     _, alone = derive(rows(OFF, {**DYNAMIC, "compile_s": 30.0}), 10_000, windows)
     assert (alone.worth_compiling_warm, alone.breakeven_steps_warm) == (None, None)

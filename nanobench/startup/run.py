@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from nanobench.compile.run import resolve
@@ -25,6 +25,7 @@ from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS
 from nanobench.startup.caches import CacheRoot, check_artifacts, start_env
 from nanobench.startup.gates import gates
+from nanobench.startup.phases import START_PHASES
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of, with_saved
 from nanobench.startup.spec import KINDS, StartJob, StartupSpec
 from reports.csvio import write_rows
@@ -170,7 +171,7 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
     rows = starts.save()
     found = gates(spec, rows)
     head = heading(spec, dtype)
-    png = draw_startup(as_dicts(rows), where / "startup.png", head)
+    png = draw_startup(as_dicts(rows), START_PHASES, where / "startup.png", head)
     outputs = {
         "csv": str(where / "startup.csv"),
         "graphs": str(where / "startup-graphs.csv"),
@@ -184,20 +185,14 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
         outputs,
         json_mode=json_mode,
         check=check,
-        render=lambda: render_startup(stdout_console(), as_dicts(rows), found, head, elapsed),
+        render=lambda: render_startup(
+            stdout_console(), as_dicts(rows), START_PHASES, found, head, elapsed
+        ),
         failed=any(r.status != "ok" for r in rows),
         env=asdict(record),
     )
 
 
 def resolve_model(spec: StartupSpec) -> tuple[str, str]:
-    """compile's resolution (dtype, model directory, fits), with one process at a time."""
-    from dataclasses import replace as swap
-
-    from nanobench.compile.spec import CompileSpec
-
-    as_compile = CompileSpec(model=spec.model, modes=spec.modes, rows=spec.rows,
-                             max_batch=spec.max_batch, prompt_len=spec.prompt_len,
-                             steps=spec.steps, device=spec.device, dtype=spec.dtype,
-                             target=spec.target, processes=1)  # fmt: skip
-    return resolve(swap(as_compile, modes=("off",)))
+    """compile's resolution (dtype, model directory, fits) for one process at a time."""
+    return resolve(replace(spec.as_compile(), modes=("off",)))

@@ -71,22 +71,22 @@ class StartupSpec:
             )
         return replace(self, max_model_len=width)
 
+    def as_compile(self) -> CompileSpec:
+        """The same step as `compile` would sweep it: its model resolution and worker shape."""
+        return CompileSpec(
+            **{f: getattr(self, f) for f in SHARED},
+            modes=self.modes,
+            processes=1,
+        )
+
     def worker(self, model: str = "", dtype: str = "float32") -> WorkerSpec:
         """A compile worker's shape for these starts (`compile.session.build_stepper` reads it)."""
-        return WorkerSpec(
-            model=str(model),
-            rows=self.rows,
-            max_batch=self.max_batch,
-            prompt_len=self.prompt_len,
-            steps=self.steps,
-            max_model_len=self.max_model_len,
-            block_size=self.block_size,
-            backend=self.backend,
-            device=self.device,
-            dtype=dtype,
-            threads=self.threads,
-            target=self.target,
-        )
+        return self.as_compile().worker(model, dtype)
+
+
+# What a start shares with a compile sweep, under the same names.
+SHARED = ("model", "rows", "max_batch", "prompt_len", "steps", "max_model_len", "block_size",
+          "backend", "device", "dtype", "threads", "target", "timeout", "out")  # fmt: skip
 
 
 @dataclass(frozen=True)
