@@ -227,9 +227,8 @@ def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
     assert row["cache"] == "cold"
     # the second process starts over the caches the first filled: a warm start, priced too
     assert 0 < row["compile_warm_s"] < row["compile_s"]
-    assert row["saving_needed_warm_ms"] == pytest.approx(
-        row["compile_warm_s"] * 1e3 / 10_000, abs=1e-5
-    )
+    # no off row in this sweep: nothing is compared, so no warm verdict is made up either
+    assert row["worth_compiling_warm"] is None and row["saving_needed_warm_ms"] is None
 
 
 def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tmp_path):
