@@ -146,8 +146,12 @@ def row_notes(console, rows: list) -> None:
             console.print(
                 f"{r.mode}: warm start (a later process over the caches the first filled): "
                 f"compile {r.compile_warm_s:.2f} s, breakeven "
-                + ("never" if r.breakeven_steps_warm is None else f"{r.breakeven_steps_warm:,.0f}")
-                + f" steps, worth compiling {r.worth_compiling_warm}",
+                + (
+                    "never"
+                    if r.breakeven_steps_warm is None
+                    else f"{r.breakeven_steps_warm:,.0f} steps"
+                )
+                + f", worth compiling {r.worth_compiling_warm}",
                 markup=False,
             )
         if r.suspect:
