@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from nanobench.compile.reduce_overhead import check_modes
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.harness import options as o
-from nanobench.harness.common import device_option
 from nanobench.harness.errors import BadInput
 
 KINDS = ("cold", "warm", "hot")  # a run's order: warm and hot read what its cold start left
@@ -49,16 +47,8 @@ class StartupSpec:
 
     def validate(self) -> StartupSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
-        if self.rows > self.max_batch:
-            raise BadInput(f"--rows {self.rows}: above --max-batch {self.max_batch}")
-        width = self.max_model_len or self.prompt_len + self.steps
-        if self.prompt_len + self.steps > width:
-            raise BadInput(
-                f"--prompt-len {self.prompt_len} + --steps {self.steps} exceed "
-                f"--max-model-len {width}"
-            )
-        device_option(self.device)
-        check_modes(list(self.modes), self.device, self.backend)
+        # The step's rules are compile's: rows within the batch, the width, the device, modes.
+        width = self.as_compile().validate().max_model_len
         if self.starts and "cold" not in self.starts and not self.artifacts:
             if "warm" in self.starts:
                 raise BadInput(
