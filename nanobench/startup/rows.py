@@ -14,11 +14,9 @@ Invariant: time saved is cold's wall time less this start's, by the clock, never
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from nanobench.startup.phases import (
-    GRAPH_PHASES,
-    START_PHASES,
     first_pass_s,
     start_phases,
     step_graphs,
@@ -103,7 +101,6 @@ class GraphRow:
     missed: str = ""
 
 
-PHASE_FIELDS = tuple(f"{p}_s" for p in START_PHASES)
 CACHE_COUNTS = {
     "fx_hits": ("inductor", "fxgraph_cache_hit"),
     "fx_misses": ("inductor", "fxgraph_cache_miss"),
@@ -273,7 +270,3 @@ def with_saved(rows: list[StartRow]) -> list[StartRow]:
         ends = [None if v != v else round(v, 4) for v in (mean, low, high)]
         out.append(replace(r, saved_s=ends[0], saved_s_low=ends[1], saved_s_high=ends[2]))
     return out
-
-
-GRAPH_PHASE_FIELDS = tuple(f"{p}_s" for p in GRAPH_PHASES)
-START_FIELDS = tuple(f.name for f in fields(StartRow))
