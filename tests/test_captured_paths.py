@@ -96,7 +96,7 @@ def test_compiled_triton_replays_match_eager_step_by_step(tensors, eager_run):
     """
     import torch._dynamo
 
-    from nanobench.compile.bench import compiler_for
+    from nanobench.compile.dynamo import compiler_for
 
     fed, want = eager_run
     torch._dynamo.reset()

@@ -156,8 +156,8 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
     from engine.compiled import CompiledDecode
     from engine.engine import Engine
     from engine.sources import materialize_preset
-    from nanobench.compile.bench import compiler_for, quiet_dynamo
     from nanobench.compile.bench import sweep as fresh_sweep
+    from nanobench.compile.dynamo import compiler_for, quiet_dynamo
     from nanobench.compile.spec import WorkerSpec
     from nanobench.harness.dynamo_explain import seeded_prompts
 

@@ -1,12 +1,14 @@
 """The compile sweep: each mode in a fresh worker, timed in interleaved rounds against `off`.
 
-What it is: `predict(spec)` (builds and fall-back from the shape history alone, before
-running), the pieces the worker (`nanobench.compile.session`) uses, `interleaved_sweep(...)`
-(--processes live workers per mode, each mode's first set up alone and the later ones side by
-side, then timed windows in rotating rounds, each mode's rounds dealt over its workers, until
-every gate is decided or every speedup's interval is tight), `sweep(...)` (one-shot: a mode's first pass in a fresh process, what the
-GPU check runs). Each worker is handed a `WorkerSpec` (`compile.spec`) as its fields.
-What it is not: the CLI, the row type and its derived columns (`compile.rows`) or the report.
+What it is: the pieces the sweep hands the worker (`nanobench.compile.session`): its module
+(`WORKER`), its Inductor cache (`cache_env`) and its payload read back as a row (`annotate`);
+`interleaved_sweep(...)` (--processes live workers per mode, each mode's first set up alone and
+the later ones side by side, then timed windows in rotating rounds, each mode's rounds dealt
+over its workers, until every gate is decided or every speedup's interval is tight), `sweep(...)`
+(one-shot: a mode's first pass in a fresh process, what the GPU check runs). Each worker is
+handed a `WorkerSpec` (`compile.spec`) as its fields.
+What it is not: the CLI, what the worker asks of dynamo (shapes, prediction, compiler:
+`compile.dynamo`), the row type and its derived columns (`compile.rows`) or the report.
 Invariant: builds are `counters["frames"]["ok"]`; compile seconds come from
 `get_compilation_metrics()`; step time is steps that built nothing, and a ratio is paired by
 round, never across rounds.
@@ -14,22 +16,14 @@ round, never across rounds.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import partial
 
-import torch
-import torch._dynamo.config as dc
-
-from engine.buckets import DecodeBuckets
-from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
-from nanobench.cost.buckets import open_shapes
-from nanobench.cost.compile import predicts_fall_back
 from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.inductor_cache import fresh_dir, warm_dir
 from nanobench.harness.rounds import (
@@ -43,51 +37,6 @@ from nanobench.harness.rounds import (
 )
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
-
-
-def step_shapes(spec: WorkerSpec) -> list[tuple[int, int]]:
-    """(rows, width) each decode step presents: open, or through the bucket ladder."""
-    shapes = open_shapes(spec.rows, spec.prompt_len, spec.steps)
-    if not spec.bucketed:
-        return shapes
-    buckets = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.width_multiple)
-    return [buckets.shape_for(r, w) for r, w in shapes]
-
-
-def recompile_limit() -> int:
-    return int(getattr(dc, "recompile_limit", getattr(dc, "cache_size_limit", 8)))
-
-
-def predict(spec: WorkerSpec, guard_kind: str) -> dict:
-    history = step_shapes(spec)
-    return {
-        "shapes": len(set(history)),
-        "predicted_fall_back": predicts_fall_back(
-            history, prediction_mode(spec.mode), recompile_limit(), guard_kind
-        ),
-    }
-
-
-def compiler_for(backend: str) -> Callable:
-    def compile_with(fn, mode):
-        return torch.compile(fn, **compile_kwargs(mode, backend))
-
-    return compile_with
-
-
-def quiet_dynamo() -> None:
-    """The recompile-limit warning is read from dynamo's records, not its log."""
-    for name in ("torch._dynamo", "torch._inductor", "torch.fx"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def short_reason(reason: str) -> str:
-    """dynamo's reason on one line, its user stack dropped: the failed guard, its source line
-    and the file:line dynamo names ("pos == 17 # k_cache[...] = k # step.py:20 in forward")."""
-    head = reason.split("User stack trace:", 1)[0].strip()
-    first = head.splitlines()[0] if head else ""
-    first = first.split(": ", 1)[1] if first[:1].isdigit() and ": " in first else first
-    return " ".join(first.split())
 
 
 def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:

@@ -11,7 +11,7 @@ of passing; an interval that straddles its target is inconclusive, never pass or
 from __future__ import annotations
 
 from engine.buckets import DecodeBuckets
-from nanobench.compile.bench import step_shapes
+from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed

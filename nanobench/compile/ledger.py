@@ -19,7 +19,7 @@ import statistics
 import torch
 from torch._dynamo.utils import counters, get_compilation_metrics
 
-from nanobench.compile.bench import recompile_limit, short_reason
+from nanobench.compile.dynamo import recompile_limit, short_reason
 from nanobench.compile.reduce_overhead import cudagraph_counts
 from nanobench.compile.rows import FirstPass
 from nanobench.compile.windows import steady_mask

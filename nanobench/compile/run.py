@@ -16,7 +16,8 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from nanobench.compile.bench import interleaved_sweep, step_shapes
+from nanobench.compile.bench import interleaved_sweep
+from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.gates import gates
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec

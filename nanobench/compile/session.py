@@ -28,7 +28,7 @@ from torch._dynamo.utils import clear_compilation_metrics, counters
 from engine.attention import UnplannedDecode
 from engine.engine import Engine
 from engine.plan import plan_decode
-from nanobench.compile.bench import compiler_for, predict, quiet_dynamo
+from nanobench.compile.dynamo import compiler_for, predict, quiet_dynamo
 from nanobench.compile.ledger import first_pass
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.target_session import TargetSession

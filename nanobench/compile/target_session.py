@@ -21,7 +21,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import clear_compilation_metrics, counters
 
-from nanobench.compile.bench import recompile_limit
+from nanobench.compile.dynamo import recompile_limit
 from nanobench.compile.ledger import first_pass, guard_kind_of, recompile_reasons
 from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec

@@ -77,7 +77,7 @@ def gates(spec: ExplainSpec, rows: list[ExplainRow]) -> list[Gate]:
 
 def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
     """Build the target here (explain has no worker) and explain step `spec.step`."""
-    from nanobench.compile.bench import quiet_dynamo
+    from nanobench.compile.dynamo import quiet_dynamo
     from nanobench.harness.target_bench import explain_target
     from nanobench.harness.targets import BUILTINS, TargetError, make_target, target_option
 

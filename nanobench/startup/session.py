@@ -31,7 +31,7 @@ from torch._dynamo.utils import (  # noqa: E402
     get_compilation_metrics,  # noqa: E402
 )
 
-from nanobench.compile.bench import compiler_for, quiet_dynamo  # noqa: E402
+from nanobench.compile.dynamo import compiler_for, quiet_dynamo  # noqa: E402
 from nanobench.compile.reduce_overhead import compile_kwargs  # noqa: E402
 from nanobench.compile.session import build_stepper  # noqa: E402
 from nanobench.harness.common import apply_threads  # noqa: E402
