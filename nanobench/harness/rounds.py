@@ -8,7 +8,8 @@ window stamped with its process), `looks` and `look_confidence` (the fixed look 
 the alpha each look spends), `run_rounds` (hand one system at a time a window, rotating the
 order each round, until at a look every comparison's interval is as tight as asked or every
 gate is decided, the rounds run out or the budget is spent) and `intervals` (each comparison's
-ratio interval from the windows, hierarchical over processes when the rounds came from several).
+ratio interval from the windows, hierarchical over processes when the rounds came from several,
+the run's process pool lent to each: `window_pool`).
 What it is not: a process manager (`nanobench.harness.fresh.LiveWorker` is) or statistics
 (`nanobench.harness.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from nanobench.harness.errors import BadInput
+from nanobench.harness.pooling import ProcessPool, process_pool
 from nanobench.harness.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
 
 
@@ -158,11 +160,28 @@ def paired_medians(
     return num, den
 
 
+def window_pool(windows: Iterable[Window], comparison: Comparison) -> ProcessPool | None:
+    """The run's process pool (`pooling.process_pool`) from every system's timed windows,
+    checked by the interaction of the systems the comparison leaves out."""
+    medians: dict[str, dict[int, tuple[float, str]]] = {}
+    for w in windows:
+        median = w.median_ms() if w.status == "ok" and w.round >= 1 else None
+        if median:
+            medians.setdefault(w.system, {})[w.round] = (median, str(w.process))
+    pool = process_pool(medians)
+    pair = (comparison.numerator, comparison.denominator)
+    rest = process_pool({s: m for s, m in medians.items() if s not in pair})
+    return pool.checked_by(rest) if pool is not None else None
+
+
 def intervals(
     windows: list[Window], comparisons: Iterable[Comparison], confidence: float = CONFIDENCE
 ) -> dict[str, Interval]:
+    """Each comparison's ratio interval, the run's process pool lent to each."""
     return {
-        c.name: ratio_interval(*paired_rounds(windows, c.numerator, c.denominator), confidence)
+        c.name: ratio_interval(
+            *paired_rounds(windows, c.numerator, c.denominator), confidence, window_pool(windows, c)
+        )
         for c in comparisons
     }
 

@@ -21,7 +21,7 @@ never a guess. The same input gives the same interval (fixed seed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +33,7 @@ SEED = 0
 # Fewer rounds than this give no interval: a bootstrap cannot reach past the range of its data,
 # and the range of 4 rounds misses the true median one time in 8 (2 * 0.5^4); of 5, one in 16.
 MIN_ROUNDS = 5
+ONE_PROCESS = "rounds: 1 process"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class Interval:
     # The share of the estimate's variance that more rounds shrink: 1 over one process; over
     # several, within / (between + within) of the one-way ANOVA (`variance_parts`).
     within_share: float = 1.0
+    # The t quantile's degrees of freedom, and where the process variance came from: one
+    # process's rounds, the comparison's own processes, or a pool over the run's systems.
+    df: float = math.nan
+    variance_from: str = ""
 
     @property
     def half_width(self) -> float:
@@ -121,7 +126,9 @@ def _bootstrap(a, b, statistic, confidence: float = CONFIDENCE) -> Interval:
         rng=np.random.default_rng(SEED),
     )
     ci = result.confidence_interval
-    return Interval(estimate, float(ci.low), float(ci.high), int(a.size))
+    return Interval(
+        estimate, float(ci.low), float(ci.high), int(a.size), 1, 1.0, a.size - 1, ONE_PROCESS
+    )
 
 
 def expanded_level(n: int, confidence: float = CONFIDENCE) -> float:
@@ -143,7 +150,9 @@ def several(processes) -> bool:
     return processes is not None and len(set(processes)) > 1
 
 
-def ratio_interval(num_ms, den_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
+def ratio_interval(
+    num_ms, den_ms, processes=None, confidence: float = CONFIDENCE, pool=None
+) -> Interval:
     """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired interval.
 
     Each round contributes one pair (the two systems' window medians of that round), so drift
@@ -152,13 +161,17 @@ def ratio_interval(num_ms, den_ms, processes=None, confidence: float = CONFIDENC
     get the hierarchical interval, which holds the between-process variance (memory layout,
     allocator state, CPU placement) that one process's rounds cannot show. `confidence` is 95%
     unless a stopping rule that looked earlier spent some of the 5% (`rounds.look_confidence`).
+    `pool` (`pooling.ProcessPool`), when the run's systems allow one, gives the between-process
+    variance more degrees of freedom than this comparison's own processes.
     """
     if several(processes):
-        return _hierarchical(num_ms, den_ms, processes, confidence)
+        return _hierarchical(num_ms, den_ms, processes, confidence, pool)
     return _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
-def difference_interval(a_ms, b_ms, processes=None, confidence: float = CONFIDENCE) -> Interval:
+def difference_interval(
+    a_ms, b_ms, processes=None, confidence: float = CONFIDENCE, pool=None
+) -> Interval:
     """Geometric mean of a_ms minus that of b_ms over rounds, with its paired interval.
 
     Not the mean of per-round differences: under heavy-tailed noise that mean can be negative
@@ -170,15 +183,15 @@ def difference_interval(a_ms, b_ms, processes=None, confidence: float = CONFIDEN
     """
     if not several(processes):
         return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
-    ratio = _hierarchical(a_ms, b_ms, processes, confidence)
+    ratio = _hierarchical(a_ms, b_ms, processes, confidence, pool)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
-    estimate = gm_b * (ratio.estimate - 1)
-    return Interval(estimate, low, high, ratio.rounds, ratio.processes, ratio.within_share)
+    return replace(ratio, estimate=gm_b * (ratio.estimate - 1), low=low, high=high)
 
 
-def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
-    """exp(mean log(a / b)) and exp(mean +- q SE): SE from resampling processes, then rounds.
+def _hierarchical(a, b, processes, confidence: float = CONFIDENCE, pool=None) -> Interval:
+    """exp(mean log(a / b)) and exp(mean +- q SE): SE from resampling processes, then rounds;
+    the pool's interval instead where `pool` is usable and agrees with these processes.
 
     A percentile interval over two processes cannot reach past their two means (it covers about
     half the time when processes differ), so the bootstrap gives the standard error only and
@@ -196,6 +209,9 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
     if np.all(y == y[0]):
         point = math.exp(estimate)
         return Interval(point, point, point, int(y.size), len(groups))
+    pooled = pool.interval(y, labels, confidence) if pool is not None and pool.usable else None
+    if pooled is not None:
+        return pooled
     se = float(hierarchical_means(groups).std(ddof=1))
     # Satterthwaite's df can fall below the K - 1 the processes alone leave: never below it.
     df = max(effective_df(groups), len(groups) - 1, 1)
@@ -203,7 +219,8 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE) -> Interval:
     low, high = bounded_exp(estimate - q * se), bounded_exp(estimate + q * se)
     between, within = variance_parts(groups)[:2]
     share = within / (between + within) if between + within else 1.0
-    return Interval(math.exp(estimate), low, high, int(y.size), len(groups), share)
+    own = f"own: {len(groups)} processes"
+    return Interval(math.exp(estimate), low, high, int(y.size), len(groups), share, df, own)
 
 
 def bounded_exp(x: float) -> float:
