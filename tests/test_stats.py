@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from nanobench.harness.common import FAIL, INCONCLUSIVE, PASS, Gate, finish, ratio_gate
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
+from nanobench.harness.gates import Gate, ratio_gate
+from nanobench.harness.output import finish
 from nanobench.harness.rounds import (
     Comparison,
     RoundPlan,
@@ -38,6 +39,7 @@ from nanobench.harness.stats import (
     verdict_at_least,
     verdict_at_most,
 )
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 
 STEPS = 16
 

@@ -312,7 +312,7 @@ def test_transformers_static_cache_prices_on_meta_as_on_real_tensors(rows):
 
 
 def test_the_builtin_hf_static_target_is_refused_on_meta_with_the_remedy():
-    from nanobench.harness.common import model_option
+    from nanobench.harness.validate import model_option
 
     directory, _ = model_option("tiny")
     with pytest.raises(BadInput) as info:

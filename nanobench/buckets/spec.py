@@ -12,9 +12,9 @@ import csv
 from dataclasses import dataclass, replace
 
 from engine.config import KERNELS
-from nanobench.harness.common import capture_sizes_option, device_memory_bytes, record_s_option
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import Ints
+from nanobench.harness.validate import capture_sizes_option, device_memory_bytes, record_s_option
 
 CSV_NAME = "buckets.csv"
 PNG_NAME = "bucketed-decode-shape.png"

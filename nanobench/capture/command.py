@@ -16,9 +16,6 @@ from __future__ import annotations
 import typer
 
 from nanobench.capture.spec import CaptureSpec
-from nanobench.harness.common import (
-    out_dir,
-)
 from nanobench.harness.console import run_command
 from nanobench.harness.options import (
     BudgetS,
@@ -46,6 +43,7 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
+from nanobench.harness.validate import out_dir
 
 
 def capture(

@@ -15,14 +15,10 @@ from nanobench.capture.timing import (
     REL_CI,
     ROUNDS,
 )
-from nanobench.harness.common import (
-    capture_sizes_option,
-    device_option,
-    dtype_option,
-)
 from nanobench.harness.options import (
     Ints,
 )
+from nanobench.harness.validate import capture_sizes_option, device_option, dtype_option
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,9 @@ from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed
-from nanobench.harness.common import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Gate,
-    gate,
-    interval_gate,
-    undecided_hint,
-)
+from nanobench.harness.gates import Gate, gate, interval_gate, undecided_hint
 from nanobench.harness.stats import Interval
+from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 
 
 def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:

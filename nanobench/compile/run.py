@@ -23,18 +23,11 @@ from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
 from nanobench.cost.compile import classify_guard
-from nanobench.harness.common import (
-    INCONCLUSIVE,
-    dtype_option,
-    finish,
-    fits_option,
-    model_option,
-    out_dir,
-)
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
+from nanobench.harness.output import finish
 from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
 from nanobench.harness.rounds import (
     SAMPLE_COLUMNS,
@@ -46,6 +39,8 @@ from nanobench.harness.rounds import (
 )
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS, target_option
+from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir
+from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.compile import draw_compiled_decode, render_compile
 from reports.csvio import write_rows
 from reports.style import title

@@ -33,12 +33,12 @@ from nanobench.compile.ledger import first_pass
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.target_session import TargetSession
 from nanobench.compile.windows import WindowServer
-from nanobench.harness.common import apply_threads
 from nanobench.harness.dynamo_explain import seeded_prompts, value_guards
 from nanobench.harness.finite import FiniteWatch
 from nanobench.harness.fresh import serve_main
 from nanobench.harness.rounds import time_steps
 from nanobench.harness.rows import rebuild
+from nanobench.harness.threads import apply_threads
 
 
 def build_stepper(spec: WorkerSpec, **extra) -> Engine:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from nanobench.compile.reduce_overhead import check_modes
 from nanobench.harness import options as o
-from nanobench.harness.common import device_option, positive
 from nanobench.harness.errors import BadInput
+from nanobench.harness.validate import device_option, positive
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed, targets_for
 from nanobench.decode.rows import DecodeRow
-from nanobench.harness.common import INCONCLUSIVE, Gate, gate, ratio_gate
+from nanobench.harness.gates import Gate, gate, ratio_gate
 from nanobench.harness.stats import Interval
+from nanobench.harness.verdicts import INCONCLUSIVE
 
 if TYPE_CHECKING:
     from nanobench.decode.spec import DecodeSpec

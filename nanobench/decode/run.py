@@ -27,19 +27,19 @@ from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness import load  # looked up per run: the tests' seam
-from nanobench.harness.common import (
-    INCONCLUSIVE,
+from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.errors import BadInput
+from nanobench.harness.output import finish
+from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
+from nanobench.harness.validate import (
     device_option,
     dtype_option,
-    finish,
     fits_option,
     model_option,
     out_dir,
 )
-from nanobench.harness.console import interrupted, stdout_console
-from nanobench.harness.env_record import collect_env, with_load, write_env
-from nanobench.harness.errors import BadInput
-from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
+from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.csvio import write_rows
 from reports.decode import draw_decode, render_decode
 from reports.style import title

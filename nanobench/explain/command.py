@@ -18,18 +18,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from nanobench.harness import options as o
-from nanobench.harness.common import (
-    Gate,
-    device_option,
-    dtype_option,
-    finish,
-    fits_option,
-    gate,
-    model_option,
-    threads_applied,
-)
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput
+from nanobench.harness.gates import Gate, gate
+from nanobench.harness.output import finish
+from nanobench.harness.threads import threads_applied
+from nanobench.harness.validate import device_option, dtype_option, fits_option, model_option
 
 if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
     from nanobench.harness.dynamo_explain import ExplainRow

@@ -40,8 +40,8 @@ from dataclasses import asdict
 from pathlib import Path
 from xml.etree import ElementTree
 
-from nanobench.harness.common import INCONCLUSIVE
 from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from nanobench.harness.verdicts import INCONCLUSIVE
 
 REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False; gpu-check needs a GPU"

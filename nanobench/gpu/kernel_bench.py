@@ -37,9 +37,10 @@ import torch
 
 from kernels.reference import paged_attention_batched_reference
 from kernels.triton_decode import paged_attention_triton
-from nanobench.harness.common import Gate, interval_gate, threads_applied
+from nanobench.harness.gates import Gate, interval_gate
 from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
 from nanobench.harness.stats import MIN_ROUNDS, Interval, ratio_interval, verdict_at_least
+from nanobench.harness.threads import threads_applied
 
 INDEX_BYTES = 8  # the engine's slot table and lengths are int64
 ERR_ROWS = 4  # rows checked against the fp32 oracle: the oracle's pool is only their slots

@@ -2,8 +2,8 @@
 
 What it is: `PASS`, `FAIL`, `INCONCLUSIVE` (the last: the interval straddles the target, so the
 run cannot decide at this noise). What it is not: a rule for reaching one (`stats`) or a gate
-record (`common.Gate`).
-Invariant: imports nothing, so both `stats` and `common` sit above it without a cycle.
+record (`gates.Gate`).
+Invariant: imports nothing, so both `stats` and `gates` sit above it without a cycle.
 """
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"

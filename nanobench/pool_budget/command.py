@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import typer
 
-from nanobench.harness.common import (
-    out_dir,
-)
 from nanobench.harness.console import run_command
 from nanobench.harness.options import (
     BlockSize,
@@ -39,6 +36,7 @@ from nanobench.harness.options import (
     Target,
     WidthMultiples,
 )
+from nanobench.harness.validate import out_dir
 from nanobench.pool_budget.spec import OUT, PoolBudgetSpec
 
 

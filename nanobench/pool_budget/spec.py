@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from nanobench.harness.common import (
+from nanobench.harness.errors import BadInput
+from nanobench.harness.options import (
+    Ints,
+    Names,
+)
+from nanobench.harness.validate import (
     capture_sizes_option,
     device_memory_bytes,
     device_option,
     dtype_option,
     record_s_option,
-)
-from nanobench.harness.errors import BadInput
-from nanobench.harness.options import (
-    Ints,
-    Names,
 )
 
 OUT = "nanobench-out"

@@ -10,7 +10,7 @@ Invariant: a gate reads only ok rows; a failed start fails the run through `fini
 
 from __future__ import annotations
 
-from nanobench.harness.common import Gate
+from nanobench.harness.gates import Gate
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 from nanobench.startup.rows import StartRow, paired_t
 from nanobench.startup.spec import StartupSpec

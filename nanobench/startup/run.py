@@ -16,13 +16,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from nanobench.compile.run import resolve
-from nanobench.harness.common import finish, out_dir
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.load import sample_load
+from nanobench.harness.output import finish
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS
+from nanobench.harness.validate import out_dir
 from nanobench.startup.caches import CacheRoot, check_artifacts, start_env
 from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES

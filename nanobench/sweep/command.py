@@ -19,9 +19,9 @@ from typing import Annotated
 import typer
 
 from nanobench.commands import Command
-from nanobench.harness.common import INCONCLUSIVE, PASS, Gate, finish
 from nanobench.harness.console import run_command, say_error, stdout_console
 from nanobench.harness.errors import BadInput
+from nanobench.harness.gates import Gate
 from nanobench.harness.options import (
     Address,
     CheckOpt,
@@ -35,6 +35,8 @@ from nanobench.harness.options import (
     Resources,
     Timeout,
 )
+from nanobench.harness.output import finish
+from nanobench.harness.verdicts import INCONCLUSIVE, PASS
 
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by SIGINT
 
@@ -150,7 +152,7 @@ def sweep(
 
 def run_points(spec: SweepSpec, grid_spec, found: list, ray_options: dict, status):
     """Run the points the ledger has not finished (all with --redo); returns (ledger, ran)."""
-    from nanobench.harness.common import out_dir
+    from nanobench.harness.validate import out_dir
     from nanobench.sweep.launchers import Task, launch_local, launch_ray
     from nanobench.sweep.points import TIMED, Ledger
 
