@@ -21,6 +21,7 @@ from nanobench.decode.bench import TARGETS, DecodeTargets, targets_for
 from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
 from nanobench.decode.roofline import (
+    PROBE,
     floor_ms,
     kv_read_bytes,
     matmul_params,
@@ -154,7 +155,8 @@ def fake_windows(ms_by_round: dict[str, list[float]]) -> list[Window]:
 
 def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch(monkeypatch):
     spec = run_spec(weight_bytes=8_000_000, kv_bytes=2_000_000)
-    windows = fake_windows({s: [ms] * 5 for s, ms in STEADY_MS.items()})
+    # The probe's rounds: 10 MB at 10 GB/s, a 1.0 ms floor each round (its rates say memory).
+    windows = fake_windows({**{s: [ms] * 5 for s, ms in STEADY_MS.items()}, PROBE: [1.0] * 5})
     probe = ProbeRow("ok", bandwidth_gbs=10.0, gemm_gflops=1.0)
     rows = derive(fake_rows([[1, 2], [3, 9]]), spec, probe, windows)
     by = {r.system: r for r in rows}
@@ -197,8 +199,9 @@ def test_derive_sets_ratio_intervals_the_roofline_and_names_the_first_mismatch(m
     assert floor.verdict == "fail" and "engine-compiled" in floor.detail and "3.00x" in floor.detail
     # a GEMM rate that makes the step's 20 MFLOP take 2 ms: compute-bound, 3.0 / 2.0 = 1.5x
     slow_gemm = replace(probe, gemm_gflops=10.0)
+    slow_windows = [w for w in windows if w.system != PROBE] + fake_windows({PROBE: [2.0] * 5})
     fast = derive(
-        fake_rows([[1, 2], [3, 4]]), replace(spec, step_flops=20_000_000), slow_gemm, windows
+        fake_rows([[1, 2], [3, 4]]), replace(spec, step_flops=20_000_000), slow_gemm, slow_windows
     )
     assert {r.floor_bound for r in fast} == {"compute"}
     assert gates_at(every, fast, monkeypatch)["best_engine_vs_floor"].passed
@@ -534,16 +537,6 @@ def test_the_figure_draws_a_single_step_row_whose_rounded_rate_sits_above_its_qu
     assert path.stat().st_size > 0
 
 
-class ClosingWorker:
-    """A live worker's close() and nothing else: the final row it would send."""
-
-    def __init__(self, final: dict) -> None:
-        self.final = final
-
-    def close(self, timeout: float) -> dict:
-        return self.final
-
-
 def test_a_system_over_two_processes_keeps_the_first_row_and_every_workers_builds():
     from nanobench.decode.bench import closed_row
     from nanobench.decode.rows import SystemRow
@@ -551,16 +544,14 @@ def test_a_system_over_two_processes_keeps_the_first_row_and_every_workers_build
     ready = SystemRow("engine-compiled", "ok", compile_s=3.0)
     first = {"status": "ok", "builds_measured": 0, "deterministic": True, "tokens": [[1, 2]]}
     second = {**first, "builds_measured": 2, "compile_s": 0.5}
-    got = closed_row(ready, [ClosingWorker(first), ClosingWorker(second)], 5)
+    got = closed_row(ready, [first, second])
     # compile seconds are the first worker's; the second's two frames built while timed count
     assert got.compile_s == 3.0 and got.builds_measured == 0 + 2 and got.deterministic
     # a second worker that made other tokens: not deterministic across processes
-    other = closed_row(
-        ready, [ClosingWorker(first), ClosingWorker({**first, "tokens": [[1, 3]]})], 5
-    )
+    other = closed_row(ready, [first, {**first, "tokens": [[1, 3]]}])
     assert other.deterministic is False and other.tokens == [[1, 2]]
     # a second worker that died names its process
-    dead = closed_row(ready, [ClosingWorker(first), ClosingWorker({"status": "timeout"})], 5)
+    dead = closed_row(ready, [first, {"status": "timeout"}])
     assert dead.status == "process 2: timeout"
 
 

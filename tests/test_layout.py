@@ -130,3 +130,16 @@ def test_the_checks_see_a_cycle_and_an_upward_import():
 def test_few_modules_sit_directly_in_nanobench():
     direct = sorted(p.name for p in (ROOT / "nanobench").glob("*.py"))
     assert len(direct) <= 8, direct
+
+
+def test_no_function_in_compile_or_decode_runs_past_60_lines():
+    """A command's pieces stay small: only the Typer signature (`*_command`) may run long."""
+    long = []
+    for package in ("compile", "decode"):
+        for path in sorted((ROOT / "nanobench" / package).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef) and not node.name.endswith("_command"):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 60:
+                        long.append(f"{path.name}:{node.name} {lines} lines")
+    assert not long, long

@@ -118,7 +118,9 @@ def test_the_pool_of_pure_process_effects_is_their_interaction_mean_square():
     u = np.array([[0.1, -0.1], [-0.3, 0.3], [0.2, -0.2]])  # (S, K): rows and columns sum to 0
     n = 3
     medians = {
-        f"s{s}": {r: (10.0 * math.exp(u[s, (r - 1) % 2]), str((r - 1) % 2 + 1)) for r in range(1, 7)}
+        f"s{s}": {
+            r: (10.0 * math.exp(u[s, (r - 1) % 2]), str((r - 1) % 2 + 1)) for r in range(1, 7)
+        }
         for s in range(3)
     }
     pool = process_pool(medians)

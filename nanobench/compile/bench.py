@@ -2,9 +2,10 @@
 
 What it is: the pieces the sweep hands the worker (`nanobench.compile.session`): its module
 (`WORKER`), its Inductor cache (`cache_env`) and its payload read back as a row (`annotate`);
-`interleaved_sweep(...)` (--processes live workers per mode, each mode's first set up alone and
-the later ones side by side, then timed windows in rotating rounds, each mode's rounds dealt
-over its workers, until every gate is decided or every speedup's interval is tight), `sweep(...)`
+`interleaved_sweep(...)` (--processes live workers per mode through the run's fleet,
+`harness.fleet`: each mode's first set up alone and the later ones side by side, then timed
+windows in rotating rounds, each mode's rounds dealt over its workers, until every gate is
+decided or every speedup's interval is tight), `sweep(...)`
 (one-shot: a mode's first pass in a fresh process, what the GPU check runs). Each worker is
 handed a `WorkerSpec` (`compile.spec`) as its fields.
 What it is not: the CLI, what the worker asks of dynamo (shapes, prediction, compiler:
@@ -24,17 +25,10 @@ from functools import partial
 
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
+from nanobench.harness.fleet import Fleet, first_failure, later_status
+from nanobench.harness.fresh import run_fresh
 from nanobench.harness.inductor_cache import fresh_dir, warm_dir
-from nanobench.harness.rounds import (
-    Comparison,
-    RoundPlan,
-    Window,
-    first_pass_window,
-    live_window,
-    run_rounds,
-    spread_over,
-)
+from nanobench.harness.rounds import Comparison, RoundPlan, Window, first_pass_window
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
 
@@ -110,25 +104,19 @@ def interleaved_sweep(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
 ) -> tuple[list[CompileRow], list[Window]]:
-    """`processes` live workers per mode, then rounds, round r of every mode in its worker
-    (r - 1) mod processes (`rounds.spread_over`), until `decided(windows, level)` says every gate
-    is decided or the intervals are tight.
+    """`processes` live workers per mode (`harness.fleet`), then rounds, round r of every mode
+    in its worker (r - 1) mod processes, until `decided(windows, level)` says every gate is
+    decided or the intervals are tight.
 
     Each mode's first worker is set up alone, one mode after another (no two compile at once):
-    its builds, compile seconds and first pass are the mode's row. A later worker of the mode
-    shares the first's Inductor cache directory, so it mostly loads what the first built; only
-    its status and the frames its windows built count, so the later workers of every mode are
-    set up side by side (`fresh.start_side_by_side`). on_row sees each row when its first worker is ready and
-    again when the mode closes; on_window every window, the first pass (round 0) included.
-    Whatever ends the sweep (an interrupt too), every worker's process group is killed and every
-    cold cache directory removed.
+    its builds, compile seconds and first pass are the mode's row. A later worker shares the
+    first's Inductor cache directory and skips what only the row needs (the guard-kind probe),
+    so its set-up is a warm start: process 2's compile seconds are the row's `compile_warm_s`.
+    on_row sees each row when its first worker is ready and again when the mode closes;
+    on_window every window, the first pass (round 0) included.
     """
-    # A worker past the last round would set up and time nothing.
-    processes = min(processes, plan.max_rounds)
-    workers: dict[str, list[LiveWorker]] = {}
-    envs: dict[str, dict] = {}
+    processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
     rows: dict[str, CompileRow] = {}
-    fresh_dirs: list[str] = []
     windows: list[Window] = []
 
     def keep(window: Window) -> None:
@@ -137,83 +125,69 @@ def interleaved_sweep(
             rows[window.system] = replace(rows[window.system], status=window.status)
         on_window(window)
 
-    try:
+    with Fleet(WORKER, timeout, spec.threads, on_status) as fleet:
+        envs = {}
         for mode in modes:
-            envs[mode], fresh = cache_env(spec.cache, mode, spec.device)
-            fresh_dirs.extend([fresh] if fresh else [])
-            workers[mode] = []
-            first = mode_worker(spec, mode, 1, envs[mode], on_status, workers[mode])
-            rows[mode] = annotate(first.start(timeout), spec, mode)
+            envs[mode] = mode_env(fleet, spec, mode)
+            rows[mode] = first_row(fleet, spec, mode, envs[mode], on_status)
             if rows[mode].status == "ok":
                 keep(first_pass_window(mode, asdict(rows[mode])))
             on_row(rows[mode])
-        spawns = [
-            ((m, p), partial(mode_worker, spec, m, p, envs[m], on_status, workers[m]))
-            for m in modes
-            if rows[m].status == "ok"
-            for p in range(2, processes + 1)
-        ]
-        for (mode, process), ready in start_side_by_side(spawns, timeout, spec.threads):
-            row = annotate(ready, spec, mode)
-            if rows[mode].status == "ok" and row.status != "ok":
-                rows[mode] = replace(rows[mode], status=f"process {process}: {row.status}")
-            elif process == 2 and row.status == "ok":
-                # A warm start, measured for free: the first worker's caches, a fresh process.
-                rows[mode] = replace(rows[mode], compile_warm_s=row.compile_s)
-        live = {
-            m: spread_over([live_window(w, m, timeout) for w in workers[m]])
-            for m in workers
-            if rows[m].status == "ok"
-        }
-        run_rounds(
-            live, plan, comparisons(modes), decided=decided, on_window=keep, on_round=on_round
-        )
-        for worker in (w for m in live for w in workers[m]):
-            worker.stop()  # every worker finishes its final row side by side
-        for mode in live:
-            rows[mode] = closed_row(rows[mode], workers[mode], spec, timeout)
+        later = {m: (partial(payload, spec, m), envs[m]) for m in modes if rows[m].status == "ok"}
+        for mode, process, ready in fleet.later(later, processes):
+            rows[mode] = later_row(rows[mode], annotate(ready, spec, mode), process)
+        live = [m for m in modes if rows[m].status == "ok"]
+        fleet.rounds(live, plan, comparisons(modes), decided=decided, on_window=keep,
+                     on_round=on_round)  # fmt: skip
+        for mode, finals in fleet.close(live).items():
+            rows[mode] = closed_row(rows[mode], [annotate(f, spec, mode) for f in finals])
             on_row(rows[mode])
-    finally:
-        for worker in (w for ws in workers.values() for w in ws):
-            worker.kill()
-        for fresh in fresh_dirs:
-            shutil.rmtree(fresh, ignore_errors=True)
     return list(rows.values()), windows
 
 
-def mode_worker(
-    spec: WorkerSpec, mode: str, process: int, env: dict, on_status, into: list
-) -> LiveWorker:
-    """Worker `process` of a mode, spawned and registered in `into` before anyone waits for it,
-    so an interrupt during its set-up kills it too. Only the first is traced: its first pass is
-    the mode's row."""
-    tag = f"{mode}" if process == 1 else f"{mode} (process {process})"
-    on_status(f"{tag}: starting a fresh process")
-    env = dict(env)
-    if spec.trace and process == 1:
-        env["TORCH_TRACE"] = os.path.join(spec.trace, mode)
-    worker = LiveWorker(
-        WORKER,
-        asdict(replace(spec, mode=mode)),
-        env=env,
-        on_progress=lambda e: on_status(
-            f"{tag}: first pass, step {e.get('step')}/{e.get('steps')}"
-            + (" (building)" if e.get("built") else "")
-        ),
-    )
-    into.append(worker)
-    return worker
+def payload(spec: WorkerSpec, mode: str, process: int) -> dict:
+    """Worker `process` of a mode, as the fields it is handed."""
+    return asdict(replace(spec, mode=mode, process=process))
 
 
-def closed_row(row: CompileRow, workers: list, spec: WorkerSpec, timeout: float) -> CompileRow:
+def mode_env(fleet: Fleet, spec: WorkerSpec, mode: str) -> dict[str, str]:
+    """A mode's workers' environment; a cold cache directory goes when the fleet does."""
+    env, fresh = cache_env(spec.cache, mode, spec.device)
+    fleet.clean(fresh)
+    return env
+
+
+def first_row(fleet: Fleet, spec: WorkerSpec, mode: str, env: dict, on_status) -> CompileRow:
+    """A mode's first worker, set up alone (the only one traced): its first pass is the row."""
+    if spec.trace:
+        env = {**env, "TORCH_TRACE": os.path.join(spec.trace, mode)}
+
+    def progress(e: dict) -> None:
+        built = " (building)" if e.get("built") else ""
+        on_status(f"{mode}: first pass, step {e.get('step')}/{e.get('steps')}{built}")
+
+    ready = fleet.first(mode, payload(spec, mode, 1), env, on_progress=progress)
+    return annotate(ready, spec, mode)
+
+
+def later_row(row: CompileRow, later: CompileRow, process: int) -> CompileRow:
+    """A mode's row once its worker `process` set up: its failure marks the row; process 2's
+    compile seconds are a warm start, measured for free (the first's caches, a fresh process)."""
+    status = later_status(row.status, process, later.status)
+    if status != row.status:
+        return replace(row, status=status)
+    if process == 2 and later.status == "ok":
+        return replace(row, compile_warm_s=later.compile_s)
+    return row
+
+
+def closed_row(row: CompileRow, finals: list[CompileRow]) -> CompileRow:
     """A mode's row once every worker closed: the first's final row, every worker's builds in
     windows summed (any of them would have timed a compile), the first failure's status."""
-    finals = [annotate(worker.close(timeout), spec, row.mode) for worker in workers]
-    failed = [(p, f.status) for p, f in enumerate(finals, 1) if f.status != "ok"]
     if row.status != "ok":
         return row
+    failed = first_failure([f.status for f in finals])
     if failed:
-        process, status = failed[0]
-        return replace(row, status=status if process == 1 else f"process {process}: {status}")
+        return replace(row, status=failed)
     built = sum(f.builds_in_windows or 0 for f in finals)
     return replace(finals[0], builds_in_windows=built, compile_warm_s=row.compile_warm_s)

@@ -15,12 +15,13 @@ derives nothing: speedup, saving, breakeven and worth compiling stay empty.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from nanobench.cost.compile import breakeven_steps
-from nanobench.harness.rounds import Window, paired_rounds
+from nanobench.harness.rounds import Comparison, Window, paired_rounds, window_pool
 from nanobench.harness.rows import RowSchemaError, rebuild
 from nanobench.harness.stats import (
     CONFIDENCE,
@@ -75,6 +76,8 @@ class CompileRow:
     guard_sets_checked: int | None = None  # after a fall-back: guard sets checked per call
     speedup_low: float | None = None  # 95% bootstrap interval over rounds, paired by round
     speedup_high: float | None = None
+    speedup_df: float | None = None  # the t quantile's degrees of freedom
+    speedup_variance: str | None = None  # rounds, own processes, or pooled over the run's modes
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
     saving_per_step_ms_low: float | None = None
@@ -217,7 +220,8 @@ def derive(
         if r is off or not off_ms:
             out.append(compared(r, [off.step_ms], [r.step_ms], horizon))
         else:
-            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence))
+            pool = window_pool(timed, Comparison(r.mode, "off", r.mode))
+            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence, pool))
     return out
 
 
@@ -244,11 +248,16 @@ def compared(
     horizon: int,
     processes: list | None = None,
     confidence: float = CONFIDENCE,
+    pool=None,
 ) -> CompileRow:
-    """One row against off: speedup and saving intervals; breakeven and verdict unless off."""
-    speedup = ratio_interval(off_ms, mode_ms, processes, confidence)
-    saving = difference_interval(off_ms, mode_ms, processes, confidence)
+    """One row against off: speedup and saving intervals (the run's process pool lent to both,
+    `rounds.window_pool`); breakeven and verdict unless off."""
+    speedup = ratio_interval(off_ms, mode_ms, processes, confidence, pool)
+    saving = difference_interval(off_ms, mode_ms, processes, confidence, pool)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
+    if math.isfinite(speedup.low):
+        df = round(speedup.df, 2) if math.isfinite(speedup.df) else None
+        row = replace(row, speedup_df=df, speedup_variance=speedup.variance_from or None)
     if row.speedup_low is not None:
         row = replace(row, ci_level=round(confidence, 4))
     if row.mode == "off":

@@ -89,7 +89,8 @@ class CompileSession(WindowServer):
         quiet_dynamo()
         self.spec = spec
         guard_kind_expected, expected_guards = "shape", []
-        if spec.mode != "off":
+        # A later worker's row gives only its status and compile seconds: the probe is the first's.
+        if spec.mode != "off" and spec.process == 1:
             probe = build_stepper(spec)
             prompts = seeded_prompts(
                 spec.rows, spec.prompt_len, probe.model_config.vocab_size, spec.seed

@@ -119,3 +119,4 @@ class WorkerSpec:
     threads: int = CompileSpec.threads
     target: str = CompileSpec.target
     trace: str = ""  # the TORCH_TRACE root ("" untraced): each mode traces under root/mode
+    process: int = 1  # which of the mode's workers: a later one skips what only the row needs

@@ -115,7 +115,8 @@ class TargetSession(WindowServer):
 
     def first_pass(self, spec: WorkerSpec, progress: Callable[[dict], None]) -> dict:
         probe = (None, [], set())
-        if spec.mode != "off":
+        # A later worker's row gives only its status and compile seconds: the probe is the first's.
+        if spec.mode != "off" and spec.process == 1:
             # A probe target of its own: explaining runs the forward, which may move its state.
             probe = probe_target(self.make(), 0)
         torch._dynamo.reset()

@@ -1,10 +1,10 @@
 """The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
-What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (the roofline probe,
-then --processes live workers per system (the first ones one at a time, the later side by
-side), then interleaved rounds of one timed generation each, or of its slices when whole ones
-would not fit the budget, each system's rounds dealt over its workers,
-`nanobench.harness.rounds`). The rows' derived columns are `nanobench.decode.derive`, the
+What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (--processes live
+workers per system and for the roofline probe, through the run's fleet, `harness.fleet`: the
+first ones one at a time, the later side by side, then interleaved rounds of one timed
+generation each, or of its slices when whole ones would not fit the budget, and of one floor
+measurement for the probe, each member's rounds dealt over its workers). The rows' derived columns are `nanobench.decode.derive`, the
 gates and their checks `nanobench.decode.gates`, the worker side `nanobench.decode.session`, the
 floor's arithmetic and probes `nanobench.decode.roofline`.
 What it is not: the CLI or the report, and not a unit test: its milliseconds are what this
@@ -17,26 +17,17 @@ same thing.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from pathlib import Path
 
 from nanobench.decode.roofline import PROBE
 from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
+from nanobench.harness.fleet import Fleet, first_failure, later_status
 from nanobench.harness.inductor_cache import fresh_dir
-from nanobench.harness.rounds import (
-    Comparison,
-    RoundPlan,
-    Window,
-    live_window,
-    run_rounds,
-    spread_over,
-)
+from nanobench.harness.rounds import Comparison, RoundPlan, Window
 from nanobench.harness.rows import rebuild
 from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
 
@@ -134,14 +125,18 @@ def worker_env(threads: int) -> tuple[dict[str, str], str]:
 
 
 def comparisons(systems: list[str]) -> list[Comparison]:
-    """The ratios the gates judge: each engine system over each transformers system."""
-    return [
+    """The ratios the gates judge: each engine system over each transformers system, and
+    each system over the floor when the probe is in the rounds."""
+    found = [
         Comparison(f"{ours}/{theirs}", ours, theirs)
         for ours in systems
         if ours in ENGINE_SYSTEMS
         for theirs in systems
         if theirs in HF_SYSTEMS
     ]
+    if PROBE in systems:
+        found += [Comparison(f"{s}/floor", s, PROBE) for s in systems if s != PROBE]
+    return found
 
 
 def sweep(
@@ -158,107 +153,89 @@ def sweep(
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
 ) -> tuple[list[SystemRow], ProbeRow]:
-    """The probe, then `processes` live workers per system, then interleaved rounds, round r of
-    every system in its worker (r - 1) mod processes, until `decided(windows, level)` says
-    every gate is decided or the intervals are tight.
+    """The probe and `processes` live workers per system (`harness.fleet`), then interleaved
+    rounds, round r of every system and of the probe in its worker (r - 1) mod processes,
+    until `decided(windows, level)` says every gate is decided or the intervals are tight.
 
-    A system's set-up facts (compile seconds, frames) are its first worker's, set up alone, one
-    system after another; a later worker shares the first's Inductor cache directory, and the
-    later workers of every system are set up side by side (`fresh.start_side_by_side`). Whatever ends it (an interrupt too), every
-    worker's process group is killed and every Inductor cache directory removed. Returns the
-    system rows (not derived) and the probe row. Each worker's payload is rebuilt into its row
-    type: a renamed key is an error naming it.
+    The probe is a member like any system: each round it measures the floor again, so the
+    floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
+    frames) are its first worker's, set up alone, one system after another; a later worker
+    shares the first's Inductor cache directory. Returns the system rows (not derived) and the
+    probe's row, its rates the median of its rounds' peaks.
     """
-    # A worker past the last round would set up and time nothing.
-    processes = min(processes, plan.max_rounds)
-    env, cache = worker_env(spec.threads)
-    caches = [cache]
-    workers: dict[str, list[LiveWorker]] = {}
+    processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
     rows: dict[str, SystemRow] = {}
 
     def keep(window: Window) -> None:
-        if window.status != "ok":
+        if window.status != "ok" and window.system in rows:
             rows[window.system] = replace(rows[window.system], status=window.status)
         on_window(window)
 
-    try:
-        on_status("roofline probe (bandwidth, GEMM) in a fresh process")
-        answer = run_fresh(WORKER, asdict(replace(spec, system=PROBE)), timeout=timeout, env=env)
-        probe = rebuild(ProbeRow, {"system": PROBE, **answer})
+    with Fleet(WORKER, timeout, spec.threads, on_status) as fleet:
+        envs = {name: system_env(fleet, spec.threads) for name in (PROBE, *systems)}
+        probe = probe_row(fleet.first(PROBE, payload(spec, PROBE), envs[PROBE], doing=PROBING))
         on_probe(probe)
-        rows.update(
-            start_workers(spec, systems, processes, timeout, workers, caches, on_status, on_row)
-        )
-        ready = [rows[s] for s in workers if rows[s].status == "ok"]
-        slices = round_slices(ready, spec, plan, on_status)
-        live = {
-            s: spread_over([live_window(w, s, timeout, slices) for w in ws])
-            for s, ws in workers.items()
-            if rows[s].status == "ok"
-        }
-        run_rounds(
-            live,
-            plan,
-            comparisons(list(live)),
-            decided=decided,
-            on_window=keep,
-            on_round=on_round,
-        )
-        for worker in (w for s in live for w in workers[s]):
-            worker.stop()  # every worker finishes its final row side by side
-        for system in live:
-            rows[system] = closed_row(rows[system], workers[system], timeout)
+        for system in systems:
+            ready = fleet.first(system, payload(spec, system), envs[system], doing=WARMING)
+            rows[system] = rebuild(SystemRow, {"system": system, **ready})
             on_row(rows[system])
-    finally:
-        for worker in (w for ws in workers.values() for w in ws):
-            worker.kill()
-        for cache in caches:
-            shutil.rmtree(cache, ignore_errors=True)
+        live = [s for s in systems if rows[s].status == "ok"]
+        members = [PROBE, *live] if probe.status == "ok" else live
+        later = {m: (lambda p, m=m: payload(spec, m), envs[m]) for m in members}
+        probe = start_later(fleet, later, processes, rows, probe)
+        live = [s for s in live if rows[s].status == "ok"]
+        members = [*live, PROBE] if probe.status == "ok" else live
+        slices = round_slices([rows[s] for s in live], spec, plan, on_status)
+        fleet.rounds(members, plan, comparisons(members), slices=slices, decided=decided,
+                     on_window=keep, on_round=on_round)  # fmt: skip
+        finals = fleet.close(members)
+        for system in live:
+            rows[system] = closed_row(rows[system], finals[system])
+            on_row(rows[system])
+        probe = closed_probe(probe, finals.get(PROBE, []))
     return list(rows.values()), probe
 
 
-def system_worker(spec: RunSpec, process: int, env, into: list, on_status) -> LiveWorker:
-    """Worker `process` of a system, spawned and registered in `into` before anyone waits for
-    it, so an interrupt during its set-up kills it too."""
-    tag = spec.system if process == 1 else f"{spec.system} (process {process})"
-    on_status(f"{tag}: building and warming up in a fresh process")
-    into.append(LiveWorker(WORKER, asdict(spec), env=env))
-    return into[-1]
+def start_later(fleet: Fleet, later: dict, processes: int, rows: dict, probe: ProbeRow) -> ProbeRow:
+    """Every member's later workers, side by side; a failed one marks its system's row in
+    `rows`, or the probe's row, which is returned."""
+    for name, process, ready in fleet.later(later, processes):
+        status = ready.get("status", "ok")
+        if name == PROBE:
+            probe = replace(probe, status=later_status(probe.status, process, status))
+        else:
+            rows[name] = replace(
+                rows[name], status=later_status(rows[name].status, process, status)
+            )
+    return probe
 
 
-def start_workers(
-    spec: RunSpec, systems, processes: int, timeout: float, workers: dict, caches: list, on_status,
-    on_row,
-) -> dict[str, SystemRow]:  # fmt: skip
-    """Each system's first worker alone, one system after another (its compile seconds and
-    warm-up are the row's), then every later worker side by side; a later one that fails marks
-    its system's row. Workers join `workers[system]` in process order, caches `caches`."""
-    rows, envs = {}, {}
-    for system in systems:
-        envs[system], cache = worker_env(spec.threads)
-        caches.append(cache)
-        workers[system] = []
-        rows[system] = start_first(
-            replace(spec, system=system), envs[system], timeout, workers[system], on_status
-        )
-        on_row(rows[system])
-    spawns = [
-        ((s, p), partial(system_worker, replace(spec, system=s), p, envs[s], workers[s], on_status))
-        for s in systems
-        if rows[s].status == "ok"
-        for p in range(2, processes + 1)
-    ]
-    for (system, process), ready in start_side_by_side(spawns, timeout, spec.threads):
-        got = rebuild(SystemRow, {"system": system, **ready})
-        if rows[system].status == "ok" and got.status != "ok":
-            rows[system] = replace(rows[system], status=f"process {process}: {got.status}")
-    return rows
+PROBING = "bandwidth and GEMM probes in a fresh process"
+WARMING = "building and warming up in a fresh process"
 
 
-def start_first(spec: RunSpec, env, timeout: float, into: list, on_status) -> SystemRow:
-    """A system's first worker, set up alone: its compile seconds and warm-up are the row's."""
-    worker = system_worker(spec, 1, env, into, on_status)
-    return rebuild(SystemRow, {"system": spec.system, **worker.start(timeout)})
+def payload(spec: RunSpec, system: str) -> dict:
+    return asdict(replace(spec, system=system))
+
+
+def system_env(fleet: Fleet, threads: int) -> dict[str, str]:
+    """A member's workers' environment; its cold cache directory goes when the fleet does."""
+    env, cache = worker_env(threads)
+    fleet.clean(cache)
+    return env
+
+
+def probe_row(answer: dict) -> ProbeRow:
+    return rebuild(ProbeRow, {"system": PROBE, **answer})
+
+
+def closed_probe(probe: ProbeRow, finals: list[dict]) -> ProbeRow:
+    """The probe's row once its workers closed: the first's final row (rates over its rounds),
+    the first failure's status."""
+    if probe.status != "ok" or not finals:
+        return probe
+    failed = first_failure([str(f.get("status", "ok")) for f in finals])
+    return replace(probe, status=failed) if failed else probe_row(finals[0])
 
 
 def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:
@@ -275,18 +252,16 @@ def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_stat
     return slices
 
 
-def closed_row(row: SystemRow, workers: list, timeout: float) -> SystemRow:
+def closed_row(row: SystemRow, finals: list[dict]) -> SystemRow:
     """A system's row once every worker closed: the first worker's final row; builds while
     timed summed over the workers; deterministic only when every worker repeated itself and
     made the first's tokens; the first failure's status."""
-    finals = [worker.close(timeout) for worker in workers]
     if row.status != "ok":
         return row
     done = [rebuild(SystemRow, {**asdict(row), **final}) for final in finals]
-    failed = [(p, r.status) for p, r in enumerate(done, 1) if r.status != "ok"]
+    failed = first_failure([r.status for r in done])
     if failed:
-        process, status = failed[0]
-        return replace(row, status=status if process == 1 else f"process {process}: {status}")
+        return replace(row, status=failed)
     first = done[0]
     return replace(
         first,

@@ -2,8 +2,9 @@
 
 What it is: `derive(rows, spec, probe, windows)`: per system the greedy tokens against the
 reference's (`reference_row`: engine-eager, else hf-eager; `first_difference`, `digest`), the
-step-time median and IQR over every steady step of every round, each ratio to transformers and
-to the roofline floor with its interval paired by round (`put_interval`), and `mark_floor`
+step-time median and IQR over every steady step of every round (`timing_fields`), each ratio to
+transformers and to the roofline floor (the probe's rounds, `floor_fields`) with its interval
+paired by round and lent the run's process pool (`ratio_fields`, `put_interval`), and `mark_floor`
 (the floor probe failed once any step ran below the floor).
 What it is not: the measurement (`decode.bench.sweep`) or the gates (`decode.gates`).
 Invariant: a ratio pairs the two systems' windows of the same round, never across rounds; a
@@ -13,16 +14,21 @@ failed row derives no figure; an interval's ends are None where there is none, n
 from __future__ import annotations
 
 import hashlib
+import math
+import statistics
 from dataclasses import asdict, replace
 
-from nanobench.decode.roofline import floor_beaten, roofline_ms
+from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
-from nanobench.harness.rounds import Window, paired_rounds
+from nanobench.harness.rounds import Comparison, Window, paired_rounds, window_pool
 from nanobench.harness.stats import CONFIDENCE, ratio_interval, spread
 
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
 INTERVAL_COLUMNS = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
+# Each ratio column and the member it divides by: the floor is the probe's rounds.
+COMPARED = {"ratio_vs_hf_eager": "hf-eager", "ratio_vs_hf_compiled": "hf-static-compiled",
+            "ratio_vs_floor": PROBE}  # fmt: skip
 
 
 def first_difference(tokens: list[list[int]], ref: list[list[int]]) -> str | None:
@@ -60,53 +66,17 @@ def derive(
     timed = [w for w in windows if w.status == "ok"]
     # A failed probe measured nothing: no floor, never a floor from a made-up rate.
     measured = probe if probe is not None and probe.status == "ok" else ProbeRow("not run")
-    step_bytes = spec.weight_bytes + spec.kv_bytes
-    floor, bound = roofline_ms(
-        step_bytes, measured.bandwidth_gbs, spec.step_flops, measured.gemm_gflops
-    )
+    floor = floor_fields(spec, measured, timed)
     out = []
     for r in rows:
-        d = token_fields(r, ref)
-        found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
-        d["rounds"] = len({w.round for w in timed if w.system == r.system})
-        ok = found is not None and r.status == "ok"
-        if ok:
-            d["ms_per_step"] = round(found.median_ms, 4)
-            d["ms_q1"], d["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
-            d["ms_iqr"], d["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
-            d["tokens_per_s"] = round(spec.rows * 1e3 / found.median_ms, 2)
-        ok = ok and bool(d["ms_per_step"])
-        for column, theirs in (
-            ("ratio_vs_hf_eager", "hf-eager"),
-            ("ratio_vs_hf_compiled", "hf-static-compiled"),
-        ):
-            ours_ms, theirs_ms, processes = paired_rounds(timed, r.system, theirs)
-            found = (
-                ratio_interval(ours_ms, theirs_ms, processes, confidence)
-                if ok and ours_ms
-                else None
-            )
-            put_interval(d, column, found)
-        own, _, processes = paired_rounds(timed, r.system, r.system)
-        d["processes"] = max(1, len(set(processes)))
-        floor_ratio = (
-            ratio_interval(own, [floor] * len(own), processes, confidence)
-            if ok and own and floor
-            else None
-        )
-        put_interval(d, "ratio_vs_floor", floor_ratio)
+        d = {**token_fields(r, ref), **timing_fields(r, spec, timed)}
+        ok = r.status == "ok" and bool(d.get("ms_per_step"))
+        d.update(ratio_fields(r.system, timed, ok, confidence))
+        d["processes"] = max(1, len({w.process for w in timed if w.system == r.system}))
         if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
             d["ci_level"] = round(confidence, 4)
         d.update(
-            bandwidth_gbs=measured.bandwidth_gbs,
-            bandwidth_median_gbs=measured.bandwidth_median_gbs,
-            gemm_gflops=measured.gemm_gflops,
-            weight_bytes=spec.weight_bytes,
-            kv_bytes=spec.kv_bytes,
-            step_bytes=step_bytes,
-            step_flops=spec.step_flops,
-            floor_ms=round(floor, 4) if floor else None,
-            floor_bound=bound,
+            **floor,
             rows=spec.rows,
             prompt_len=spec.prompt_len,
             steps=spec.steps,
@@ -116,6 +86,56 @@ def derive(
         )
         out.append(DecodeRow(**{**asdict(r), **d}))
     return mark_floor(out)
+
+
+def timing_fields(r: SystemRow, spec: RunSpec, timed: list[Window]) -> dict:
+    """The row's step-time median, quartiles, IQR and cv over every steady step of its rounds."""
+    found = spread([m for w in timed if w.system == r.system for m in w.steady_ms()])
+    d: dict = {"rounds": len({w.round for w in timed if w.system == r.system})}
+    if found is not None and r.status == "ok":
+        d["ms_per_step"] = round(found.median_ms, 4)
+        d["ms_q1"], d["ms_q3"] = round(found.q1_ms, 4), round(found.q3_ms, 4)
+        d["ms_iqr"], d["ms_cv"] = round(found.iqr_ms, 4), round(found.cv, 4)
+        d["tokens_per_s"] = round(spec.rows * 1e3 / found.median_ms, 2)
+    return d
+
+
+def ratio_fields(system: str, timed: list[Window], ok: bool, confidence: float) -> dict:
+    """The row's ratio to each transformers system and to the floor (the probe's windows, one a
+    round), each paired by round and lent the run's process pool (`rounds.window_pool`)."""
+    d: dict = {}
+    for column, theirs in COMPARED.items():
+        ours_ms, theirs_ms, processes = paired_rounds(timed, system, theirs)
+        found = None
+        if ok and ours_ms:
+            pool = window_pool(timed, Comparison(column, system, theirs))
+            found = ratio_interval(ours_ms, theirs_ms, processes, confidence, pool)
+        put_interval(d, column, found)
+    return d
+
+
+def floor_fields(spec: RunSpec, measured: ProbeRow, timed: list[Window]) -> dict:
+    """The floor every row shares: its bound from the probe's rates, its milliseconds the
+    geometric mean of the probe's rounds (what the ratio divides by) or, before any round,
+    the set-up probe's."""
+    step_bytes = spec.weight_bytes + spec.kv_bytes
+    floor, bound = roofline_ms(
+        step_bytes, measured.bandwidth_gbs, spec.step_flops, measured.gemm_gflops
+    )
+    rounds = [m for w in timed if w.system == PROBE for m in w.steady_ms()]
+    if rounds and floor:
+        floor = math.exp(statistics.fmean(math.log(m) for m in rounds))
+    return dict(
+        bandwidth_gbs=measured.bandwidth_gbs,
+        bandwidth_median_gbs=measured.bandwidth_median_gbs,
+        gemm_gflops=measured.gemm_gflops,
+        weight_bytes=spec.weight_bytes,
+        kv_bytes=spec.kv_bytes,
+        step_bytes=step_bytes,
+        step_flops=spec.step_flops,
+        floor_ms=round(floor, 4) if floor else None,
+        floor_bound=bound,
+    )
 
 
 def token_fields(r: SystemRow, ref: SystemRow | None) -> dict:
@@ -140,16 +160,19 @@ def mark_floor(rows: list[DecodeRow]) -> list[DecodeRow]:
 
 
 def put_interval(row: dict, column: str, interval) -> None:
-    """column, column_low, column_high and column_within_share from an Interval (NaN or no
-    interval: None)."""
+    """column, column_low, column_high, column_within_share and column_df from an Interval (NaN
+    or no interval: None), and column_variance: where its process variance came from."""
     ends = (
-        (float("nan"),) * 4
+        (float("nan"),) * 5
         if interval is None
-        else (interval.estimate, interval.low, interval.high, interval.within_share)
-    )
-    keys = (column, f"{column}_low", f"{column}_high", f"{column}_within_share")
+        else (
+            interval.estimate, interval.low, interval.high, interval.within_share, interval.df
+        )
+    )  # fmt: skip
+    keys = (column, f"{column}_low", f"{column}_high", f"{column}_within_share", f"{column}_df")
     for key, value in zip(keys, ends):
-        row[key] = None if value != value else round(value, 4)
+        row[key] = None if value != value or value == math.inf else round(value, 4)
+    row[f"{column}_variance"] = interval.variance_from or None if interval is not None else None
 
 
 def digest(tokens: list[list[int]]) -> str:

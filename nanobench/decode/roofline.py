@@ -6,7 +6,7 @@ bandwidth and flops / GEMM rate, and which bound it is), the probes that measure
 the device (`probe_bandwidth`: the fastest full read of a weight-sized tensor; `probe_gemm`: the
 peak rate of a large square GEMM, never the step's own small products), `floor_beaten` (a
 measured step below its floor fails the probe) and `ProbeSession`, the worker session that
-runs the probes.
+runs the probes at set-up and once a round (a window: that round's floor).
 What it is not: a model of the step. Launches, Python and attention's softmax are above it.
 Invariant: both rates are peaks probed in this run on this device and dtype; a floor says
 which bound it is held to, and a floor above a measured step is a failed probe (the row says
@@ -87,7 +87,16 @@ def roofline_ms(
     return compute, "compute"
 
 
-def probe_bandwidth(spec: RunSpec) -> dict:
+def probe_data(spec: RunSpec):
+    """The weight-sized tensor the bandwidth probe reads: fp32 whatever the model dtype, a plain
+    vectorised read, never a conversion-bound one."""
+    import torch
+
+    nbytes = max(int(spec.weight_bytes), 1 << 20)
+    return torch.rand(math.ceil(nbytes / 4), device=spec.device)
+
+
+def probe_bandwidth(spec: RunSpec, data=None) -> dict:
     """Read a weight-sized tensor on the device: GB/s of the fastest of several full sums.
 
     The fastest, not the median: the floor is what the machine can do, and on a shared machine
@@ -95,11 +104,8 @@ def probe_bandwidth(spec: RunSpec) -> dict:
     """
     import torch
 
-    nbytes = max(int(spec.weight_bytes), 1 << 20)
-    device = spec.device
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    # fp32 whatever the model dtype: a plain vectorised read, never a conversion-bound one.
-    data = torch.rand(math.ceil(nbytes / 4), device=device)
+    sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
+    data = probe_data(spec) if data is None else data
     seconds = []
     for i in range(PROBE_READS + 2):
         sync()
@@ -173,22 +179,38 @@ def floor_beaten(system: str, ms_per_step: float | None, floor: float | None) ->
 
 
 class ProbeSession:
-    """Both probes at set-up; its ready row is its whole answer."""
+    """Both probes at set-up (its ready row), then again in every round: a window is that
+    round's floor, `roofline_ms` of the round's two peaks, so the floor's own spread is in every
+    ratio to it; the final row's rates are the median of the rounds' peaks."""
 
     def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
         import torch
 
         if spec.threads:
             torch.set_num_threads(spec.threads)
+        self.spec, self.data = spec, probe_data(spec)
         progress({"phase": "bandwidth probe", "i": 0, "of": 2})
-        row = probe_bandwidth(spec)
+        row = probe_bandwidth(spec, self.data)
         progress({"phase": "GEMM probe", "i": 1, "of": 2})
         row.update(probe_gemm(spec))
         row["threads"] = torch.get_num_threads()
-        self.ready = row
+        self.ready = {**row, "status": "ok"}
+        self.rounds: list[dict] = []
 
     def serve(self, request: dict) -> dict:
-        raise ValueError("the probe answers once, at set-up")
+        """One round's floor as a window of one step (a slice request is answered whole)."""
+        found = {**probe_bandwidth(self.spec, self.data), **probe_gemm(self.spec)}
+        self.rounds.append(found)
+        step_bytes = self.spec.weight_bytes + self.spec.kv_bytes
+        floor, _ = roofline_ms(
+            step_bytes, found["bandwidth_gbs"], self.spec.step_flops, found["gemm_gflops"]
+        )
+        return {"round": request["round"], "status": "ok", "ms": [floor], "built": [0],
+                "steady": [True]}  # fmt: skip
 
     def finish(self) -> dict:
-        return self.ready
+        if not self.rounds:
+            return self.ready
+        rates = ("bandwidth_gbs", "bandwidth_median_gbs", "gemm_gflops", "gemm_median_gflops")
+        medians = {k: statistics.median(r[k] for r in self.rounds) for k in rates}
+        return {**self.ready, **medians, "rounds": len(self.rounds)}

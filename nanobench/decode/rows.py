@@ -53,6 +53,7 @@ class ProbeRow:
     gemm_ms: float | None = None
     threads: int | None = None
     worker_s: float | None = None
+    rounds: int | None = None  # the rounds it measured the floor in (rates: their median)
 
 
 @dataclass(frozen=True)
@@ -108,12 +109,14 @@ class DecodeRow:
     ratio_vs_hf_eager_low: float | None = None  # 95% bootstrap interval, paired by round
     ratio_vs_hf_eager_high: float | None = None
     ratio_vs_hf_eager_within_share: float | None = None  # of its variance, what more rounds shrink
+    ratio_vs_hf_eager_df: float | None = None  # the t quantile's degrees of freedom
+    ratio_vs_hf_eager_variance: str | None = None  # rounds, own processes, or pooled
     ratio_vs_hf_compiled: float | None = None  # the same against hf-static-compiled
     ratio_vs_hf_compiled_low: float | None = None
     ratio_vs_hf_compiled_high: float | None = None
-    ratio_vs_hf_compiled_within_share: float | None = (
-        None  # of its variance, what more rounds shrink
-    )
+    ratio_vs_hf_compiled_within_share: float | None = None  # what more rounds shrink
+    ratio_vs_hf_compiled_df: float | None = None  # the t quantile's degrees of freedom
+    ratio_vs_hf_compiled_variance: str | None = None  # rounds, own processes, or pooled
     floor_ms: float | None = None  # max(step_bytes / bandwidth, step_flops / GEMM rate)
     floor_bound: str | None = None  # memory | compute
     floor_probe: str | None = None  # ok, or failed: a measured step ran below the floor
@@ -121,6 +124,8 @@ class DecodeRow:
     ratio_vs_floor_low: float | None = None
     ratio_vs_floor_high: float | None = None
     ratio_vs_floor_within_share: float | None = None  # of its variance, what more rounds shrink
+    ratio_vs_floor_df: float | None = None  # the t quantile's degrees of freedom
+    ratio_vs_floor_variance: str | None = None  # rounds, own processes, or pooled
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     load_note: str | None = None  # timed while other processes held cores the threads needed
     peak_rss_mb: float | None = None  # the worker's ru_maxrss in MiB

@@ -66,8 +66,9 @@ def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
     device_option(spec.device)
     directory, config = model_option(spec.model)
-    # Every worker of every system holds its own copy of the weights for the whole run.
-    fits_option(config, dtype, spec.device, copies=len(spec.systems) * spec.processes)
+    # Every worker of every system holds its own copy of the weights for the whole run, and
+    # every probe worker a weight-sized tensor to read.
+    fits_option(config, dtype, spec.device, copies=(len(spec.systems) + 1) * spec.processes)
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "

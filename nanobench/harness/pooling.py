@@ -139,4 +139,3 @@ def process_pool(medians: dict[str, dict[int, tuple[float, str]]]) -> ProcessPoo
         ms_residual=residual / df_res if df_res > 0 else 0.0,
         df_residual=df_res,
     )
-
