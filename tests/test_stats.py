@@ -16,6 +16,7 @@ from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
 from nanobench.harness.gates import Gate, ratio_gate
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import (
+    DECIDED_REL_CI,
     Comparison,
     RoundPlan,
     Window,
@@ -353,7 +354,7 @@ def test_looks_are_fixed_before_timing_and_their_alphas_sum_to_five_percent():
 
 
 def test_rounds_stop_at_the_first_look_at_which_every_gate_is_decided():
-    wild = fake_systems({"a": 10.0, "b": 10.0}, noise=0.5, seed=1)
+    wild = fake_systems({"a": 10.0, "b": 10.0}, noise=0.05, seed=1)
     asked: list[tuple[int, float]] = []
 
     def decided(windows: list[Window], level: float) -> bool:
@@ -367,6 +368,27 @@ def test_rounds_stop_at_the_first_look_at_which_every_gate_is_decided():
     # asked at the looks only (5, then 8), each at its own level; 8 is the first look past 7
     assert [r for r, _ in asked] == [5, 8] and max(w.round for w in got) == 8
     assert [c for _, c in asked] == [look_confidence(plan, 5), look_confidence(plan, 8)]
+
+
+def test_a_decided_run_goes_on_until_its_ratios_are_known_to_ten_percent():
+    # Decided from the start, but at this noise the interval is wider than +-10% at the early
+    # looks: the gates are not even asked until it is within it, and the run stops there.
+    wild = fake_systems({"a": 10.0, "b": 10.0}, noise=0.5, seed=1)
+    asked: list[int] = []
+
+    def decided(windows: list[Window], level: float) -> bool:
+        asked.append(max(w.round for w in windows))
+        return True
+
+    plan = RoundPlan(3, 30, 0.001, 1e9)
+    cmp = [Comparison("a/b", "a", "b")]
+    got = run_rounds(wild, plan, cmp, decided=decided)
+    stopped = max(w.round for w in got)
+    assert asked == [stopped] and stopped > looks(plan)[0]
+    found = intervals(got, cmp, look_confidence(plan, stopped))["a/b"]
+    assert found.rel_half_width <= DECIDED_REL_CI
+    early = [w for w in got if w.round <= looks(plan)[0]]
+    assert intervals(early, cmp, look_confidence(plan, 5))["a/b"].rel_half_width > DECIDED_REL_CI
 
 
 def null_stop(seed: int, every_round: bool) -> bool:

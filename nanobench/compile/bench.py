@@ -140,7 +140,9 @@ def interleaved_sweep(
         fleet.rounds(live, plan, comparisons(modes), decided=decided, on_window=keep,
                      on_round=on_round)  # fmt: skip
         for mode, finals in fleet.close(live).items():
-            rows[mode] = closed_row(rows[mode], [annotate(f, spec, mode) for f in finals])
+            row = closed_row(rows[mode], [annotate(f, spec, mode) for f in finals])
+            rows[mode] = replace(row, setup_s=fleet.setup_s[mode][0],
+                                 later_setup_s=fleet.later_setup_s(mode))  # fmt: skip
             on_row(rows[mode])
     return list(rows.values()), windows
 

@@ -117,6 +117,8 @@ class CompileRow:
     expected_value_guards: list[str] | None = None
     growing: list[str] | None = None  # a target's step inputs: which dims grew, from..to
     worker_s: float | None = None
+    setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
+    later_setup_s: float | None = None  # a later worker's, median: what each process costs
 
 
 @dataclass(frozen=True)

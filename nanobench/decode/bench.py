@@ -190,7 +190,9 @@ def sweep(
                      on_window=keep, on_round=on_round)  # fmt: skip
         finals = fleet.close(members)
         for system in live:
-            rows[system] = closed_row(rows[system], finals[system])
+            row = closed_row(rows[system], finals[system])
+            rows[system] = replace(row, setup_s=fleet.setup_s[system][0],
+                                   later_setup_s=fleet.later_setup_s(system))  # fmt: skip
             on_row(rows[system])
         probe = closed_probe(probe, finals.get(PROBE, []))
     return list(rows.values()), probe

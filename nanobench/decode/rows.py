@@ -84,6 +84,8 @@ class SystemRow:
     cpu_ms_per_step: float | None = None
     recorded_mid_run: int | None = None  # engine-captured
     worker_s: float | None = None
+    setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
+    later_setup_s: float | None = None  # a later worker's, median: what each process costs
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,8 @@ class DecodeRow:
     torch_version: str | None = None
     hf_version: str | None = None
     worker_s: float | None = None
+    setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
+    later_setup_s: float | None = None  # a later worker's, median: what each process costs
     captured_shapes: int | None = None
     peak_rss_bytes: int | None = None
     tokens: list[list[int]] | None = None  # kept for samples; never written (its digest is)

@@ -1,13 +1,14 @@
 """One fleet of live workers: what `compile`'s sweep and `decode`'s share, written once.
 
 What it is: `Fleet`, the workers of one run by member (a mode, a system, the roofline probe),
-each member's in process order. Its steps: `first` (a member's first worker, set up alone: its
+each member's in process order, with each worker's set-up seconds (`setup_s`). Its steps: `first` (a member's first worker, set up alone: its
 ready row is the member's set-up facts, compile seconds, first pass), `later` (every member's
 workers 2..N, set up side by side as the cores allow, `fresh.start_side_by_side`), `rounds`
 (each member's rounds dealt over its workers, `rounds.spread_over`, the members taking turns,
 `rounds.run_rounds`), `close` (every worker asked for its final row at once, then each row
 gathered) and, whatever ends the run (an interrupt too), every worker's process group killed
-and every directory handed to `clean` removed. `later_status` and `first_failure` word a later
+and every directory handed to `clean` removed. Every worker's OpenMP threads are bound to the
+same cores (`pinned_env`), so the members' windows are timed on the same core. `later_status` and `first_failure` word a later
 worker's failure the one way both commands report it.
 What it is not: a command's rows (each command rebuilds the payloads into its own row type),
 its environment (each says which cache a worker reads) or the statistics.
@@ -18,7 +19,10 @@ alone), and one window at a time, never two (`run_rounds`).
 
 from __future__ import annotations
 
+import os
 import shutil
+import statistics
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -31,6 +35,24 @@ from nanobench.harness.rounds import (
     run_rounds,
     spread_over,
 )
+
+
+def pinned_env() -> dict[str, str]:
+    """OpenMP's threads bound to cores, the last core first, for every worker of a fleet.
+
+    Unbound, a worker that wakes for its window lands on whichever core the scheduler picks,
+    and on a shared 2-core box the two cores ran the same step at 2.8 and 4.5 ms: a window's
+    median then said which core it got (cv 0.28 to 0.32 across a run's windows; bound, 0.10 to
+    0.13). Bound, every window of every member runs its first thread on the same core, so a
+    round's pair sees one core. The last core first: Linux routes interrupts to core 0 by
+    default. A user's own OMP_PROC_BIND or OMP_PLACES is left as it is.
+    """
+    if "OMP_PROC_BIND" in os.environ or "OMP_PLACES" in os.environ:
+        return {}
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not cores:
+        return {}
+    return {"OMP_PROC_BIND": "close", "OMP_PLACES": ",".join(f"{{{c}}}" for c in reversed(cores))}
 
 
 def tag(name: str, process: int) -> str:
@@ -57,6 +79,11 @@ class Fleet:
         self.on_status = on_status
         self.workers: dict[str, list[LiveWorker]] = {}
         self.dirs: list[str] = []
+        # Seconds from spawn to ready on the parent's clock, by member, in process order: a
+        # later worker's set-up against the first's is what --processes costs.
+        self.setup_s: dict[str, list[float]] = {}
+        self._spawned: dict[tuple[str, int], float] = {}
+        self.pinned = pinned_env()
 
     def __enter__(self) -> Fleet:
         return self
@@ -83,13 +110,28 @@ class Fleet:
     ) -> LiveWorker:
         """Worker `process` of `name`, registered before it is waited for."""
         self.on_status(f"{tag(name, process)}: {doing}")
+        self._spawned[(name, process)] = time.monotonic()
+        env = {**self.pinned, **env}
         worker = LiveWorker(self.module, payload, env=env, on_progress=on_progress)
         self.workers.setdefault(name, []).append(worker)
         return worker
 
     def first(self, name: str, payload: dict, env: dict[str, str], **spawn_args) -> dict:
         """A member's first worker, set up alone: its ready row."""
-        return self.spawn(name, 1, payload, env, **spawn_args).start(self.timeout)
+        ready = self.spawn(name, 1, payload, env, **spawn_args).start(self.timeout)
+        self.ready(name, 1)
+        return ready
+
+    def ready(self, name: str, process: int) -> float:
+        """Record (and return) worker `process` of `name`'s set-up seconds, once it is ready."""
+        seconds = round(time.monotonic() - self._spawned[(name, process)], 3)
+        self.setup_s.setdefault(name, []).append(seconds)
+        return seconds
+
+    def later_setup_s(self, name: str) -> float | None:
+        """The median set-up seconds of a member's later workers; None without any."""
+        later = self.setup_s.get(name, [])[1:]
+        return round(statistics.median(later), 3) if later else None
 
     def later(
         self, members: dict[str, tuple[Callable[[int], dict], dict[str, str]]], processes: int
@@ -101,7 +143,12 @@ class Fleet:
             for name, (payload, env) in members.items()
             for p in range(2, processes + 1)
         ]
-        for (name, process), ready in start_side_by_side(spawns, self.timeout, self.threads):
+        # Bound workers share their cores, so setting up two at once would only make them wait.
+        threads = 0 if self.pinned else self.threads
+        for (name, process), ready in start_side_by_side(spawns, self.timeout, threads):
+            # Side by side, a worker may have been ready before the fleet looked: an upper bound.
+            seconds = self.ready(name, process)
+            self.on_status(f"{tag(name, process)}: ready in {seconds:.1f} s")
             yield name, process, ready
 
     def rounds(

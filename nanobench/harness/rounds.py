@@ -200,6 +200,10 @@ def spread_over(workers: list[Callable[[int], Window]]) -> Callable[[int], Windo
     return window
 
 
+# A run whose gates are decided still runs on until every ratio is known to about +-10% (high /
+# low at most 1.21): a verdict beside [0.74, 1.46] tells a user nothing about the figure itself.
+DECIDED_REL_CI = 0.095
+
 # Looks grow by half each time: 5, 8, 12, 18 and the cap of 30, so a run that is decided early
 # stops early, and the 5% is not cut into thirty slivers by looking after every round.
 LOOK_GROWTH = 1.5
@@ -247,8 +251,9 @@ def run_rounds(
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
     Stop after round r (counting from 1) when r is a look (`looks`) and either every
-    comparison between two live systems has rel_half_width <= rel_ci or `decided(windows,
-    level)` says every gate of the run is decided at that look's level (`look_confidence`);
+    comparison between two live systems has rel_half_width <= rel_ci, or every one has it
+    within DECIDED_REL_CI and `decided(windows, level)` says every gate of the run is decided at
+    that look's level (`look_confidence`);
     or when r >= min_rounds and no comparison is open; or r == max_rounds, or budget_s has
     passed. on_round sees the intervals at the level a stop after round r would report.
     """
@@ -271,8 +276,10 @@ def run_rounds(
         ]
         if not live or (r >= plan.min_rounds and not open_ones):
             break
+        widths = [i.rel_half_width for i in open_ones]
         if r in schedule and (
-            all(i.rel_half_width <= plan.rel_ci for i in open_ones) or decided(windows, level)
+            all(w <= plan.rel_ci for w in widths)
+            or (all(w <= DECIDED_REL_CI for w in widths) and decided(windows, level))
         ):
             break
         if clock() - start >= plan.budget_s:
