@@ -125,7 +125,9 @@ def interleaved_sweep(
             rows[window.system] = replace(rows[window.system], status=window.status)
         on_window(window)
 
-    with Fleet(WORKER, timeout, spec.threads, on_status) as fleet:
+    # A later worker's set-up is compiling (one core: TORCHINDUCTOR_COMPILE_THREADS=1), so as many
+    # set up at once as there are cores; its few first-pass steps are all it runs on its threads.
+    with Fleet(WORKER, timeout, 1, on_status) as fleet:
         envs = {}
         for mode in modes:
             envs[mode] = mode_env(fleet, spec, mode)

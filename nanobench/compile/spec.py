@@ -31,7 +31,7 @@ class CompileSpec:
     steps: int = 16
     rounds: int = 3
     max_rounds: int = 30
-    processes: int = 2
+    processes: int = 3  # fresh workers per mode: docs/measuring.md#what-a-process-costs
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False

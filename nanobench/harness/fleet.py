@@ -7,8 +7,7 @@ workers 2..N, set up side by side as the cores allow, `fresh.start_side_by_side`
 (each member's rounds dealt over its workers, `rounds.spread_over`, the members taking turns,
 `rounds.run_rounds`), `close` (every worker asked for its final row at once, then each row
 gathered) and, whatever ends the run (an interrupt too), every worker's process group killed
-and every directory handed to `clean` removed. Every worker's OpenMP threads are bound to the
-same cores (`pinned_env`), so the members' windows are timed on the same core. `later_status` and `first_failure` word a later
+and every directory handed to `clean` removed. `later_status` and `first_failure` word a later
 worker's failure the one way both commands report it.
 What it is not: a command's rows (each command rebuilds the payloads into its own row type),
 its environment (each says which cache a worker reads) or the statistics.
@@ -19,7 +18,6 @@ alone), and one window at a time, never two (`run_rounds`).
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import time
@@ -35,24 +33,6 @@ from nanobench.harness.rounds import (
     run_rounds,
     spread_over,
 )
-
-
-def pinned_env() -> dict[str, str]:
-    """OpenMP's threads bound to cores, the last core first, for every worker of a fleet.
-
-    Unbound, a worker that wakes for its window lands on whichever core the scheduler picks,
-    and on a shared 2-core box the two cores ran the same step at 2.8 and 4.5 ms: a window's
-    median then said which core it got (cv 0.28 to 0.32 across a run's windows; bound, 0.10 to
-    0.13). Bound, every window of every member runs its first thread on the same core, so a
-    round's pair sees one core. The last core first: Linux routes interrupts to core 0 by
-    default. A user's own OMP_PROC_BIND or OMP_PLACES is left as it is.
-    """
-    if "OMP_PROC_BIND" in os.environ or "OMP_PLACES" in os.environ:
-        return {}
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not cores:
-        return {}
-    return {"OMP_PROC_BIND": "close", "OMP_PLACES": ",".join(f"{{{c}}}" for c in reversed(cores))}
 
 
 def tag(name: str, process: int) -> str:
@@ -75,6 +55,7 @@ class Fleet:
     def __init__(
         self, module: str, timeout: float, threads: int, on_status: Callable[[str], None]
     ) -> None:
+        # `threads`: the cores one worker's set-up occupies, so later ones set up side by side
         self.module, self.timeout, self.threads = module, timeout, threads
         self.on_status = on_status
         self.workers: dict[str, list[LiveWorker]] = {}
@@ -83,7 +64,6 @@ class Fleet:
         # later worker's set-up against the first's is what --processes costs.
         self.setup_s: dict[str, list[float]] = {}
         self._spawned: dict[tuple[str, int], float] = {}
-        self.pinned = pinned_env()
 
     def __enter__(self) -> Fleet:
         return self
@@ -111,7 +91,6 @@ class Fleet:
         """Worker `process` of `name`, registered before it is waited for."""
         self.on_status(f"{tag(name, process)}: {doing}")
         self._spawned[(name, process)] = time.monotonic()
-        env = {**self.pinned, **env}
         worker = LiveWorker(self.module, payload, env=env, on_progress=on_progress)
         self.workers.setdefault(name, []).append(worker)
         return worker
@@ -143,9 +122,7 @@ class Fleet:
             for name, (payload, env) in members.items()
             for p in range(2, processes + 1)
         ]
-        # Bound workers share their cores, so setting up two at once would only make them wait.
-        threads = 0 if self.pinned else self.threads
-        for (name, process), ready in start_side_by_side(spawns, self.timeout, threads):
+        for (name, process), ready in start_side_by_side(spawns, self.timeout, self.threads):
             # Side by side, a worker may have been ready before the fleet looked: an upper bound.
             seconds = self.ready(name, process)
             self.on_status(f"{tag(name, process)}: ready in {seconds:.1f} s")
