@@ -5,7 +5,9 @@ K >= 6 times with the same arguments, each a separate command, and for every rat
 (`ratio_vs_hf_eager`, `ratio_vs_hf_compiled`, `ratio_vs_floor` of every system) reports the
 share of runs whose interval contains the median of the other K - 1 runs' estimates
 (leave-one-out). An interval that holds only what its own process saw covers far less than
-its stated level; one that holds between-process variance comes close to it.
+its stated level; one that holds between-process variance comes close to it. Per run it
+also prints the wall seconds, every gate's verdict and each interval's high / low, and at the
+end the gates that passed in one run and failed in another (`flips`).
 What it is not: a unit test or a gate; it prints a figure for a person to quote.
 Invariant: every run is its own `python -m nanobench.cli decode` process with identical
 arguments; a run with no interval for a ratio claimed nothing and is counted apart, never as
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -58,18 +61,32 @@ def leave_one_out(runs: list[tuple[float | None, float | None, float | None]]) -
     return covered, with_interval
 
 
-def run_decode(args: list[str], out: Path) -> list:
-    """One `nanobench decode --json` in its own process: its rows, rebuilt as DecodeRows."""
+def run_decode(args: list[str], out: Path, verdicts: list | None = None) -> list:
+    """One `nanobench decode --json` in its own process: its rows, rebuilt as DecodeRows;
+    its wall seconds and {gate: verdict} appended to `verdicts` when given."""
     from nanobench.decode.rows import DecodeRow
     from nanobench.harness.rows import rebuild
 
     command = [sys.executable, "-m", "nanobench.cli", "decode", "--json", "--quiet"]
+    started = time.monotonic()
     done = subprocess.run(
         [*command, "--out", str(out), *args], capture_output=True, text=True, check=False
     )
     if done.returncode not in (0, 1, 3):
         raise SystemExit(f"decode exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    return [rebuild(DecodeRow, row) for row in json.loads(done.stdout)["rows"]]
+    doc = json.loads(done.stdout)
+    if verdicts is not None:
+        gates = {
+            g["name"]: g.get("verdict", "pass" if g["passed"] else "fail") for g in doc["gates"]
+        }
+        verdicts.append((round(time.monotonic() - started, 1), gates))
+    return [rebuild(DecodeRow, row) for row in doc["rows"]]
+
+
+def flips(verdicts: list[dict[str, str]]) -> list[str]:
+    """The gates that passed in one run and failed in another."""
+    names = sorted({n for v in verdicts for n in v})
+    return [n for n in names if {"pass", "fail"} <= {v.get(n) for v in verdicts}]
 
 
 def coverage(all_rows: list[list]) -> list[Coverage]:
@@ -99,12 +116,23 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     if opts.runs < 6:
         parser.error(f"--runs {opts.runs}: expected at least 6 (5 others make a median)")
-    all_rows = []
+    all_rows, verdicts = [], []
     with tempfile.TemporaryDirectory(prefix="nanobench-coverage-") as tmp:
         for k in range(opts.runs):
             print(f"run {k + 1}/{opts.runs}: nanobench decode {' '.join(opts.decode_args)}")
-            all_rows.append(run_decode(opts.decode_args, Path(tmp) / str(k)))
+            all_rows.append(run_decode(opts.decode_args, Path(tmp) / str(k), verdicts))
+            wall, gates = verdicts[-1]
+            print(f"  {wall} s; " + ", ".join(f"{n} {v}" for n, v in sorted(gates.items())))
+            for r in all_rows[-1]:
+                spans = [
+                    f"{c} {r_hi / r_lo:.2f}"
+                    for c in RATIOS
+                    if (r_lo := getattr(r, f"{c}_low")) and (r_hi := getattr(r, f"{c}_high"))
+                ]
+                print(f"  {r.system}: high/low " + ", ".join(spans))  # fmt: skip
     found = coverage(all_rows)
+    flipped = flips([g for _, g in verdicts])
+    print("gates that passed in one run and failed in another: " + (", ".join(flipped) or "none"))
     for c in found:
         share = "-" if c.share is None else f"{c.share:.0%}"
         print(

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.table import Table
 
 from reports.csvio import save_figure
-from reports.style import binary_bytes, colour, gate_mark
+from reports.style import binary_bytes, colour, gate_mark, interval_sources
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -95,7 +95,8 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
             f"{binary_bytes(m.step_bytes)} per step (weights {binary_bytes(m.weight_bytes)} + "
             f"K/V {binary_bytes(m.kv_bytes)}) / {m.bandwidth_gbs or 0:.1f} GB/s = {memory:.2f} ms "
             f"and {m.step_flops / 1e9:.3f} GFLOP / {m.gemm_gflops or 0:.1f} GFLOP/s (a large "
-            f"square GEMM's peak) = {compute:.2f} ms, both peaks probed in this run",
+            f"square GEMM's peak) = {compute:.2f} ms; both peaks probed in every round (rates: "
+            "the median of the rounds' peaks; the floor: the geometric mean of each round's)",
             markup=False,
         )
         if m.floor_probe and m.floor_probe != "ok":
@@ -116,6 +117,10 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
                 f"{r.capture_s:.2f} s; {r.recorded_mid_run} recorded mid-run",
                 markup=False,
             )
+    columns = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
+    pairs = [(getattr(r, f"{c}_variance"), getattr(r, f"{c}_df")) for r in rows for c in columns]
+    for source in interval_sources(pairs):
+        console.print(f"ratio intervals: process variance {source}", markup=False)
     note = next((r.load_note for r in rows if r.load_note), None)
     if note:
         console.print(f"every row: {note}", markup=False)

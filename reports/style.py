@@ -4,7 +4,8 @@ What it is: `binary_bytes(n)` (the one byte formatter: powers of 1024, named KiB
 `colour(name)` (a fixed colour for each compile mode, decode system and kernel, the same in
 every panel of every figure), `title(what, model=, device=, dtype=, **shape)` (a figure
 title that names the run it was drawn from) and `fit_table(console, table)` (a table too wide
-for the terminal as one block per row, never cells cut to an ellipsis).
+for the terminal as one block per row, never cells cut to an ellipsis) and
+`interval_sources(pairs)` (where a table's intervals took their process variance from).
 What it is not: a theme. Matplotlib's defaults stand; only what must agree across figures is here.
 Invariant: the same name is drawn in the same colour everywhere; a byte count is never printed
 in decimal megabytes beside a binary one; a table's cell is printed whole at any width.
@@ -59,6 +60,23 @@ def title(what: str, *, model: str | None, device: str, dtype: str, **shape) -> 
     parts = [f"{k.replace('_', ' ')} {v}" for k, v in shape.items() if v is not None]
     named = [] if model is None else [str(model)]
     return f"{what}: {', '.join([*named, f'{device} {dtype}', *parts])}"
+
+
+def interval_sources(pairs) -> list[str]:
+    """'pooled: 3 systems x 3 processes, 15 to 27 df' for each source of process variance
+    among (source, df) pairs, the degrees of freedom as a range where they differ."""
+    by: dict[str, list[float]] = {}
+    for source, df in pairs:
+        if source:
+            by.setdefault(source, []).extend([df] if df is not None else [])
+    lines = []
+    for source, dfs in sorted(by.items()):
+        low, high = (min(dfs), max(dfs)) if dfs else (None, None)
+        span = (
+            "" if low is None else f", {low:g} df" if low == high else f", {low:g} to {high:g} df"
+        )
+        lines.append(source + span)
+    return lines
 
 
 def gate_mark(g) -> str:

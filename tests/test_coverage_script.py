@@ -46,3 +46,8 @@ def test_coverage_reads_every_system_and_ratio_that_a_run_measured(script):
     assert (found.covered, found.with_interval) == (5, 6) and found.share == pytest.approx(5 / 6)
     with pytest.raises(SystemExit):
         script.main(["--runs", "5"])
+
+
+def test_a_gate_that_passed_in_one_run_and_failed_in_another_is_a_flip(script):
+    runs = [{"a": "pass", "b": "pass"}, {"a": "inconclusive", "b": "fail"}, {"a": "pass"}]
+    assert script.flips(runs) == ["b"]

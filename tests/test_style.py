@@ -23,3 +23,14 @@ def test_names_that_share_a_figure_have_distinct_colours():
 def test_a_title_names_the_run():
     got = title("compiled decode", model="tiny", device="cpu", dtype="float32", rows=4, steps=16)
     assert got == "compiled decode: tiny, cpu float32, rows 4, steps 16"
+
+
+def test_interval_sources_name_each_source_once_with_its_df_range():
+    from reports.style import interval_sources
+
+    pairs = [("pooled: 3 systems x 3 processes", 27.0), (None, None), ("own: 2 processes", 1.3)]
+    pairs.append(("pooled: 3 systems x 3 processes", 15.0))
+    assert interval_sources(pairs) == [
+        "own: 2 processes, 1.3 df",
+        "pooled: 3 systems x 3 processes, 15 to 27 df",
+    ]

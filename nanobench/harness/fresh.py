@@ -6,7 +6,8 @@ alive: the spec first, then one request at a time, each answered with one reply)
 side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
 `stop` or end of input; a session's `ready` row, one `reply` per request, the final `result`).
 `run_fresh` is `LiveWorker` with no requests: send the spec, close stdin, read the result;
-`start_side_by_side` sets up several LiveWorkers at once when their threads leave cores free.
+`start_side_by_side` sets up several LiveWorkers at once when their threads leave cores free;
+a request that names a `pin` core moves the worker's timing thread there (`pin_this_thread`).
 What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
 `status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
@@ -214,6 +215,16 @@ def emit(event: dict) -> None:
     sys.stdout.flush()
 
 
+def pin_this_thread(core: int | None) -> None:
+    """The calling thread (the one that times a window) on `core`, where a request names one.
+
+    Linux's sched_setaffinity on pid 0 moves the calling thread only: the threads OpenMP
+    started during set-up keep every core, so a worker of several threads still uses them.
+    """
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(core)})
+
+
 def serve_main(open_session: Callable[[dict, Callable[[dict], None]], object]) -> None:
     """The worker side: the spec, the session's ready row, a reply per request, the final row.
 
@@ -229,6 +240,7 @@ def serve_main(open_session: Callable[[dict, Callable[[dict], None]], object]) -
             request = json.loads(line)
             if request.get("op") == "stop":
                 break
+            pin_this_thread(request.get("pin"))
             emit({"event": "reply", "row": session.serve(request)})
         row = session.finish()
     except BaseException as e:

@@ -300,14 +300,19 @@ def describe(name: str, interval: Interval) -> str:
     )
 
 
-def live_window(worker, system: str, timeout: float, slices: int = 1) -> Callable[[int], Window]:
+def live_window(
+    worker, system: str, timeout: float, slices: int = 1, pin: int | None = None
+) -> Callable[[int], Window]:
     """A live worker (`nanobench.harness.fresh.LiveWorker`) as a system: each round one request; with
     `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
-    (`nanobench.harness.slices`), whichever rounds the worker is dealt."""
+    (`nanobench.harness.slices`), whichever rounds the worker is dealt; with `pin`, the worker
+    times it on that core (`fresh.pin_this_thread`)."""
     served = [0]
 
     def window(round_index: int) -> Window:
         request = {"op": "window", "round": round_index}
+        if pin is not None:
+            request["pin"] = pin
         if slices > 1:
             request.update(slice=served[0] % slices + 1, slices=slices)
         served[0] += 1
