@@ -118,6 +118,10 @@ def test_the_warm_start_is_priced_beside_the_cold_one():
     render_compile(console, [_, dynamic], [], "t")
     text = console.export_text()
     assert shown_rows(text, "mode")["dynamic"]["worth it"] == "no cold / yes warm"
+    # one process's rounds: a bootstrap over them, its df the rounds less one, said once
+    assert dynamic.speedup_variance == "rounds: 1 process"
+    assert dynamic.speedup_df == dynamic.rounds - 1
+    assert f"speedup intervals: process variance rounds: 1 process, {dynamic.rounds - 1} df" in text
     assert (
         "dynamic: warm start (a later process over the caches the first filled): compile 5.00 s"
         in text
