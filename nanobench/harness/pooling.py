@@ -13,9 +13,11 @@ of freedom, checked against the run's other systems (`checked_by`).
 What it is not: the hierarchical interval of one comparison (`stats._hierarchical`, what a
 run falls back to) or a model of why processes differ.
 Invariant: the pool is one process variance per run, so it is only applied where the systems
-agree with it: fewer than three systems (a pool no wider than one comparison's own), or a
-comparison whose own processes disagree more than the run's other systems' do (an F test,
-p < POOL_ALPHA), take the comparison's own interval, and every interval says which it used.
+can be checked to agree with it: fewer than three systems (a pool no wider than one
+comparison's own), fewer than three processes (a comparison's own disagreement has one degree
+of freedom, too few to check), or a comparison whose own processes disagree more than the
+run's other systems' do (an F test, p < POOL_ALPHA), take the comparison's own interval, and
+every interval says which it used.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nanobench.harness.stats import Interval, bounded_exp
 # costs width, a wrong one coverage (tests/test_pooling.py drives both).
 POOL_ALPHA = 0.05
 MIN_SYSTEMS = 3
+MIN_PROCESSES = 3
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,14 @@ class ProcessPool:
 
     @property
     def usable(self) -> bool:
-        return self.systems >= MIN_SYSTEMS and self.df_interaction > 0
+        # Two processes give a comparison's own disagreement 1 degree of freedom: too few to
+        # check it against the pool, and six decode runs of two processes pooled covered the
+        # others' median in 0 to 6 of 6 (benchmarks/coverage.py), so they keep their own.
+        return (
+            self.systems >= MIN_SYSTEMS
+            and self.processes >= MIN_PROCESSES
+            and self.df_interaction > 0
+        )
 
     def checked_by(self, rest: ProcessPool | None) -> ProcessPool:
         """This pool, its check the interaction of `rest` (the systems a comparison leaves out)."""
