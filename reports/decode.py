@@ -91,12 +91,13 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
         memory = m.step_bytes / (m.bandwidth_gbs or float("inf")) / 1e6
         compute = m.step_flops / (m.gemm_gflops or float("inf")) / 1e6
         console.print(
-            f"floor ({m.floor_bound}-bound) = {m.floor_ms:.2f} ms: the larger of "
+            f"floor ({m.floor_bound}-bound) = {m.floor_ms:.2f} ms: the geometric mean of each "
+            "round's floor, the larger of its bytes over that round's bandwidth peak and its "
+            "flops over that round's GEMM peak; at the median of the rounds' peaks, "
             f"{binary_bytes(m.step_bytes)} per step (weights {binary_bytes(m.weight_bytes)} + "
             f"K/V {binary_bytes(m.kv_bytes)}) / {m.bandwidth_gbs or 0:.1f} GB/s = {memory:.2f} ms "
             f"and {m.step_flops / 1e9:.3f} GFLOP / {m.gemm_gflops or 0:.1f} GFLOP/s (a large "
-            f"square GEMM's peak) = {compute:.2f} ms; both peaks probed in every round (rates: "
-            "the median of the rounds' peaks; the floor: the geometric mean of each round's)",
+            f"square GEMM) = {compute:.2f} ms",
             markup=False,
         )
         if m.floor_probe and m.floor_probe != "ok":

@@ -45,7 +45,7 @@ def test_a_worker_spec_carries_every_option_it_shares_with_the_command():
         "steps": 9, "bucketed": True, "width_multiple": 64, "max_model_len": 96,
         "block_size": 8, "cache": "warm", "backend": "eager", "device": "cuda",
         "dtype": "bfloat16", "seed": 0, "decode_path": "unplanned", "threads": 2,
-        "target": "pkg.mod:factory", "trace": "/traces",
+        "target": "pkg.mod:factory", "trace": "/traces", "process": 1,
     }  # fmt: skip
     assert asdict(got) == expected
 
