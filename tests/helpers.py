@@ -17,6 +17,7 @@ import torch
 
 from engine.config import ModelConfig, RopeScaling
 from engine.weights import synthesize_weights, write_checkpoint
+from nanobench.harness.rounds import Window, spread_over, time_steps
 
 TINY_MHA = ModelConfig(
     vocab_size=512,
@@ -287,3 +288,33 @@ def shown_rows(text: str, key: str) -> dict[str, dict[str, str]]:
     return {
         t[len(prefix) :]: cells for t, cells in text_blocks(text).items() if t.startswith(prefix)
     }
+
+
+def noisy_fleet(
+    processes: int, seed: int, effects: dict[str, float], hits: float = 0.1, steps: int = 8
+):
+    """Identical systems over `processes` workers each (`rounds.spread_over`), system s's
+    processes carrying lognormal effects of sigma effects[s];
+    a neighbour slows a window (`hits` of them) 1.5 to 4 times, steps carry Student-t (2 dof) noise
+    and a drift per round hits every system alike: the null checks' systems."""
+    rng = np.random.default_rng(seed)
+    now = [0.0]
+    drifts: dict[int, float] = {}
+    effect = {n: np.exp(sigma * rng.standard_normal(processes)) for n, sigma in effects.items()}
+
+    def worker(name: str, slot: int):
+        def window(r: int) -> Window:
+            factor = drifts.setdefault(r, 1.0 + 0.10 * rng.uniform(-1, 1))
+            hit = rng.uniform(1.5, 4.0) if rng.uniform() < hits else 1.0
+            mean_ms = 10.0 * effect[name][slot] * factor * hit
+
+            def step() -> int:
+                now[0] += mean_ms * math.exp(0.03 * rng.standard_t(2)) / 1e3
+                return 0
+
+            ms, built = time_steps(step, steps, clock=lambda: now[0])
+            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * steps)
+
+        return window
+
+    return {n: spread_over([worker(n, p) for p in range(processes)]) for n in effects}

@@ -10,17 +10,10 @@ import pytest
 
 from nanobench.harness import pooling
 from nanobench.harness.pooling import process_pool
-from nanobench.harness.rounds import (
-    Comparison,
-    RoundPlan,
-    Window,
-    intervals,
-    run_rounds,
-    spread_over,
-    time_steps,
-)
+from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
 from nanobench.harness.stats import verdict_at_most
 from nanobench.harness.verdicts import INCONCLUSIVE
+from tests.helpers import noisy_fleet
 
 STEPS = 8
 NULL_RUNS = 20
@@ -29,39 +22,12 @@ NULL_ROUNDS = 12
 NULL_ALLOWED = 3
 
 
-def fleet(processes: int, seed: int, effects: dict[str, float], hits: float = 0.1):
-    """Identical systems, system s's processes carrying lognormal effects of sigma effects[s];
-    a neighbour slows a window (`hits` of them) 1.5 to 4 times, steps carry Student-t (2 dof) noise
-    and a drift per round hits every system alike (as tests/test_stats.py's null check)."""
-    rng = np.random.default_rng(seed)
-    now = [0.0]
-    drifts: dict[int, float] = {}
-    effect = {n: np.exp(sigma * rng.standard_normal(processes)) for n, sigma in effects.items()}
-
-    def worker(name: str, slot: int):
-        def window(r: int) -> Window:
-            factor = drifts.setdefault(r, 1.0 + 0.10 * rng.uniform(-1, 1))
-            hit = rng.uniform(1.5, 4.0) if rng.uniform() < hits else 1.0
-            mean_ms = 10.0 * effect[name][slot] * factor * hit
-
-            def step() -> int:
-                now[0] += mean_ms * math.exp(0.03 * rng.standard_t(2)) / 1e3
-                return 0
-
-            ms, built = time_steps(step, STEPS, clock=lambda: now[0])
-            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * STEPS)
-
-        return window
-
-    return {n: spread_over([worker(n, p) for p in range(processes)]) for n in effects}
-
-
 def null_runs(processes: int, effects: dict[str, float], hits: float = 0.1, name: str = "a/b"):
     """Each seeded run's interval for a/b (identical systems: its truth is 1.0)."""
     cmp = [Comparison("a/b", "a", "b")]
     plan = RoundPlan(NULL_ROUNDS, NULL_ROUNDS, 0.03, 1e9)
     for seed in range(NULL_RUNS):
-        windows = run_rounds(fleet(processes, seed, effects, hits), plan, cmp)
+        windows = run_rounds(noisy_fleet(processes, seed, effects, hits, STEPS), plan, cmp)
         yield intervals(windows, cmp)[name]
 
 

@@ -25,7 +25,6 @@ from nanobench.harness.rounds import (
     looks,
     rotation,
     run_rounds,
-    spread_over,
     time_steps,
 )
 from nanobench.harness.stats import (
@@ -41,6 +40,7 @@ from nanobench.harness.stats import (
     verdict_at_most,
 )
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from tests.helpers import noisy_fleet
 
 STEPS = 16
 
@@ -247,29 +247,7 @@ def null_systems(processes: int, seed: int, effect: float = 0.05):
     disagreed by); a window is also hit, one time in ten, by a neighbour that slows only it 1.5
     to 4 times; each step carries Student-t (2 dof) noise; a drift per round hits both alike.
     """
-    rng = np.random.default_rng(seed)
-    now = [0.0]
-    drifts: dict[int, float] = {}
-    effects = {name: np.exp(effect * rng.standard_normal(processes)) for name in ("a", "b")}
-
-    def worker(name: str, slot: int):
-        def window(r: int) -> Window:
-            factor = drifts.setdefault(r, 1.0 + 0.10 * rng.uniform(-1, 1))
-            hit = rng.uniform(1.5, 4.0) if rng.uniform() < 0.1 else 1.0
-            mean_ms = 10.0 * effects[name][slot] * factor * hit
-
-            def step() -> int:
-                now[0] += mean_ms * math.exp(0.03 * rng.standard_t(2)) / 1e3
-                return 0
-
-            ms, built = time_steps(step, STEPS, clock=lambda: now[0])
-            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * STEPS)
-
-        return window
-
-    return {
-        name: spread_over([worker(name, slot) for slot in range(processes)]) for name in ("a", "b")
-    }
+    return noisy_fleet(processes, seed, {"a": effect, "b": effect}, steps=STEPS)
 
 
 def null_claims(processes: int) -> int:

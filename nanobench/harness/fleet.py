@@ -43,7 +43,8 @@ def timing_core() -> int | None:
     A worker that wakes for its window lands on whichever core the scheduler picks, and on a
     shared 2-core box the two ran the same step at 2.8 and 4.5 ms, so an unpinned window's
     median said which core it got: the log of a round's off / dynamic ratio had a standard
-    deviation of 0.07 to 0.34 (median 0.2) over five runs, pinned 0.04 to 0.13 over three. The
+    deviation of 0.07 to 0.34 (median 0.24) over five `compile` runs, pinned 0.07 to 0.20
+    (median 0.10) over five. The
     last core: Linux sends interrupts to core 0 by default. Set-up is not pinned, so later
     workers still set up side by side.
     """
