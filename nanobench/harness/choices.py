@@ -16,3 +16,16 @@ DEVICES = ("cpu", "cuda")
 CACHES = ("cold", "warm")
 HF_ATTENTION = ("sdpa", "eager")
 LAUNCHERS = ("local", "ray")
+# Columns a before/after comparison gates on (`--no-more`, `--no-slower`): counts, where fewer is
+# better and a change is exact, and timings, where a change carries an interval.
+COUNT_COLUMNS = (
+    "graphs",
+    "breaks",
+    "ops",
+    "guards",
+    "value_guards",
+    "builds",
+    "fell_back",
+    "shapes",
+)
+TIMING_COLUMNS = ("step_ms", "speedup")

@@ -21,12 +21,14 @@ from engine.config import CAPTURE_OUTPUTS, DECODE_PATHS, DTYPES, KERNELS
 from nanobench.harness.choices import (
     BACKENDS,
     CACHES,
+    COUNT_COLUMNS,
     DEVICES,
     HF_ATTENTION,
     LAUNCHERS,
     MODES,
     REDUCE_OVERHEAD,
     SYSTEMS,
+    TIMING_COLUMNS,
 )
 
 
@@ -101,6 +103,17 @@ CaptureOutput = Annotated[
 Target = Annotated[
     str,
     typer.Option(help="Your decode step: module:factory, file.py:factory, hf-static, hf-dynamic."),
+]
+Vs = Annotated[
+    str,
+    typer.Option(
+        "--vs",
+        help="The before side, stepped in the same run: a target spec (as --target) or engine.",
+    ),
+]
+VsPath = Annotated[
+    Literal[DECODE_PATHS] | None,
+    typer.Option("--vs-path", help="The before side: the engine on this --path (after: --path)."),
 ]
 
 # -- the batch, the cache and the shape set -----------------------------------------------------
@@ -250,6 +263,38 @@ CacheDir = Annotated[
 
 # -- what every command prints ------------------------------------------------------------------
 Out = Annotated[str, typer.Option(help="Directory for the CSV, the diagram and the env record.")]
+NoMore = Annotated[
+    Names | None,
+    typer.Option(
+        parser=names_of(COUNT_COLUMNS),
+        metavar=",".join(COUNT_COLUMNS),
+        help="With --vs and --check: fail when the after side has more of these.",
+    ),
+]
+NoSlower = Annotated[
+    Names | None,
+    typer.Option(
+        parser=names_of(TIMING_COLUMNS),
+        metavar=",".join(TIMING_COLUMNS),
+        help="With --vs and --check: fail when the after side is decided slower in these.",
+    ),
+]
+Margin = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        max=0.5,
+        help="--no-slower passes once the after side is known no more than this much slower.",
+    ),
+]
+ExportJson = Annotated[
+    str,
+    typer.Option(
+        "--export-json",
+        metavar="FILE",
+        help="Also write the run as PyTorch OSS benchmark database records (one per metric).",
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")
 ]

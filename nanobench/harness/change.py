@@ -1,0 +1,189 @@
+"""Before and after: what changed between two versions of a decode step, column by column.
+
+What it is: `Change` (one column of one member, before and after: a count's difference, a
+timing's after / before ratio with its interval and verdict), `count_change`, `timing_change`,
+`value_change`, `apart_interval` (the ratio of two runs taken apart, from their per-process
+means: no pairing by round is possible there) and the gates a comparison can be held to in CI:
+`no_more_gates` (`--no-more graphs,breaks`) and `no_slower_gates` (`--no-slower step_ms`), with
+`check_columns` refusing a column a command does not measure.
+What it is not: a measurement (`--vs` runs both sides through one fleet, `compare` reads two
+saved runs) or a table (`reports.change`).
+Invariant: a count's change is exact (dynamo's counters, no interval); a timing's verdict comes
+from its interval alone: "faster" or "slower" only when the interval excludes 1, else "can't
+tell"; a timing with no interval is never faster or slower.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from nanobench.harness.errors import BadInput
+from nanobench.harness.gates import Gate, ratio_gate
+from nanobench.harness.stats import CONFIDENCE, Interval
+
+FASTER, SLOWER, CANT_TELL = "faster", "slower", "can't tell"
+FEWER, MORE, SAME, CHANGED = "fewer", "more", "same", "changed"
+# Timings where a larger after / before ratio is better: a speedup; a step time is the other way.
+HIGHER_IS_BETTER = ("speedup",)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One column of one member (a mode, a system, a depth), before and after.
+
+    `change` is after - before for a count, after / before for a timing (with `low`, `high` its
+    interval at `level`); `verdict` is fewer / more / same, faster / slower / can't tell, or
+    changed / same for a value; `note` says why a timing has no interval.
+    """
+
+    member: str
+    column: str
+    kind: str  # count | timing | value
+    before: float | int | str | None
+    after: float | int | str | None
+    change: float | None = None
+    low: float | None = None
+    high: float | None = None
+    level: float | None = None
+    df: float | None = None
+    verdict: str = SAME
+    note: str = ""
+    rounds: int | None = None  # the rounds (or processes, runs apart) the interval came from
+
+
+def count_change(member: str, column: str, before, after) -> Change:
+    """A count (graphs, breaks, builds; fell back as 0/1): after - before, fewer / more / same."""
+    if before is None or after is None:
+        return Change(member, column, "count", before, after, None, verdict=CANT_TELL,
+                      note="not measured on both sides")  # fmt: skip
+    diff = int(after) - int(before)
+    verdict = FEWER if diff < 0 else MORE if diff > 0 else SAME
+    return Change(member, column, "count", before, after, diff, verdict=verdict)
+
+
+def timing_change(
+    member: str, column: str, before, after, interval: Interval | None, note: str = ""
+) -> Change:
+    """A timing: after / before with its interval; faster / slower only when it excludes 1."""
+    ratio = after / before if before and after is not None else None
+    if interval is None or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        why = note or (f"{interval.rounds} paired rounds: no interval yet" if interval else "")
+        return Change(member, column, "timing", before, after, _round(ratio), verdict=CANT_TELL,
+                      note=why or "no interval", rounds=interval.rounds if interval else None)  # fmt: skip
+    higher = column in HIGHER_IS_BETTER
+    if interval.low > 1:
+        verdict = FASTER if higher else SLOWER
+    elif interval.high < 1:
+        verdict = SLOWER if higher else FASTER
+    else:
+        verdict = CANT_TELL
+    df = interval.df if math.isfinite(interval.df) else None
+    return Change(
+        member, column, "timing", before, after, _round(interval.estimate), _round(interval.low),
+        _round(interval.high), None, _round(df), verdict, note, interval.rounds,
+    )  # fmt: skip
+
+
+def value_change(member: str, column: str, before, after) -> Change:
+    """A verdict or a kind (worth compiling, guard kind): the same or changed, nothing measured."""
+    return Change(
+        member, column, "value", before, after, verdict=SAME if before == after else CHANGED
+    )
+
+
+def with_level(change: Change, level: float) -> Change:
+    """The change with the level its interval was read at (a look's, `rounds.look_confidence`)."""
+    return replace(change, level=round(level, 4)) if change.low is not None else change
+
+
+def apart_interval(before: list[list[float]], after: list[list[float]], confidence=CONFIDENCE):
+    """after / before for two runs taken apart: their per-process mean logs, Welch's t.
+
+    Each inner list is one process's per-round values (step ms, or a round's speedup). Rounds of
+    one process are not independent of each other, so a process is the unit (its mean log), as
+    in the hierarchical interval; with one process a side its rounds stand in. The machine's
+    drift between the two runs is in neither side's spread: the caller says so.
+    """
+    from scipy.stats import t
+
+    def units(side: list[list[float]]) -> list[float]:
+        groups = [[math.log(v) for v in g if v and v > 0] for g in side]
+        groups = [g for g in groups if g]
+        if len(groups) > 1:
+            return [sum(g) / len(g) for g in groups]
+        return groups[0] if groups else []
+
+    a, b = units(before), units(after)
+    if len(a) < 2 or len(b) < 2:
+        est = math.exp(_mean(b) - _mean(a)) if a and b else math.nan
+        return Interval(est, math.nan, math.nan, len(a) + len(b))
+    va, vb = _var(a) / len(a), _var(b) / len(b)
+    estimate = _mean(b) - _mean(a)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        point = math.exp(estimate)
+        return Interval(point, point, point, len(a) + len(b))
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    q = float(t.ppf(0.5 + confidence / 2, df))
+    low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
+    return Interval(math.exp(estimate), low, high, len(a) + len(b), 1, 1.0, df, "runs apart")
+
+
+def check_columns(option: str, asked, measured: tuple[str, ...]) -> None:
+    """One line naming a column this command does not measure, and those it does."""
+    for column in asked or ():
+        if column not in measured:
+            raise BadInput(f"{option} {column}: this command measures {', '.join(measured)}")
+
+
+def no_more_gates(changes: list[Change], columns) -> list[Gate]:
+    """One gate per member and named count: fail when the after side has more."""
+    found = []
+    for c in changes:
+        if c.kind != "count" or c.column not in (columns or ()):
+            continue
+        name = f"no_more[{c.column} {c.member}]"
+        if c.change is None:
+            found.append(Gate(name, False, f"{c.column}: {c.note}"))
+            continue
+        detail = f"{c.column} {c.before} -> {c.after} ({c.verdict})"
+        found.append(Gate(name, c.change <= 0, detail))
+    return found
+
+
+def no_slower_gates(changes: list[Change], columns, margin: float) -> list[Gate]:
+    """One gate per member and named timing: pass once the after side is known no more than
+    `margin` slower, fail once it is known more than that slower, else can't tell (exit 3)."""
+    found = []
+    for c in changes:
+        if c.kind != "timing" or c.column not in (columns or ()):
+            continue
+        interval = _slowdown(c)
+        what = f"{c.member} {c.column}: after's slowdown against before"
+        found.append(ratio_gate(f"no_slower[{c.column} {c.member}]", what, interval, 1 + margin))
+    return found
+
+
+def _slowdown(c: Change) -> Interval:
+    """The change as a slowdown (> 1 is slower): after / before of a step time, its inverse for
+    a speedup."""
+    nan = math.nan
+    values = [nan if v is None else v for v in (c.change, c.low, c.high)]
+    if c.column in HIGHER_IS_BETTER:
+        est, low, high = (1 / v if v else nan for v in values)
+        values = [est, high, low]
+    return Interval(values[0], values[1], values[2], c.rounds or 0)
+
+
+def _round(value):
+    return None if value is None or value != value else round(float(value), 4)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _var(xs: list[float]) -> float:
+    m = _mean(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
