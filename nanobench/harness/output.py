@@ -32,9 +32,11 @@ def finish(
     render: Callable[[], None],
     failed: bool = False,
     env: dict | None = None,
+    extra: dict | None = None,
 ) -> int:
     """Print the table (or the JSON document) and return the exit code.
 
+    `extra` (a comparison's changes, say) joins the JSON document beside the rows.
     Exit 1 when a measurement failed, or when --check is set and a gate failed; exit 3 when
     --check is set, nothing failed and a gate is inconclusive.
     """
@@ -47,6 +49,7 @@ def finish(
         }
         if env is not None:
             doc["env"] = env
+        doc.update(extra or {})
         sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
     else:
         render()
