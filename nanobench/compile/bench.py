@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 
 from nanobench.compile.rows import CompileRow, from_worker
@@ -46,12 +46,15 @@ def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str |
     return env, None
 
 
-def annotate(payload: dict, spec: WorkerSpec, mode: str) -> CompileRow:
-    """A worker's payload as a row (`from_worker` fails naming a renamed field), with the spec's."""
-    row = from_worker(payload, mode)
+def annotate(payload: dict, member: Member) -> CompileRow:
+    """A worker's payload as a row (`from_worker` fails naming a renamed field), with the spec's
+    and the member's side."""
+    spec = member.spec
+    row = from_worker(payload, member.mode)
     return replace(
-        row, cache=spec.cache, device=spec.device, backend=spec.backend, bucketed=spec.bucketed
-    )
+        row, cache=spec.cache, device=spec.device, backend=spec.backend, bucketed=spec.bucketed,
+        side=member.side,
+    )  # fmt: skip
 
 
 def sweep(
@@ -79,21 +82,51 @@ def sweep(
         finally:
             if fresh:
                 shutil.rmtree(fresh, ignore_errors=True)
-        rows.append(annotate(row, spec, mode))
+        rows.append(annotate(row, Member("", mode, spec)))
         on_row(rows[-1])
     return rows
 
 
-def comparisons(modes: list[str]) -> list[Comparison]:
-    """Each compiled mode's speedup: off's step time over its own."""
-    if "off" not in modes:
-        return []
-    return [Comparison(f"{m}", "off", m) for m in modes if m != "off"]
+@dataclass(frozen=True)
+class Member:
+    """One mode of one side in the fleet: `name` is its windows' system ("dynamic", or
+    "after dynamic" in a before-and-after run), `spec` what its workers step."""
+
+    side: str  # "" alone; before | after
+    mode: str
+    spec: WorkerSpec
+
+    @property
+    def name(self) -> str:
+        return member_name(self.side, self.mode)
+
+
+def member_name(side: str, mode: str) -> str:
+    return f"{side} {mode}" if side else mode
+
+
+def members_of(sides: dict[str, WorkerSpec], modes: list[str]) -> list[Member]:
+    """Every side's modes, the before side first: one fleet member each."""
+    return [Member(side, mode, spec) for side, spec in sides.items() for mode in modes]
+
+
+def comparisons(members: list[Member]) -> list[Comparison]:
+    """Each side's compiled modes' speedups (off's step time over its own) and, with two sides,
+    each mode's change (after's step time over before's): every ratio the stop rule reads."""
+    names = {m.name for m in members}
+    found = []
+    for m in members:
+        off = member_name(m.side, "off")
+        if m.mode != "off" and off in names:
+            found.append(Comparison(m.name, off, m.name))
+        before = member_name("before", m.mode)
+        if m.side == "after" and before in names:
+            found.append(Comparison(f"{m.mode} after/before", m.name, before))
+    return found
 
 
 def interleaved_sweep(
-    spec: WorkerSpec,
-    modes: list[str],
+    members: list[Member],
     plan: RoundPlan,
     *,
     timeout: float,
@@ -104,20 +137,22 @@ def interleaved_sweep(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
 ) -> tuple[list[CompileRow], list[Window]]:
-    """`processes` live workers per mode (`harness.fleet`), then rounds, round r of every mode
-    in its worker (r - 1) mod processes, until `decided(windows, level)` says every gate is
-    decided or the intervals are tight.
+    """`processes` live workers per member (`harness.fleet`), then rounds, round r of every
+    member in its worker (r - 1) mod processes, until `decided(windows, level)` says every gate
+    is decided or the intervals are tight. A before-and-after run is one fleet: both sides'
+    modes take turns in every round, so each change is paired by round like each speedup.
 
-    Each mode's first worker is set up alone, one mode after another (no two compile at once):
-    its builds, compile seconds and first pass are the mode's row. A later worker shares the
+    Each member's first worker is set up alone, one after another (no two compile at once):
+    its builds, compile seconds and first pass are the member's row. A later worker shares the
     first's Inductor cache directory and skips what only the row needs (the guard-kind probe),
     so its set-up is a warm start: process 2's compile seconds are the row's `compile_warm_s`.
-    on_row sees each row when its first worker is ready and again when the mode closes;
+    on_row sees each row when its first worker is ready and again when the member closes;
     on_window every window, the first pass (round 0) included.
     """
     processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
     rows: dict[str, CompileRow] = {}
     windows: list[Window] = []
+    by_name = {m.name: m for m in members}
 
     def keep(window: Window) -> None:
         windows.append(window)
@@ -129,49 +164,51 @@ def interleaved_sweep(
     # set up at once as there are cores; its few first-pass steps are all it runs on its threads.
     with Fleet(WORKER, timeout, 1, on_status) as fleet:
         envs = {}
-        for mode in modes:
-            envs[mode] = mode_env(fleet, spec, mode)
-            rows[mode] = first_row(fleet, spec, mode, envs[mode], on_status)
-            if rows[mode].status == "ok":
-                keep(first_pass_window(mode, asdict(rows[mode])))
-            on_row(rows[mode])
-        later = {m: (partial(payload, spec, m), envs[m]) for m in modes if rows[m].status == "ok"}
-        for mode, process, ready in fleet.later(later, processes):
-            rows[mode] = later_row(rows[mode], annotate(ready, spec, mode), process)
-        live = [m for m in modes if rows[m].status == "ok"]
-        fleet.rounds(live, plan, comparisons(modes), decided=decided, on_window=keep,
+        for m in members:
+            envs[m.name] = member_env(fleet, m)
+            rows[m.name] = first_row(fleet, m, envs[m.name], on_status)
+            if rows[m.name].status == "ok":
+                keep(first_pass_window(m.name, asdict(rows[m.name])))
+            on_row(rows[m.name])
+        later = {n: (partial(payload, m), envs[n]) for n, m in by_name.items()
+                 if rows[n].status == "ok"}  # fmt: skip
+        for name, process, ready in fleet.later(later, processes):
+            rows[name] = later_row(rows[name], annotate(ready, by_name[name]), process)
+        live = [n for n in by_name if rows[n].status == "ok"]
+        fleet.rounds(live, plan, comparisons(members), decided=decided, on_window=keep,
                      on_round=on_round)  # fmt: skip
-        for mode, finals in fleet.close(live).items():
-            row = closed_row(rows[mode], [annotate(f, spec, mode) for f in finals])
-            rows[mode] = replace(row, setup_s=fleet.setup_s[mode][0],
-                                 later_setup_s=fleet.later_setup_s(mode))  # fmt: skip
-            on_row(rows[mode])
+        for name, finals in fleet.close(live).items():
+            row = closed_row(rows[name], [annotate(f, by_name[name]) for f in finals])
+            rows[name] = replace(row, setup_s=fleet.setup_s[name][0],
+                                 later_setup_s=fleet.later_setup_s(name))  # fmt: skip
+            on_row(rows[name])
     return list(rows.values()), windows
 
 
-def payload(spec: WorkerSpec, mode: str, process: int) -> dict:
-    """Worker `process` of a mode, as the fields it is handed."""
-    return asdict(replace(spec, mode=mode, process=process))
+def payload(member: Member, process: int) -> dict:
+    """Worker `process` of a member, as the fields it is handed."""
+    return asdict(replace(member.spec, mode=member.mode, process=process))
 
 
-def mode_env(fleet: Fleet, spec: WorkerSpec, mode: str) -> dict[str, str]:
-    """A mode's workers' environment; a cold cache directory goes when the fleet does."""
-    env, fresh = cache_env(spec.cache, mode, spec.device)
+def member_env(fleet: Fleet, member: Member) -> dict[str, str]:
+    """A member's workers' environment; a cold cache directory goes when the fleet does."""
+    label = member.name.replace(" ", "-")
+    env, fresh = cache_env(member.spec.cache, label, member.spec.device)
     fleet.clean(fresh)
     return env
 
 
-def first_row(fleet: Fleet, spec: WorkerSpec, mode: str, env: dict, on_status) -> CompileRow:
-    """A mode's first worker, set up alone (the only one traced): its first pass is the row."""
-    if spec.trace:
-        env = {**env, "TORCH_TRACE": os.path.join(spec.trace, mode)}
+def first_row(fleet: Fleet, member: Member, env: dict, on_status) -> CompileRow:
+    """A member's first worker, set up alone (the only one traced): its first pass is the row."""
+    if member.spec.trace:
+        env = {**env, "TORCH_TRACE": os.path.join(member.spec.trace, member.name.replace(" ", "-"))}
 
     def progress(e: dict) -> None:
         built = " (building)" if e.get("built") else ""
-        on_status(f"{mode}: first pass, step {e.get('step')}/{e.get('steps')}{built}")
+        on_status(f"{member.name}: first pass, step {e.get('step')}/{e.get('steps')}{built}")
 
-    ready = fleet.first(mode, payload(spec, mode, 1), env, on_progress=progress)
-    return annotate(ready, spec, mode)
+    ready = fleet.first(member.name, payload(member, 1), env, on_progress=progress)
+    return annotate(ready, member)
 
 
 def later_row(row: CompileRow, later: CompileRow, process: int) -> CompileRow:

@@ -46,6 +46,12 @@ def compile_command(
     out: o.Out = D.out,
     target: o.Target = D.target,
     trace: o.Trace = D.trace,
+    vs: o.Vs = D.vs,
+    vs_path: o.VsPath = D.vs_path,
+    no_more: o.NoMore = D.no_more,
+    no_slower: o.NoSlower = D.no_slower,
+    margin: o.Margin = D.margin,
+    export_json: o.ExportJson = D.export_json,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
@@ -61,6 +67,7 @@ def compile_command(
     Example: nanobench compile --modes off,dynamic,static --steps 12 --bucketed
     Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
     Example: nanobench compile --modes off,static --cache warm --check
+    Example: nanobench compile --target new.py:factory --vs old.py:factory --check --no-more breaks
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:

@@ -51,6 +51,7 @@ class CompileRow:
     fallbacks_to_eager: int | None = None
     # nanobench's
     mode: str = ""
+    side: str = ""  # before | after in a before-and-after run (--vs, --vs-path), else ""
     status: str = "ok"
     shapes: int | None = None
     predicted_shapes: int | None = None

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
-from nanobench.compile.bench import interleaved_sweep
+from nanobench.compile.bench import interleaved_sweep, member_name, members_of
 from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.gates import gates
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
+from nanobench.compile.vs import changes, side_windows, vs_gates
 from nanobench.cost.compile import classify_guard
+from nanobench.harness.change import Change
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
+from nanobench.harness.export import export_compile
+from nanobench.harness.gates import Gate
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
 from nanobench.harness.output import finish
 from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
@@ -41,6 +46,7 @@ from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS, target_option
 from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir
 from nanobench.harness.verdicts import INCONCLUSIVE
+from reports.change import draw_compare, render_changes
 from reports.compile import draw_compiled_decode, render_compile
 from reports.csvio import write_rows
 from reports.style import title
@@ -88,11 +94,25 @@ def resolve(spec: CompileSpec) -> tuple[str, str]:
         target_option(spec.target)
     if not spec.target or spec.target in BUILTINS:
         directory, config = model_option(spec.model)
-        # Every worker of every mode holds its model; one at a time also loads a probe to set up.
-        fits_option(config, dtype, spec.device, copies=len(spec.modes) * spec.processes + 1)
+        # Every worker of every mode (of each side) holds its model; one at a time also loads a
+        # probe to set up.
+        members = len(spec.modes) * (2 if spec.compared else 1)
+        fits_option(config, dtype, spec.device, copies=members * spec.processes + 1)
         if spec.prompt_len + spec.steps > config.max_position_embeddings:
             raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
     return dtype, str(directory)
+
+
+def worker_specs(spec: CompileSpec, trace: str) -> tuple[str, dict[str, WorkerSpec]]:
+    """The run's dtype and each side's worker spec ("" alone; before and after with --vs)."""
+    sides = {}
+    for side, side_spec in spec.sides().items():
+        try:
+            dtype, directory = resolve(side_spec)
+        except BadInput as e:
+            raise BadInput(f"--vs: {e}" if side == "before" and spec.vs else str(e)) from None
+        sides[side] = side_spec.worker(directory, dtype, trace)
+    return dtype, sides
 
 
 @dataclass
@@ -115,44 +135,80 @@ class Progress:
     def samples_path(self) -> Path:
         return self.where / "compile-samples.csv"
 
+    @property
+    def changes_path(self) -> Path:
+        return self.where / "compile-changes.csv"
+
+    def derived(self, windows: list, level: float) -> list[CompileRow]:
+        """Each side's rows derived from its own windows, as a run of its own."""
+        out = []
+        for side in self.spec.sides():
+            rows = [r for r in self.done.values() if r.side == side]
+            out += derive(with_dynamic_row(rows), self.spec.horizon, side_windows(windows, side),
+                          level)  # fmt: skip
+        return out
+
+    def level(self) -> float:
+        return look_confidence(self.plan, max((w.round for w in self.windows), default=0))
+
     def save(self) -> list[CompileRow]:
-        level = look_confidence(self.plan, max((w.round for w in self.windows), default=0))
-        rows = derive(
-            with_dynamic_row(list(self.done.values())), self.spec.horizon, self.windows, level
-        )
+        rows = self.derived(self.windows, self.level())
         # every row timed while the machine was crowded says so (seen before timing or after)
         rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
         write_rows(self.csv_path, as_dicts(rows), columns(CompileRow))
-        write_rows(self.samples_path, sample_rows(self.windows, "mode"), ["mode", *SAMPLE_COLUMNS])
+        write_rows(self.samples_path, samples(self.windows), ["side", "mode", *SAMPLE_COLUMNS])
+        if self.spec.compared:
+            write_rows(self.changes_path, as_dicts(self.changes(rows)), columns(Change))
         return rows
 
+    def changes(self, rows: list[CompileRow]) -> list[Change]:
+        return changes(rows, self.windows, self.level())
+
     def on_row(self, row: CompileRow) -> None:
+        name = member_name(row.side, row.mode)
         if self.spec.trace and row.mode != "off":
-            row = replace(row, **render_trace(trace_root(self.where) / row.mode))
+            row = replace(row, **render_trace(trace_root(self.where) / name.replace(" ", "-")))
         if not self.spec.target:
             row = replace(row, remedies=engine_remedies(row, self.spec))
-        self.done[row.mode] = row
+        self.done[name] = row
         self.save()
 
     def on_round(self, r: int, found: dict) -> None:
         self.save()
-        self.status(
-            f"round {r}: " + "; ".join(describe(f"{m}/off speedup", i) for m, i in found.items())
-        )
+        self.status(f"round {r}: " + "; ".join(describe(m, i) for m, i in found.items()))
+
+    def gates(self, rows: list[CompileRow], found: list[Change] | None = None) -> list:
+        """A plain run's gates; a comparison's are the columns its user named."""
+        if not self.spec.compared:
+            return gates(self.spec, rows)
+        failed = [Gate(f"measured[{r.side} {r.mode}]", False, r.status) for r in rows
+                  if r.status != "ok"]  # fmt: skip
+        spec = self.spec
+        return failed + vs_gates(spec.no_more, spec.no_slower, spec.margin, found or [])
 
     def decided(self, timed: list, level: float) -> bool:
         """Every gate of the run pass or fail at this look's level: no round can change it."""
-        rows = derive(list(self.done.values()), self.spec.horizon, timed, level)
-        return all(g.verdict != INCONCLUSIVE for g in gates(self.spec, rows))
+        rows = self.derived(timed, level)
+        found = changes(rows, timed, level) if self.spec.compared else None
+        return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
 
 
-def sweep(progress: Progress, worker_spec: WorkerSpec) -> None:
+def samples(windows: list) -> list[dict]:
+    """Every timed step, its member split into side and mode ("after dynamic")."""
+    rows = []
+    for r in sample_rows(windows, "mode"):
+        side, _, mode = r["mode"].rpartition(" ")
+        rows.append({"side": side, **r, "mode": mode})
+    return rows
+
+
+def sweep(progress: Progress, sides: dict[str, WorkerSpec]) -> None:
     """The rounds, every row and window kept; an interrupt says what is on disk."""
     spec = progress.spec
+    members = members_of(sides, list(spec.modes))
     try:
         interleaved_sweep(
-            worker_spec,
-            list(spec.modes),
+            members,
             progress.plan,
             timeout=spec.timeout,
             processes=spec.processes,
@@ -164,7 +220,7 @@ def sweep(progress: Progress, worker_spec: WorkerSpec) -> None:
         )
     except KeyboardInterrupt:
         progress.save()
-        missing = [m for m in spec.modes if m not in progress.done]
+        missing = [m.name for m in members if m.name not in progress.done]
         raise interrupted(
             len(progress.done),
             len(progress.windows),
@@ -176,8 +232,14 @@ def sweep(progress: Progress, worker_spec: WorkerSpec) -> None:
 
 def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
     rounds_run = max((r.rounds or 0 for r in rows), default=0)
+    if spec.vs:
+        what = f"compiled decode of target {spec.target} (after) vs {spec.vs} (before)"
+    elif spec.vs_path:
+        what = f"compiled decode on the {spec.path} path (after) vs {spec.vs_path} (before)"
+    else:
+        what = "compiled decode" + (f" of target {spec.target}" if spec.target else "")
     return title(
-        "compiled decode" + (f" of target {spec.target}" if spec.target else ""),
+        what,
         # A target of the user's own takes no --model: the title names the target alone.
         model=spec.model if not spec.target or spec.target in BUILTINS else None,
         device=spec.device,
@@ -192,30 +254,40 @@ def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
 
 def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> int:
     """Resolve the model, run the sweep in rounds, write the outputs; the gates' exit code."""
-    dtype, directory = resolve(spec)
+    if check and spec.compared and not (spec.no_more or spec.no_slower):
+        raise BadInput("--check on a comparison gates the columns you name: give --no-more "
+                       "and/or --no-slower")  # fmt: skip
     where = out_dir(spec.out)
-    worker_spec = spec.worker(directory, dtype, str(trace_root(where)) if spec.trace else "")
+    dtype, sides = worker_specs(spec, str(trace_root(where)) if spec.trace else "")
     record = collect_env(spec.threads, sys.argv)
     before, note = look_before_timing(record.threads)
     record = with_load(record, before)
     env_path = write_env(where / "compile-env.json", record)
     plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
     progress = Progress(spec, where, plan, status, note)
-    sweep(progress, worker_spec)
+    sweep(progress, sides)
     after = sample_load()
     record = with_load(record, after=after)
     write_env(env_path, record)
     progress.note = note or crowded_note(record.threads, after)
     rows_out = progress.save()
-    found = gates(spec, rows_out)
+    found_changes = progress.changes(rows_out) if spec.compared else []
+    found = progress.gates(rows_out, found_changes)
     head = heading(spec, dtype, rows_out)
-    png = draw_compiled_decode(rows_out, where / "compiled-decode.png", head)
     outputs = {
         "csv": str(progress.csv_path),
-        "png": str(png),
         "samples": str(progress.samples_path),
         "env": str(env_path),
     }
+    if spec.compared:
+        outputs["changes"] = str(progress.changes_path)
+        outputs["png"] = str(draw_compare(as_dicts(rows_out), where / "compare.png", head))
+        render = partial(render_changes, stdout_console(), as_dicts(found_changes), found, head)
+    else:
+        outputs["png"] = str(draw_compiled_decode(rows_out, where / "compiled-decode.png", head))
+        render = partial(render_compile, stdout_console(), rows_out, found, head)
+    if spec.export_json:
+        outputs["export_json"] = str(export_compile(spec, dtype, rows_out, record))
     return finish(
         "compile",
         as_dicts(rows_out),
@@ -223,7 +295,8 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
         outputs,
         json_mode=json_mode,
         check=check,
-        render=lambda: render_compile(stdout_console(), rows_out, found, head),
+        render=render,
         failed=any(r.status != "ok" for r in rows_out),
         env=asdict(record),
+        extra={"changes": as_dicts(found_changes)} if spec.compared else None,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from nanobench.compile.reduce_overhead import check_modes
 from nanobench.harness import options as o
+from nanobench.harness.change import check_columns
 from nanobench.harness.errors import BadInput
 from nanobench.harness.validate import device_option, positive
 
@@ -49,6 +50,24 @@ class CompileSpec:
     out: str = "nanobench-out"
     target: str = ""
     trace: bool = False
+    vs: str = ""  # the before side's target; the after side is --target
+    vs_path: str | None = None  # the before side: the engine on this path; after: --path
+    no_more: tuple[str, ...] | None = None
+    no_slower: tuple[str, ...] | None = None
+    margin: float = 0.05
+    export_json: str = ""
+
+    @property
+    def compared(self) -> bool:
+        """A before-and-after run: both sides in one fleet."""
+        return bool(self.vs or self.vs_path)
+
+    def sides(self) -> dict[str, CompileSpec]:
+        """Each side's sweep by its name: "" alone, or the before (--vs, --vs-path) and after."""
+        if not self.compared:
+            return {"": self}
+        before = replace(self, target=self.vs) if self.vs else replace(self, path=self.vs_path)
+        return {"before": replace(before, vs="", vs_path=None), "after": self}
 
     def validate(self) -> CompileSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
@@ -71,6 +90,7 @@ class CompileSpec:
         check_modes(list(self.modes), self.device, self.backend)
         if self.target and (self.bucketed or self.path != "planned"):
             raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
+        compared_option(self)
         return replace(self, max_model_len=width)
 
     def worker(self, model: str = "", dtype: str = "float32", trace_dir: str = "") -> WorkerSpec:
@@ -94,6 +114,27 @@ class CompileSpec:
             target=self.target,
             trace=trace_dir,
         )
+
+
+COUNTS = ("graphs", "breaks", "builds", "fell_back", "shapes")  # what --no-more may name here
+
+
+def compared_option(spec: CompileSpec) -> None:
+    """--vs, --vs-path and the comparison's gates, checked against each other."""
+    if spec.vs and spec.vs_path:
+        raise BadInput("--vs and --vs-path: give one before side, not two")
+    if spec.vs and not spec.target:
+        raise BadInput(
+            f"--vs {spec.vs}: the before side of a --target; give --target for the after side "
+            "(the engine's two paths: --vs-path)"
+        )
+    if spec.vs_path and spec.target:
+        raise BadInput("--vs-path: the engine's before side; a --target's is --vs")
+    if (spec.no_more or spec.no_slower) and not spec.compared:
+        raise BadInput("--no-more and --no-slower compare two sides: give --vs or --vs-path")
+    if spec.compared and "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
+        raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
+    check_columns("--no-more", spec.no_more, COUNTS)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from nanobench.harness.errors import BadInput
 from nanobench.harness.gates import Gate, ratio_gate
-from nanobench.harness.stats import CONFIDENCE, Interval
+
+if TYPE_CHECKING:  # the statistics load numpy, which the CLI must not pay for at start
+    from nanobench.harness.stats import Interval
 
 FASTER, SLOWER, CANT_TELL = "faster", "slower", "can't tell"
 FEWER, MORE, SAME, CHANGED = "fewer", "more", "same", "changed"
@@ -67,6 +70,8 @@ def timing_change(
 ) -> Change:
     """A timing: after / before with its interval; faster / slower only when it excludes 1."""
     ratio = after / before if before and after is not None else None
+    if before == after == 0:  # nothing on either side (off's compile seconds): nothing changed
+        return Change(member, column, "timing", before, after, verdict=SAME)
     if interval is None or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
         why = note or (f"{interval.rounds} paired rounds: no interval yet" if interval else "")
         return Change(member, column, "timing", before, after, _round(ratio), verdict=CANT_TELL,
@@ -97,7 +102,7 @@ def with_level(change: Change, level: float) -> Change:
     return replace(change, level=round(level, 4)) if change.low is not None else change
 
 
-def apart_interval(before: list[list[float]], after: list[list[float]], confidence=CONFIDENCE):
+def apart_interval(before: list[list[float]], after: list[list[float]], confidence: float = 0.95):
     """after / before for two runs taken apart: their per-process mean logs, Welch's t.
 
     Each inner list is one process's per-round values (step ms, or a round's speedup). Rounds of
@@ -106,6 +111,8 @@ def apart_interval(before: list[list[float]], after: list[list[float]], confiden
     drift between the two runs is in neither side's spread: the caller says so.
     """
     from scipy.stats import t
+
+    from nanobench.harness.stats import Interval
 
     def units(side: list[list[float]]) -> list[float]:
         groups = [[math.log(v) for v in g if v and v > 0] for g in side]
@@ -168,6 +175,8 @@ def no_slower_gates(changes: list[Change], columns, margin: float) -> list[Gate]
 def _slowdown(c: Change) -> Interval:
     """The change as a slowdown (> 1 is slower): after / before of a step time, its inverse for
     a speedup."""
+    from nanobench.harness.stats import Interval
+
     nan = math.nan
     values = [nan if v is None else v for v in (c.change, c.low, c.high)]
     if c.column in HIGHER_IS_BETTER:

@@ -1,0 +1,117 @@
+"""`compile --vs`: the two sides of one interleaved run, and what changed between them.
+
+What it is: `side_windows` (one side's windows under its modes' names, so `rows.derive` reads
+them as a run of its own), `changes(rows, windows, level)` (per mode, before and after: graphs,
+breaks, builds, fell back, shapes as exact counts; step ms and speedup as after / before with
+intervals paired by round, the same rounds the fleet interleaved; compile seconds, breakeven
+and worth compiling beside them) and `vs_gates` (`--no-more`, `--no-slower`).
+What it is not: the fleet (`compile.bench` runs both sides as members of one) or the table
+(`reports.change`).
+Invariant: every timing change is paired by round: round r of "after dynamic" against round r
+of "before dynamic", both timed in process slot (r - 1) mod N + 1; a speedup's change is the
+ratio of the two sides' speedups round by round, never of two medians.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nanobench.compile.bench import member_name
+from nanobench.compile.rows import CompileRow
+from nanobench.harness.change import (
+    Change,
+    count_change,
+    no_more_gates,
+    no_slower_gates,
+    timing_change,
+    value_change,
+    with_level,
+)
+from nanobench.harness.gates import Gate
+from nanobench.harness.rounds import Comparison, Window, intervals
+from nanobench.harness.stats import ratio_interval
+
+SIDES = ("before", "after")
+# Change column -> the row's field: PyTorch's dynamo harness names where they exist.
+COUNTS = {
+    "graphs": "unique_graphs",
+    "breaks": "graph_breaks",
+    "builds": "builds",
+    "fell_back": "fell_back",
+    "shapes": "shapes",
+}
+ONE_COMPILE = "one compile a side: no interval (nanobench startup times starts in runs)"
+
+
+def side_windows(windows: list[Window], side: str) -> list[Window]:
+    """One side's windows, each under its mode's name ("after dynamic" -> "dynamic")."""
+    if not side:
+        return list(windows)
+    prefix = f"{side} "
+    return [
+        replace(w, system=w.system[len(prefix) :]) for w in windows if w.system.startswith(prefix)
+    ]
+
+
+def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list[Change]:
+    """Every mode both sides ran: its counts, timings and verdicts, before against after."""
+    timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
+    by = {(r.side, r.mode): r for r in rows}
+    modes = [r.mode for r in rows if r.side == "before" and ("after", r.mode) in by]
+    found: list[Change] = []
+    for mode in modes:
+        before, after = by[("before", mode)], by[("after", mode)]
+        for column, field in COUNTS.items():
+            found.append(count_change(mode, column, _count(before, field), _count(after, field)))
+        found.append(step_change(mode, before, after, timed, level))
+        if mode != "off":
+            found.append(speedup_change(mode, before, after, timed, level))
+        for column in ("compile_s", "compile_warm_s"):
+            b, a = getattr(before, column), getattr(after, column)
+            found.append(timing_change(mode, column, b, a, None, ONE_COMPILE))
+        for column in ("breakeven_steps", "worth_compiling"):
+            found.append(
+                value_change(mode, column, getattr(before, column), getattr(after, column))
+            )
+    return found
+
+
+def step_change(mode: str, before: CompileRow, after: CompileRow, timed, level: float) -> Change:
+    """After's step time over before's, paired by round (the run's process pool lent, as the
+    stop rule read it)."""
+    a, b = member_name("after", mode), member_name("before", mode)
+    interval = intervals(timed, [Comparison("change", a, b)], level)["change"]
+    return with_level(
+        timing_change(mode, "step_ms", before.step_ms, after.step_ms, interval), level
+    )
+
+
+def speedup_change(mode: str, before: CompileRow, after: CompileRow, timed, level: float) -> Change:
+    """After's speedup over before's, round by round: (off_a / m_a) / (off_b / m_b) in each
+    round all four windows ran, as one paired ratio of products."""
+    names = [member_name(s, m) for s in ("after", "before") for m in ("off", mode)]
+    medians: dict[tuple[str, int], tuple[float, int]] = {}
+    for w in timed:
+        median = w.median_ms()
+        if w.system in names and median:
+            medians[(w.system, w.round)] = (median, w.process)
+    rounds = sorted(r for r in {r for _, r in medians} if all((n, r) in medians for n in names))
+    off_a, m_a, off_b, m_b = ([medians[(n, r)][0] for r in rounds] for n in names)
+    num = [x * y for x, y in zip(off_a, m_b)]
+    den = [x * y for x, y in zip(m_a, off_b)]
+    slots = [str(medians[(names[0], r)][1]) for r in rounds]
+    interval = ratio_interval(num, den, slots, level) if rounds else None
+    found = timing_change(mode, "speedup", before.speedup, after.speedup, interval)
+    return with_level(found, level)
+
+
+def _count(row: CompileRow, field: str):
+    value = getattr(row, field)
+    if value is None or row.status != "ok":
+        return None
+    return value if isinstance(value, bool) else int(value)  # fell back prints as yes / no
+
+
+def vs_gates(no_more, no_slower, margin: float, found: list[Change]) -> list[Gate]:
+    """The comparison's gates: only the columns the user named (`--no-more`, `--no-slower`)."""
+    return no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)

@@ -1,0 +1,135 @@
+"""`--export-json FILE`: a run's rows as PyTorch OSS benchmark database records.
+
+What it is: `records(...)`, one record per metric of each row in the format PyTorch's dynamo
+harness (`benchmarks/dynamo/common.py`, its `<out>.json`) and vLLM's benchmarks
+(`convert_to_pytorch_benchmark_format`) write: `{benchmark: {name, mode, dtype, extra_info},
+model: {name, type, backend, origins}, metric: {name, benchmark_values, extra_info}}`;
+`write_records(path, records)` (a JSON list, atomically); and each timing command's metric
+list (`COMPILE_METRICS`, `DECODE_METRICS`: the row field, and the unit in the metric's name).
+What it is not: an uploader (nothing here reaches the network) or a schema of our own.
+Invariant: every value is a row's field as the run measured it (a row that lacks one has no
+record for it, never a 0); `benchmark_values` holds the row's own sample (its median), and
+the interval, when the row has one, rides in the metric's `extra_info`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+BENCHMARK = "nanobench"
+# (row field, metric name, the row fields that are its interval's ends)
+COMPILE_METRICS = (
+    ("step_ms", "step_latency_ms", ("step_ms_q1", "step_ms_q3")),
+    ("speedup", "speedup", ("speedup_low", "speedup_high")),
+    ("compile_s", "compilation_latency_s", ()),
+    ("compile_warm_s", "compilation_latency_warm_s", ()),
+    ("builds", "builds", ()),
+    ("unique_graphs", "unique_graphs", ()),
+    ("graph_breaks", "graph_breaks", ()),
+    ("breakeven_steps", "breakeven_steps", ("breakeven_steps_low", "breakeven_steps_high")),
+)
+DECODE_METRICS = (
+    ("ms_per_step", "step_latency_ms", ("ms_q1", "ms_q3")),
+    ("tokens_per_s", "tokens_per_second", ()),
+    ("prefill_ms", "prefill_latency_ms", ()),
+    ("compile_s", "compilation_latency_s", ()),
+    ("ratio_vs_hf_eager", "ratio_vs_hf_eager", ("ratio_vs_hf_eager_low", "ratio_vs_hf_eager_high")),
+    ("ratio_vs_floor", "ratio_vs_floor", ("ratio_vs_floor_low", "ratio_vs_floor_high")),
+)
+
+
+def records(
+    rows: list[Mapping],
+    metrics: tuple,
+    *,
+    command: str,
+    model_of,
+    dtype: str,
+    backend_of,
+    extra_info: Mapping,
+    label: str = "mode",
+) -> list[dict]:
+    """One record per (row, metric) the row measured; `model_of(row)` and `backend_of(row)` name
+    its model and backend, and
+    `label` the row field that names it (mode, system), kept in the benchmark's extra_info."""
+    found = []
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        bench_info = {**extra_info, label: row.get(label)}
+        if row.get("side"):
+            bench_info["side"] = row["side"]
+        for field, metric, ends in metrics:
+            value = row.get(field)
+            if value is None:
+                continue
+            info = {"row_field": field}
+            if ends and all(row.get(e) is not None for e in ends):
+                info.update(low=row[ends[0]], high=row[ends[1]], interval=list(ends))
+            found.append(
+                {
+                    "benchmark": {
+                        "name": f"{BENCHMARK} {command}",
+                        "mode": "inference",
+                        "dtype": dtype,
+                        "extra_info": bench_info,
+                    },
+                    "model": {
+                        "name": model_of(row),
+                        "type": "decode-step",
+                        "backend": backend_of(row),
+                        "origins": ["nanobench"],
+                    },
+                    "metric": {"name": metric, "benchmark_values": [value], "extra_info": info},
+                }
+            )
+    return found
+
+
+def write_records(path: str | Path, found: list[dict]) -> Path:
+    """The records as one JSON list, written whole or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(found, f, indent=1, default=str)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def export_compile(spec, dtype: str, rows, record) -> Path:
+    """A compile run's rows (both sides of a --vs run, each tagged) as records."""
+    from dataclasses import asdict
+
+    info = {
+        "device": spec.device,
+        "rows": spec.rows,
+        "steps": spec.steps,
+        "processes": spec.processes,
+        "cache": spec.cache,
+        "threads": record.threads,
+        "torch_version": record.torch_version,
+        "cpu_model": record.cpu_model,
+        "git_commit": record.git_commit,
+    }
+    found = records(
+        [asdict(r) for r in rows],
+        COMPILE_METRICS,
+        command="compile",
+        model_of=lambda r: (
+            (spec.vs if r.get("side") == "before" and spec.vs else spec.target) or spec.model
+        ),
+        dtype=dtype,
+        backend_of=lambda r: "eager" if r["mode"] == "off" else f"{spec.backend} {r['mode']}",
+        extra_info=info,
+    )
+    return write_records(spec.export_json, found)

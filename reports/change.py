@@ -1,0 +1,173 @@
+"""Before and after: the change table and `compare.png`, for `--vs` runs and `compare`.
+
+What it is: `render_changes(console, changes, gates, title, notes)` (one block of three lines
+per member: before, after and the change, a column per measured quantity; each count's change
+fewer / more / same, each timing's after / before with its interval and faster / slower /
+can't tell) and `draw_compare(rows, path, title)` (per mode, the two sides' step ms and
+speedups side by side, with their whiskers). Both are handed typed rows (`Change`, the
+command's rows) or their dicts: they read fields, never compute a statistic.
+What it is not: the comparison (`nanobench.harness.change` and each command's own) or a
+measurement.
+Invariant: every figure and cell is a measured row's; a change without an interval says so, and
+never reads as faster or slower.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from reports.csvio import save_figure
+from reports.style import colour, gate_mark
+
+# The change table's columns, in order, with their headers.
+HEADERS = {
+    "graphs": "graphs",
+    "breaks": "breaks",
+    "ops": "ops",
+    "guards": "guards",
+    "value_guards": "value guards",
+    "builds": "builds",
+    "fell_back": "fell back",
+    "shapes": "shapes",
+    "compile_s": "compile s",
+    "compile_warm_s": "warm s",
+    "step_ms": "step ms",
+    "speedup": "speedup",
+    "breakeven_steps": "breakeven",
+    "worth_compiling": "worth it",
+    "worth_compiling_warm": "worth it warm",
+}
+
+
+def field(c, name: str):
+    return c[name] if isinstance(c, dict) else getattr(c, name)
+
+
+def value(v, column: str = "") -> str:
+    """A side's cell: a speedup as '0.63x', steps as whole numbers, a verdict's first words."""
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if column == "speedup":
+        return f"{v:.2f}x"
+    if column == "breakeven_steps":
+        return f"{v:,.0f}"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if abs(v) < 1e4 else f"{v:,.0f}"
+    # "can't tell at this noise": the table's note says which noise; the cell keeps the verdict.
+    return str(v).removesuffix(" at this noise")
+
+
+def changed(c) -> str:
+    """'-12 fewer', '0.52x [0.45, 0.60] faster', '1.31x can't tell (no interval)', 'same'."""
+    kind, verdict, change = field(c, "kind"), field(c, "verdict"), field(c, "change")
+    if kind == "count":
+        return verdict if change in (None, 0) else f"{change:+d} {verdict}"
+    if kind == "value":
+        return verdict
+    if change is None:
+        return verdict
+    low, high = field(c, "low"), field(c, "high")
+    if low is None or high is None:
+        return f"{change:.2f}x (no CI)"
+    return f"{change:.2f}x [{low:.2f}, {high:.2f}] {verdict}"
+
+
+def change_table(changes: list, title: str) -> Table:
+    members = list(dict.fromkeys(field(c, "member") for c in changes))
+    present = [k for k in HEADERS if any(field(c, "column") == k for c in changes)]
+    table = Table(title=Text(title))
+    table.add_column("")
+    table.add_column("side")
+    for k in present:
+        table.add_column(HEADERS[k], justify="right")
+    for m in members:
+        by = {field(c, "column"): c for c in changes if field(c, "member") == m}
+        for side, text in (("before", _before), ("after", _after), ("change", changed)):
+            cells = [text(by[k]) if k in by else "-" for k in present]
+            table.add_row(m if side == "before" else "", side, *cells)
+        table.add_section()
+    return table
+
+
+def _before(c) -> str:
+    return value(field(c, "before"), field(c, "column"))
+
+
+def _after(c) -> str:
+    return value(field(c, "after"), field(c, "column"))
+
+
+def render_changes(console, changes: list, gates, title: str, notes=()) -> None:
+    """The change table, what its intervals are, the notes (the drift of runs apart), the gates."""
+    if not changes:
+        console.print("no member ran on both sides: nothing to compare", markup=False)
+    else:
+        console.print(change_table(changes, title))
+    timed = [c for c in changes if field(c, "kind") == "timing" and field(c, "low") is not None]
+    if timed:
+        levels = {field(c, "level") for c in timed if field(c, "level")}
+        at = f"{max(levels):.1%}".replace(".0%", "%") if levels else "95%"
+        console.print(
+            f"timing changes: after / before, {at} intervals; faster or slower only when the "
+            "interval excludes 1",
+            markup=False,
+        )
+    lacking = {field(c, "note") for c in changes if field(c, "kind") == "timing"
+               and field(c, "low") is None and field(c, "note")}  # fmt: skip
+    for note in sorted(lacking):
+        console.print(f"no CI: {note}", markup=False)
+    for note in notes:
+        console.print(note, markup=False)
+    for g in gates:
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+def draw_compare(rows: list, path: Path, title: str) -> Path:
+    """Per mode, before and after side by side: step ms (IQR whiskers) and speedup (its
+    interval). `rows` are the two sides' rows (dicts with side, mode and the timing fields)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("step_ms")]
+    modes = list(dict.fromkeys(r["mode"] for r in ok))
+    fig, (steps, speedups) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, side in enumerate(("before", "after")):
+        by = {r["mode"]: r for r in ok if r.get("side") == side}
+        _bars(steps, modes, by, i, side, "step_ms", ("step_ms_q1", "step_ms_q3"))
+        _bars(speedups, modes, by, i, side, "speedup", ("speedup_low", "speedup_high"))
+    steps.set_title("median steady step (ms), whisker: IQR")
+    steps.set_ylabel("ms")
+    speedups.set_title("speedup against off, whisker: its interval")
+    speedups.axhline(1.0, color="black", linewidth=0.8)
+    for ax in (steps, speedups):
+        ax.set_xticks(range(len(modes)), modes)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, path)
+
+
+def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str]) -> None:
+    """One side's bars, offset left (before) or right (after), hatched after."""
+    xs, heights, lows, highs, colours = [], [], [], [], []
+    for x, m in enumerate(modes):
+        r = by.get(m)
+        if r is None or r.get(key) is None:
+            continue
+        low, high = (r.get(e) if r.get(e) is not None else r[key] for e in ends)
+        xs.append(x + (i - 0.5) * 0.4)
+        heights.append(r[key])
+        lows.append(r[key] - low)
+        highs.append(high - r[key])
+        colours.append(colour(m))
+    if xs:
+        ax.bar(xs, heights, width=0.38, yerr=[lows, highs], capsize=4, color=colours,
+               hatch="//" if side == "after" else None, edgecolor="black", label=side)  # fmt: skip
