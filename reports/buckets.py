@@ -11,8 +11,8 @@ Invariant: every number drawn or printed comes from the rows it is given, never 
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from reports.style import binary_bytes, colour, title
 
@@ -86,8 +86,8 @@ def capture_table(capture: list[dict], kernel: str, max_shapes: int) -> Table:
             f"capture list at {first['capture_rows']} rows x {first['capture_tokens']} tokens, "
             "per width multiple"
         ),
-        # Escaped: "[rows, heads, 1, width]" is rich markup syntax otherwise and vanishes.
-        caption=escape(
+        # Text, not a str: "[rows, heads, 1, width]" would be markup on a console that reads it.
+        caption=Text(
             f"typical run: {first['typical_rows']} rows, {first['typical_prompt_len']}-token "
             f"prompt, {first['typical_steps']} steps (the longest --steps, clamped to "
             "--capture-tokens); waste is what it pays in padding through the reference kernel's "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from reports.csvio import save_figure
 from reports.style import binary_bytes, colour, gate_mark, interval_sources
@@ -74,7 +75,7 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
         table.add_row(
             fmt(r.system),
             fmt(r.status),
-            "[red]NO[/red]" if r.tokens_match is False else fmt(r.tokens_match),
+            Text("NO", style="red") if r.tokens_match is False else fmt(r.tokens_match),
             fmt(r.ms_per_step, ".2f") + (f" ({r.ms_iqr:.2f})" if r.ms_iqr is not None else ""),
             fmt(r.tokens_per_s, ",.0f"),
             fmt(r.prefill_ms, ".1f"),

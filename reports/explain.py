@@ -1,19 +1,35 @@
-"""Terminal tables for `nanobench explain`: one row per depth, then the break reasons.
+"""Terminal tables for `nanobench explain`: one row per depth, then the break reasons; with a
+before side, the before / after / change table and what is gone and new.
 
-What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields are the JSON's).
-What it is not: explaining; nothing here runs dynamo.
-Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed.
+What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields
+are the JSON's), and `render_before_after`, over (member, before row, after row) pairs, their
+count `Change`s (read by attribute) and the one-side-only break reasons and value guards.
+What it is not: explaining or comparing; nothing here runs dynamo or subtracts a count.
+Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed; a
+change prints as the `Change` says it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.table import Table
 
 from reports.style import gate_mark
 
+BEFORE_AFTER = {
+    "graphs": "graphs",
+    "breaks": "graph_breaks",
+    "ops": "ops",
+    "guards": "guards",
+    "value_guards": "value_guards",
+}
 
-def render_explain(console, rows: list, verdict: str, gates) -> None:
-    table = Table(title="one decode forward, torch._dynamo.explain")
+
+def render_explain(console, rows: list, verdict: str, gates, outputs: dict | None = None) -> None:
+    targets = sorted({r.target for r in rows if r.target})
+    named = f": {', '.join(targets)}" if targets else ""
+    table = Table(title=f"one decode forward, torch._dynamo.explain{named}")
     for col in ("layers", "path", "graphs", "breaks", "counted", "ops", "guards", "value guards"):
         table.add_column(col, justify="right")
     for r in rows:
@@ -55,5 +71,52 @@ def render_explain(console, rows: list, verdict: str, gates) -> None:
             console.print(f"  {text}", markup=False)
     for remedy in last.remedies or ():
         console.print(f"remedy {remedy}", markup=False)
+    _print_gates(console, gates, outputs)
+
+
+def _print_gates(console, gates, outputs: dict | None) -> None:
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+    for path in (outputs or {}).values():
+        console.print(f"wrote {Path(path).name}: {path}", markup=False)
+
+
+def render_before_after(
+    console, before: str, after: str, pairs, changes, found: dict, gates, outputs
+) -> None:
+    """Per member: before, after and change in each count; then the breaks and value guards
+    on one side only, each break with its reason and source line."""
+    for member, b, a in pairs:
+        title = f"before {before} / after {after}, torch._dynamo.explain"
+        table = Table(title=title if len(pairs) == 1 else f"{member}: {title}")
+        table.add_column("side")
+        for column in BEFORE_AFTER:
+            table.add_column(column.replace("_", " "), justify="right")
+        table.add_row("before", *(str(getattr(b, f)) for f in BEFORE_AFTER.values()))
+        table.add_row("after", *(str(getattr(a, f)) for f in BEFORE_AFTER.values()))
+        mine = {c.column: c for c in changes if c.member == member}
+        table.add_row("change", *(_change(mine[c]) for c in BEFORE_AFTER))
+        console.print(table)
+    for key, what in (("breaks_gone", "breaks gone"), ("breaks_new", "breaks new")):
+        rows = found[key]
+        if not rows:
+            console.print(f"{what}: none", markup=False)
+            continue
+        table = Table(title=what)
+        for col in ("member", "count", "reason", "source"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["member"], str(r["count"]), r["reason"], r["source"])
+        console.print(table)
+    for key, what in (("value_guards_gone", "value guards gone"),
+                      ("value_guards_new", "value guards new")):  # fmt: skip
+        rows = found[key]
+        console.print(f"{what}: {'none' if not rows else len(rows)}", markup=False)
+        for r in rows:
+            console.print(f"  {r['member']}: {r['guard']}", markup=False)
+    _print_gates(console, gates, outputs)
+
+
+def _change(c) -> str:
+    """after - before and its verdict: "-1 fewer", "+0 same"."""
+    return f"{c.verdict}" if c.change is None else f"{c.change:+d} {c.verdict}"

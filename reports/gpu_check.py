@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reports.csvio import write_rows
 from reports.style import binary_bytes
@@ -173,9 +174,15 @@ def render_gpu_check(console: Console, rows: list[dict], csv_path: Path, seconds
     table.add_column("detail (full text in the CSV)", overflow="fold")
     for row in rows:
         ok = row.get("ok")
-        mark = "[green]pass[/]" if ok else "[yellow]skip[/]" if ok is None else "[red]FAIL[/]"
+        mark = (
+            Text("pass", style="green")
+            if ok
+            else Text("skip", style="yellow")
+            if ok is None
+            else Text("FAIL", style="red")
+        )
         if row.get("verdict") == "inconclusive":
-            mark = "[yellow]can't tell[/]"
+            mark = Text("can't tell", style="yellow")
         detail = str(row.get("detail") or "")
         detail = detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 3] + "..."
         table.add_row(str(row.get("check")), str(row.get("name")), mark, summary(row), detail)

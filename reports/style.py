@@ -94,9 +94,9 @@ def fit_table(console, table: Table):
     unbounded = console.options.update_width(10**6)
     if Measurement.get(console, unbounded, table).minimum <= console.width:
         return table
-    headers = [markup(c.header) for c in table.columns]
+    headers = [literal(c.header) for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
-    blocks = [markup(table.title)] if table.title else []
+    blocks = [literal(table.title)] if table.title else []
     for i in range(table.row_count):
         name = Text.assemble(headers[0], ": ", str(cells[0][i]))
         block = Table(box=None, show_header=False, title=name, title_justify="left")
@@ -108,6 +108,7 @@ def fit_table(console, table: Table):
     return Group(*blocks)
 
 
-def markup(text) -> Text:
-    """A header or title as rich renders it: a str is markup; a multi-line header one line."""
-    return Text.from_markup(text.replace("\n", " ")) if isinstance(text, str) else text
+def literal(text) -> Text:
+    """A header or title as written (a user's spec in a title is text, never markup or an emoji
+    code); a multi-line header on one line."""
+    return Text(text.replace("\n", " ")) if isinstance(text, str) else text

@@ -83,7 +83,7 @@ BAD = [
 @pytest.mark.parametrize("args,needle", BAD)
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     before = set(tmp_path.iterdir())
-    result = runner.invoke(app, [*args, "--out", str(tmp_path)] if args[0] != "explain" else args)
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)])
     assert_bad_input(result, needle)
     assert set(tmp_path.iterdir()) == before, "nothing may be written for bad input"
 
@@ -139,10 +139,9 @@ def test_any_non_integer_is_one_line_exit_2(option, value, command):
 
 @pytest.mark.parametrize("command", ["explain", "compile", "buckets"])
 def test_unwritable_or_missing_model_dirs(command, tmp_path):
-    if command != "explain":
-        blocker = tmp_path / "file"
-        blocker.write_text("x")
-        assert_bad_input(runner.invoke(app, [command, "--out", str(blocker / "sub")]), "--out")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert_bad_input(runner.invoke(app, [command, "--out", str(blocker / "sub")]), "--out")
     if command != "buckets":
         not_dir = tmp_path / "weights.txt"
         not_dir.write_text("x")
@@ -257,7 +256,7 @@ def test_the_default_flow_never_touches_the_network(tmp_path):
         ["compile", "--modes", "off,dynamic", "--steps", "3", "--backend", "eager"],
         ["buckets", "--run-lengths", "8"],
     ):
-        args = [*args, "--json"] + ([] if args[0] == "explain" else ["--out", str(tmp_path / "o")])
+        args = [*args, "--json", "--out", str(tmp_path / "o")]
         done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=600)
         # No --check: only a failed measurement (a worker's error row) exits 1.
         assert done.returncode == 0, (args[0], done.stdout[-2000:], done.stderr[-2000:])
@@ -272,7 +271,7 @@ def test_a_model_that_cannot_fit_is_refused_before_loading(command, tmp_path, mo
     import engine.weights
 
     monkeypatch.setattr(engine.weights, "available_memory_bytes", lambda device: 1_000_000)
-    args = [command] if command == "explain" else [command, "--out", str(tmp_path)]
+    args = [command, "--out", str(tmp_path)]
     result = runner.invoke(app, args)
     assert_bad_input(result, "the weights need")
     assert list(tmp_path.iterdir()) == []

@@ -179,6 +179,47 @@ def test_the_cli_refuses_it_with_exit_2(tmp_path):
     assert len(lines) == 1 and "reads a tensor's value" in lines[0]
 
 
+class ShortCache:
+    """A static cache of 256 positions, built whatever the prompt length (as a step sized by its
+    own constant is): its step_inputs refuses a position past the cache, as a real one does."""
+
+    POSITIONS = 256
+
+    def __init__(self, *, rows, prompt_len, steps, device, dtype):
+        self.cache = torch.zeros(rows, self.POSITIONS, device=device)  # (B, 256)
+        self.prompt_len, self.device = prompt_len, device
+        self.forward = self.step
+
+    def step(self, input_pos):  # input_pos (1,)
+        return self.cache[:, input_pos] * 2  # (B, 1)
+
+    def step_inputs(self, step):
+        at = self.prompt_len + step
+        if at >= self.POSITIONS:
+            raise IndexError(f"position {at} past the static cache ({self.POSITIONS})")
+        return (torch.tensor([at], device=self.device),), {}
+
+
+def short_cache(*, rows, prompt_len, steps, device, dtype):
+    return ShortCache(rows=rows, prompt_len=prompt_len, steps=steps, device=device, dtype=dtype)
+
+
+def test_a_cache_shorter_than_the_context_names_the_length_and_its_option(tmp_path):
+    """pool-budget prices a full context (prompt_len = --max-model-len - 1, 8192 by default):
+    past a 256-position cache, the line names that length and the option that sets it."""
+    args = ["pool-budget", "--target", f"{TOY}:short_cache", "--capture-sizes", "1,2"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "IndexError: position 8191 past the static cache (256)" in lines[0]
+    assert "built with prompt_len 8191" in lines[0] and "from --max-model-len 8192" in lines[0]
+    assert "give a smaller --max-model-len" in lines[0]
+    # The advice works: a context the cache holds prices.
+    fits = CliRunner().invoke(app, [*args, "--max-model-len", "256", "--out", str(tmp_path)])
+    assert fits.exit_code == 0, fits.output
+
+
 # -- the engine through a factory, and the 70B acceptance case ----------------------------------
 
 

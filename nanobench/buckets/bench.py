@@ -322,7 +322,12 @@ def target_budget(spec: BucketsSpec, mix) -> tuple[tuple[int, ...], dict]:
     they are linear in rows (checked) the bytes left cap the rows the list may hold.
     """
     memory = list_memory(
-        spec.target, tuple(mix), prompt_len=spec.capture_tokens - 1, steps=1, dtype=spec.dtype
+        spec.target,
+        tuple(mix),
+        prompt_len=spec.capture_tokens - 1,
+        steps=1,
+        dtype=spec.dtype,
+        length_option=f"--capture-tokens {spec.capture_tokens}",
     )
     usable = math.floor(spec.device_bytes * spec.gpu_memory_utilization)
     fixed = memory.state_bytes + memory.shared_pool_bytes

@@ -54,6 +54,7 @@ def capture_target(spec, target: str, directory, status, *, json_mode: bool, che
         dtype=spec.dtype,
         model=spec.model,
         as_device=spec.device,
+        length_option=f"--capture-tokens {spec.capture_tokens}",
     )
     per_size, fit = target_rows(target, memory, device_bytes=0, utilization=1.0, dtype=spec.dtype)
     pool = TargetPoolRow(

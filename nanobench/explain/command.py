@@ -1,13 +1,15 @@
 """`nanobench explain`: graphs, breaks, ops and break reasons of one decode forward.
 
 What it is: `ExplainSpec` (every option's default, and `validate()` for the rules across
-options), `gates(spec, rows)` (one graph per explained forward) and the command.
-What it is not: the explaining itself (`nanobench.harness.dynamo_explain`, `target_bench.explain_target`) or
+options), `gates(spec, rows)` (one graph per explained forward, and `--no-more` against the
+before side) and the command, which writes `<out>/explain.csv` (every row, its side named).
+What it is not: the explaining itself (`nanobench.harness.dynamo_explain`, `target_bench.explain_target`),
+the before and after (`explain/before_after.py`), reading a saved CSV back (`explain/saved.py`) or
 the tables (`reports.explain`).
-Invariant: explain runs in this process (one `torch._dynamo.explain` call, nothing compiled),
-in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input is checked
-before anything is built; each row carries the dtype it was built in and the thread count torch
-reported while it ran.
+Invariant: explain runs in this process (one `torch._dynamo.explain` call a side, nothing
+compiled), in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input
+is checked before anything is built or written; each row carries the dtype it was built in and
+the thread count torch reported while it ran.
 """
 
 from __future__ import annotations
@@ -23,10 +25,19 @@ from nanobench.harness.errors import BadInput
 from nanobench.harness.gates import Gate, gate
 from nanobench.harness.output import finish
 from nanobench.harness.threads import threads_applied
-from nanobench.harness.validate import device_option, dtype_option, fits_option, model_option
+from nanobench.harness.validate import (
+    device_option,
+    dtype_option,
+    fits_option,
+    model_option,
+    out_dir,
+)
 
 if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
+    from nanobench.explain.before_after import Sides
     from nanobench.harness.dynamo_explain import ExplainRow
+
+MEASURED = ("graphs", "breaks", "ops", "guards", "value_guards")  # what --no-more may name
 
 
 @dataclass(frozen=True)
@@ -45,19 +56,43 @@ class ExplainSpec:
     threads: int = 0
     target: str = ""
     step: int = 0
+    vs: str = ""  # the before side: a target spec (the after side is --target)
+    vs_path: str | None = None  # the before side: the engine on this path (the after: --path)
+    no_more: tuple[str, ...] | None = None
+    out: str = "nanobench-out"
 
     def validate(self) -> ExplainSpec:
         """Rules across options; returns the spec with `auto` resolved to a concrete dtype."""
+        from nanobench.harness.change import check_columns
+
         if self.target and (self.layers or self.prefill):
             raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
+        if self.vs and self.vs_path:
+            raise BadInput("--vs and --vs-path: give one before side, a target or a --path")
+        if self.vs and not self.target:
+            raise BadInput(
+                f"--vs {self.vs}: the after side is a --target (the engine after a target "
+                "before is not supported; --vs-path compares the engine's paths)"
+            )
+        if self.vs_path and self.target:
+            raise BadInput(f"--vs-path {self.vs_path}: the engine's before side, not a target's: "
+                           "give --vs SPEC for a target")  # fmt: skip
+        if self.vs_path and self.prefill:
+            raise BadInput(f"--vs-path {self.vs_path}: --prefill has no decode path to compare")
+        if self.no_more and not (self.vs or self.vs_path):
+            raise BadInput("--no-more compares two sides: give --vs or --vs-path")
+        check_columns("--no-more", self.no_more, MEASURED)
         device_option(self.device)
         return replace(self, dtype=dtype_option(self.dtype, self.model, self.device))
 
 
-def gates(spec: ExplainSpec, rows: list[ExplainRow]) -> list[Gate]:
-    """check_single_graph per row, named by depth (the engine) or by step (a target)."""
+def gates(spec: ExplainSpec, rows: list[ExplainRow], changes=()) -> list[Gate]:
+    """check_single_graph per row of the after side, named by depth (the engine) or by step (a
+    target); with a before side, `--no-more` per member and named column."""
     from nanobench.cost.compile import check_single_graph
+    from nanobench.harness.change import no_more_gates
 
+    rows = [r for r in rows if r.side != "before"]
     return [
         gate(
             f"check_single_graph[{r.layers if r.layers is not None else r.path}]",
@@ -66,7 +101,7 @@ def gates(spec: ExplainSpec, rows: list[ExplainRow]) -> list[Gate]:
             r.graph_breaks,
         )
         for r in rows
-    ]
+    ] + no_more_gates(list(changes), spec.no_more)
 
 
 def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
@@ -135,36 +170,88 @@ def explain(
     threads: o.Threads = D.threads,
     target: o.Target = D.target,
     step: o.Step = D.step,
+    vs: o.Vs = D.vs,
+    vs_path: o.VsPath = D.vs_path,
+    no_more: o.NoMore = D.no_more,
+    out: o.Out = D.out,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
 ) -> None:
     """Explain one decode forward with torch._dynamo.explain: graphs, breaks, ops, guards.
 
+    With --vs (a target before, --target after) or --vs-path (the engine on that path before,
+    --path after), both are explained: the change in each count, the break reasons and value
+    guards gone and new, and --no-more gates for --check.
+
     Example: nanobench explain --layers 2,4 --path unplanned
     Example: nanobench explain --target my_step.py:factory --step 3
+    Example: nanobench explain --target new.py:factory --vs old.py:factory --check --no-more breaks
+    Example: nanobench explain --vs-path unplanned --layers 2
     Example: nanobench explain --kernel triton --device cuda --check
     Example: nanobench explain --target my_step.py:factory --dtype bfloat16 --threads 1
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        from nanobench.harness.dynamo_explain import scaling
-        from nanobench.harness.rows import as_dicts
-        from reports.explain import render_explain
-
         spec = ExplainSpec(**options).validate()
-        with threads_applied(spec.threads) as threads:
-            rows = explain_target_rows if spec.target else explain_engine_rows
-            found = [replace(r, dtype=spec.dtype, threads=threads) for r in rows(spec, status)]
-        checked = gates(spec, found)
-        verdict = "" if spec.target else scaling(found)
-        code = finish(
-            "explain",
-            as_dicts(found),
-            checked,
-            {},
-            json_mode=json_mode,
-            check=check,
-            render=lambda: render_explain(stdout_console(), found, verdict, checked),
-        )
+        directory = out_dir(spec.out)
+        code = run_explain(spec, directory, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check: bool) -> int:
+    """Explain one side or both, write explain.csv, print (or --json) and pick the exit code."""
+    from nanobench.explain.before_after import changes, differences, explain_sides
+    from nanobench.harness.dynamo_explain import ExplainRow, scaling
+    from nanobench.harness.rows import as_dicts, columns
+    from reports.csvio import write_rows
+
+    with threads_applied(spec.threads) as threads:
+        if spec.vs or spec.vs_path:
+            sides = explain_sides(spec, status, explain_target_rows, explain_engine_rows)
+        else:
+            sides, found = (
+                None,
+                (explain_target_rows if spec.target else explain_engine_rows)(spec, status),
+            )
+
+    def stamped(rows: list[ExplainRow]) -> list[ExplainRow]:
+        return [replace(r, dtype=spec.dtype, threads=threads) for r in rows]
+
+    if sides is not None:
+        sides = replace(sides, before=stamped(sides.before), after=stamped(sides.after))
+        found = sides.rows
+    else:
+        found = stamped(found)
+    changed = changes(sides) if sides else []
+    checked = gates(spec, found, changed)
+    csv_path = write_rows(directory / "explain.csv", as_dicts(found), columns(ExplainRow))
+    outputs = {"csv": str(csv_path)}
+    extra = None
+    if sides is not None:
+        extra = {"changes": as_dicts(changed), **differences(sides)}
+    return finish(
+        "explain",
+        as_dicts(found),
+        checked,
+        outputs,
+        json_mode=json_mode,
+        check=check,
+        render=lambda: render(spec, found, sides, changed, checked, outputs, scaling),
+        extra=extra,
+    )
+
+
+def render(spec: ExplainSpec, found, sides: Sides | None, changed, checked, outputs, scaling):
+    from nanobench.explain.before_after import differences
+    from reports.explain import render_before_after, render_explain
+
+    console = stdout_console()
+    if sides is None:
+        verdict = "" if spec.target else scaling(found)
+        render_explain(console, found, verdict, checked, outputs)
+        return
+    render_before_after(
+        console, sides.before_spec, sides.after_spec, sides.pairs, changed,
+        differences(sides), checked, outputs,
+    )  # fmt: skip

@@ -7,7 +7,9 @@ progress on stderr only when both streams are terminals and `--quiet` is not set
 (`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
 `stdout_console()` is the console every report prints on (tables fitted to its width).
 What it is not: output formatting (that is `reports/`).
-Invariant: no traceback ever reaches the user for a mistake of theirs.
+Invariant: no traceback ever reaches the user for a mistake of theirs; a string printed on
+either console prints as written (no rich markup, no emoji codes: a user's `my_step.py:factory`
+or `[red]` is text), so a report styles a cell with `rich.text.Text`, never with markup.
 """
 
 from __future__ import annotations
@@ -40,13 +42,20 @@ class FitTables(RenderHook):
 def stdout_console() -> Console:
     """The terminal's width; piped, PIPED_WIDTH, so a log keeps whole rows whatever COLUMNS
     says (pytest-xdist sets it to 80 in its workers). A table too wide prints a block per row."""
-    console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+    console = Console(
+        soft_wrap=False,
+        width=None if sys.stdout.isatty() else PIPED_WIDTH,
+        # User-given strings (target specs, paths, break reasons) reach titles and cells:
+        # ":factory:" is an emoji code and "[...]" markup otherwise.
+        markup=False,
+        emoji=False,
+    )
     console.push_render_hook(FitTables(console))
     return console
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, markup=False, emoji=False)
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:

@@ -46,6 +46,7 @@ class ExplainRow:
     graph_dtypes: list[str] | None = None
     dtype: str = ""  # the dtype the forward was built in (added by the command)
     threads: int | None = None  # torch.get_num_threads() where it was explained (the command)
+    side: str = ""  # before | after under --vs / --vs-path (the command); "" for one side
 
 
 STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")

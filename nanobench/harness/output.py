@@ -1,7 +1,7 @@
 """The output contract every command keeps: the table or one JSON document, then the exit code.
 
-What it is: `finish(...)`, which prints the table (or the JSON document of rows, gates, outputs
-and the env record) and picks the exit code (0 all pass, 1 a fail or a failed measurement, 3
+What it is: `finish(...)`, which prints the table (or the JSON document of rows, gates, outputs,
+the env record and a command's own `extra` keys) and picks the exit code (0 all pass, 1 a fail or a failed measurement, 3
 nothing failed but something could not be decided), and `clean_json` (NaN and infinity as null).
 What it is not: the table itself (`reports/`), the gates (`gates`) or what ends a command
 before it measures (`errors.BadInput`, `console.run_command`).
@@ -49,6 +49,10 @@ def finish(
         }
         if env is not None:
             doc["env"] = env
+        clash = sorted(set(extra or {}) & set(doc))
+        if clash:
+            raise ValueError(f"finish: extra key {clash[0]!r} is a standard key of the document")
+        doc.update(extra or {})
         doc.update(extra or {})
         sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
     else:

@@ -19,7 +19,9 @@ what the real one does (on CPU the tests hold this exact against real tensors).
 What it is not: a real capture (`nanobench.gpu.capture` records on CUDA) or a timing.
 Invariant: nothing that existed before the step is workspace: the factory's allocations are
 state, the step inputs are inputs, and a view or an in-place write allocates nothing. A factory
-or step that cannot run on the meta device is one line naming the call and what to change.
+or step that cannot run on the meta device is one line naming the call and what to change; an
+index past the step's own cache (an `IndexError`) names the prompt length the target was built
+with and the caller's option that set it (`length_option`).
 """
 
 from __future__ import annotations
@@ -117,24 +119,28 @@ def size_memory(
     model: str = "",
     device: str = "meta",
     as_device: str = "cpu",
+    length_option: str = "",
 ) -> tuple[SizeMemory, bool]:
     """(the target at `rows` priced on `device`, whether it declares a shared output).
 
     `device="meta"` prices without memory, attention as `as_device`'s fused kernel;
     `device="cpu"` runs the same tracker over real tensors (what the tests hold meta against).
+    `length_option` is the caller's option that set `prompt_len` ("--max-model-len 8192"), named
+    when the target indexes past its own cache.
     """
     protocol = {"rows": rows, "prompt_len": prompt_len, "steps": steps, "dtype": dtype}
+    built = _Built(prompt_len, steps, length_option)
     state = LiveBytes()
-    with torch.device(device), _named(spec, "the factory", device):
+    with torch.device(device), _named(spec, "the factory", device, built):
         with state:
             target = make_target(spec, model=model, device=device, **protocol)
             made = target.forward
             gc.collect()  # a cycle the factory dropped dies here, inside the count
     _check_on(spec, made, device)
-    with torch.device(device), _named(spec, f"step_inputs({step})", device):
+    with torch.device(device), _named(spec, f"step_inputs({step})", device, built):
         args, kwargs = inputs_at(target, step)
     tracker = LiveBytes()
-    with torch.device(device), _named(spec, "the step (forward)", device):
+    with torch.device(device), _named(spec, "the step (forward)", device, built):
         with torch.no_grad(), _fused_attention_mode()(as_device), tracker:
             out = target.forward(*args, **kwargs)
     fp = tracker.footprint(out)
@@ -227,11 +233,30 @@ def _check_on(spec: str, forward, device: str) -> None:
             )
 
 
+@dataclass(frozen=True)
+class _Built:
+    """The length protocol a target was built with, and the caller's option that set it."""
+
+    prompt_len: int
+    steps: int
+    option: str  # "--max-model-len 8192", or "" when the caller has none to name
+
+    def remedy(self) -> str:
+        """An index past the cache: the target's cache is shorter than the context priced."""
+        via = f" (from {self.option})" if self.option else ""
+        fix = f"give a smaller {self.option.split()[0]}" if self.option else "build it shorter"
+        return (
+            f"the target was built with prompt_len {self.prompt_len} and steps {self.steps}"
+            f"{via}; its cache holds fewer positions: {fix}, or size its cache from "
+            "prompt_len + steps"
+        )
+
+
 class _named:
     """A failure inside becomes one BadInput line: which call, where, and what to change."""
 
-    def __init__(self, spec: str, phase: str, device: str) -> None:
-        self.spec, self.phase, self.device = spec, phase, device
+    def __init__(self, spec: str, phase: str, device: str, built: _Built) -> None:
+        self.spec, self.phase, self.device, self.built = spec, phase, device, built
 
     def __enter__(self):
         return self
@@ -243,9 +268,13 @@ class _named:
             raise BadInput(str(exc)) from None  # a protocol mistake, not the meta device's
         # make_target and inputs_at re-raise one line `from None`; the original is the context.
         cause = exc.__context__ if exc.__suppress_context__ and exc.__context__ else exc
+        # An index past the target's own cache is the length asked for, not the device.
+        why = (
+            "failed" if isinstance(cause, IndexError) else f"cannot run on the {self.device} device"
+        )
         raise BadInput(
-            f"--target {self.spec!r}: {self.phase} cannot run on the {self.device} device: "
-            f"{_one_line(cause)}{_where(cause)}; {_remedy(cause)}"
+            f"--target {self.spec!r}: {self.phase} {why}: "
+            f"{_one_line(cause)}{_where(cause)}; {_remedy(cause, self.built)}"
         ) from None
 
 
@@ -260,8 +289,10 @@ def _where(exc: BaseException) -> str:
     return ""
 
 
-def _remedy(exc: BaseException) -> str:
+def _remedy(exc: BaseException, built: _Built) -> str:
     text = str(exc).lower()
+    if isinstance(exc, IndexError):
+        return built.remedy()
     if isinstance(exc, OSError):
         return (
             "it opens a file: build the step from its shapes (priced bytes need no weights) "

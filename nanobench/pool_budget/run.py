@@ -82,6 +82,7 @@ def target_budget(spec: PoolBudgetSpec, directory, status, json_mode: bool, chec
         dtype=spec.dtype,
         model=spec.model,
         as_device=spec.device,
+        length_option=f"--max-model-len {spec.max_model_len}",
     )
     per_size, fit = target_rows(
         spec.target,
