@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 
 from nanobench import __version__
-from nanobench.commands import COMMANDS, help_of
+from nanobench.commands import COMMANDS, Command, help_of
+from nanobench.compare.command import compare_command
 from nanobench.harness.console import OneLineErrors
 from nanobench.sweep.command import SWEEP
 
@@ -44,7 +45,10 @@ def main(version: VersionOpt = False) -> None:
     """nanobench: measured answers about compiling and capturing a paged-KV decode step."""
 
 
-for _c in (*COMMANDS, SWEEP):
+# compare reads saved runs and measures nothing, so it is no sweep's command: registered here.
+COMPARE = Command("compare", compare_command, doc="docs/measuring.md")
+
+for _c in (*COMMANDS, SWEEP, COMPARE):
     app.command(_c.name, help=help_of(_c))(_c.run)
     for _alias in _c.aliases:
         app.command(_alias, hidden=True, help=help_of(_c))(_c.run)

@@ -295,6 +295,11 @@ ExportJson = Annotated[
         help="Also write the run as PyTorch OSS benchmark database records (one per metric).",
     ),
 ]
+OldRun = Annotated[
+    str,
+    typer.Argument(help="The before run: a compile or explain --out directory, or --json file."),
+]
+NewRun = Annotated[str, typer.Argument(help="The after run, of the same command.")]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")
 ]

@@ -1,0 +1,192 @@
+"""Two saved runs of one command, compared: what changed, and what the machine did between them.
+
+What it is: `SavedRun` and `load(path)` (a saved output directory, `compile.csv` with its samples
+and env record or `explain.csv`, or a `--json` document, as typed rows), `compile_changes(old,
+new)` (per mode: the counts exact, step ms and speedup as new / old with an interval from each
+run's per-process means, `change.apart_interval`; compile seconds, breakeven and the verdict
+beside them) and `drift_notes(old, new)` (the line saying that runs taken apart carry the
+machine's drift, and each env fact or setting that differs, named).
+What it is not: `--vs` (one interleaved run, every change paired by round): a comparison of runs
+taken apart says so, and says more loudly when the machines or settings differ.
+Invariant: every figure is a saved row's or a saved sample's; a run without samples (a JSON
+document) compares its counts and gives its timings no interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from nanobench.harness.change import (
+    Change,
+    apart_interval,
+    count_change,
+    timing_change,
+    value_change,
+)
+from nanobench.harness.env_record import EnvRecord
+from nanobench.harness.errors import BadInput
+from nanobench.harness.rounds import Window
+from nanobench.harness.saved import read_document, read_rows, read_windows
+
+# The CSV each command leaves under --out, in the order they are looked for.
+SAVED = {"compile": "compile.csv", "explain": "explain.csv"}
+APART = (
+    "runs taken apart: each interval holds its own run's spread, not what the machine did "
+    "between the two (drift, load, another core); for a paired answer run both sides at once "
+    "with --vs"
+)
+# Env facts that make two runs different machines or settings when they differ.
+FACTS = ("cpu_model", "cores", "threads", "aten_cpu_capability", "torch_version",
+         "triton_version", "transformers_version", "cuda_device", "cuda_driver",
+         "nanobench_version", "git_commit")  # fmt: skip
+SETTINGS = ("device", "backend", "cache", "bucketed", "threads", "target")
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    where: str
+    command: str
+    rows: list
+    windows: list[Window]
+    env: EnvRecord | None
+
+
+def load(path: str) -> SavedRun:
+    """A saved directory or a --json document, as its command's typed rows."""
+    where = Path(path)
+    if where.is_dir():
+        found = [c for c, name in SAVED.items() if (where / name).is_file()]
+        if not found:
+            raise BadInput(f"{path}: no {' or '.join(SAVED.values())} here: expected a "
+                           "compile or explain --out directory, or a --json file")  # fmt: skip
+        return _from_dir(where, found[0])
+    if where.is_file():
+        return _from_document(where)
+    raise BadInput(f"{path}: no such directory or file")
+
+
+def _row_type(command: str) -> type:
+    if command == "compile":
+        from nanobench.compile.rows import CompileRow
+
+        return CompileRow
+    if command == "explain":
+        from nanobench.harness.dynamo_explain import ExplainRow
+
+        return ExplainRow
+    raise BadInput(f"compare reads compile and explain runs, not a {command} run")
+
+
+def _from_dir(where: Path, command: str) -> SavedRun:
+    from nanobench.harness.env_record import read_env
+
+    rows = read_rows(where / SAVED[command], _row_type(command))
+    samples = where / f"{command}-samples.csv"
+    windows = read_windows(samples, "mode") if samples.is_file() else []
+    env_path = where / f"{command}-env.json"
+    env = read_env(env_path) if env_path.is_file() else None
+    return SavedRun(str(where), command, rows, windows, env)
+
+
+def _from_document(path: Path) -> SavedRun:
+    from nanobench.harness.rows import rebuild
+
+    doc = read_document(path)
+    row_type = _row_type(doc["command"])
+    rows = [rebuild(row_type, r) for r in doc["rows"]]
+    env = rebuild(EnvRecord, doc["env"]) if doc.get("env") else None
+    return SavedRun(str(path), doc["command"], rows, [], env)
+
+
+def check_comparable(old: SavedRun, new: SavedRun) -> None:
+    if old.command != new.command:
+        raise BadInput(f"{old.where} is a {old.command} run and {new.where} a {new.command} run: "
+                       "compare reads two runs of one command")  # fmt: skip
+    for run in (old, new):
+        if any(getattr(r, "side", "") for r in run.rows):
+            raise BadInput(f"{run.where}: a --vs run is a comparison already (its "
+                           f"{run.command}-changes.csv)")  # fmt: skip
+
+
+def per_process(windows: list[Window], system: str) -> list[list[float]]:
+    """A system's window medians, one list per process: the units of `apart_interval`."""
+    by: dict[int, list[float]] = {}
+    for w in sorted(windows, key=lambda w: (w.process, w.round)):
+        median = w.median_ms() if w.system == system else None
+        if median:
+            by.setdefault(w.process, []).append(median)
+    return list(by.values())
+
+
+def speedups(windows: list[Window], mode: str) -> list[list[float]]:
+    """Each round's off / mode ratio (paired within its run), one list per process."""
+    medians = {(w.system, w.round): (w.median_ms(), w.process) for w in windows}
+    by: dict[int, list[float]] = {}
+    for (system, r), (ms, process) in sorted(medians.items(), key=lambda kv: kv[0][1]):
+        off = medians.get(("off", r), (None, None))[0]
+        if system == mode and ms and off:
+            by.setdefault(process, []).append(off / ms)
+    return list(by.values())
+
+
+def compile_changes(old: SavedRun, new: SavedRun) -> list[Change]:
+    """Per mode both runs measured: counts, timings with their runs-apart intervals, verdicts."""
+    from nanobench.compile.vs import COUNTS
+
+    a = {r.mode: r for r in old.rows}
+    b = {r.mode: r for r in new.rows}
+    found: list[Change] = []
+    for mode in [m for m in a if m in b]:
+        before, after = a[mode], b[mode]
+        for column, field in COUNTS.items():
+            found.append(count_change(mode, column, getattr(before, field), getattr(after, field)))
+        timed = old.windows and new.windows
+        step = apart_interval(per_process(old.windows, mode), per_process(new.windows, mode))
+        why = "" if timed else "a --json document carries no samples"
+        found.append(timing_change(mode, "step_ms", before.step_ms, after.step_ms,
+                                   step if timed else None, why))  # fmt: skip
+        if mode != "off":
+            gain = apart_interval(speedups(old.windows, mode), speedups(new.windows, mode))
+            found.append(timing_change(mode, "speedup", before.speedup, after.speedup,
+                                       gain if timed else None, why))  # fmt: skip
+        for column in ("compile_s", "compile_warm_s"):
+            found.append(timing_change(mode, column, getattr(before, column),
+                                       getattr(after, column), None, "one compile a run"))  # fmt: skip
+        for column in ("breakeven_steps", "worth_compiling"):
+            found.append(
+                value_change(mode, column, getattr(before, column), getattr(after, column))
+            )
+    return found
+
+
+def drift_notes(old: SavedRun, new: SavedRun) -> list[str]:
+    """Runs apart carry the machine's drift; each differing env fact and row setting, named."""
+    notes = [APART]
+    if old.env and new.env:
+        for fact in FACTS:
+            x, y = getattr(old.env, fact), getattr(new.env, fact)
+            if x != y:
+                notes.append(f"differs: {fact}: {x} (old) vs {y} (new): not the same machine "
+                             "or software; a change here may be that, not yours")  # fmt: skip
+        loads = [(e.load_avg_1m_before, e.load_avg_1m_after) for e in (old.env, new.env)]
+        notes.append(f"load (1 min average, before / after timing): old {_pair(loads[0])}, "
+                     f"new {_pair(loads[1])}")  # fmt: skip
+    else:
+        missing = [r.where for r in (old, new) if r.env is None]
+        notes.append(f"no env record in {', '.join(missing)}: the machines cannot be compared")
+    names = {f.name for f in fields(type(old.rows[0]))} if old.rows else set()
+    for setting in (s for s in SETTINGS if s in names):
+        x = {getattr(r, setting) for r in old.rows}
+        y = {getattr(r, setting) for r in new.rows}
+        if x != y:
+            notes.append(f"differs: {setting}: {_one(x)} (old) vs {_one(y)} (new)")
+    return notes
+
+
+def _pair(p) -> str:
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in p)
+
+
+def _one(values: set) -> str:
+    return ", ".join(sorted(str(v) for v in values))
