@@ -584,3 +584,30 @@ def test_the_gemm_probe_is_a_large_square_product_not_the_steps_own():
     # 1024 x 1024 by 1024 x 1024: 2 n^3 flops a pass, whatever the model's shapes
     assert got["gemm_side"] == 1024 and got["gemm_flops"] == 2 * 1024**3
     assert got["gemm_gflops"] > 0 and got["gemm_ms"] > 0
+
+
+def test_export_json_writes_one_oss_benchmark_record_per_measured_metric(tmp_path, monkeypatch):
+    import nanobench.decode.bench as bench
+
+    clear = {"engine-eager": [8.0, 8.2, 7.9, 8.1, 8.0], "hf-eager": [10.0, 10.1, 9.9, 10.2, 10.0]}
+    monkeypatch.setattr(bench, "sweep", fake_sweep(clear, [[1, 2], [3, 4]]))
+    records = tmp_path / "records.json"
+    args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path), "--json",
+            "--export-json", str(records)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    found = json.loads(records.read_text())
+    by = {(r["model"]["backend"], r["metric"]["name"]): r for r in found}
+    for row in doc["rows"]:
+        step = by[(row["system"], "step_latency_ms")]
+        assert step["metric"]["benchmark_values"] == [row["ms_per_step"]]
+        assert step["benchmark"]["extra_info"]["system"] == row["system"]
+        assert step["benchmark"]["name"] == "nanobench decode"
+        assert by[(row["system"], "tokens_per_second")]["metric"]["benchmark_values"] == [
+            row["tokens_per_s"]]  # fmt: skip
+    ratio = by[("engine-eager", "ratio_vs_hf_eager")]["metric"]
+    engine = next(r for r in doc["rows"] if r["system"] == "engine-eager")
+    assert (ratio["extra_info"]["low"], ratio["extra_info"]["high"]) == (
+        engine["ratio_vs_hf_eager_low"], engine["ratio_vs_hf_eager_high"])  # fmt: skip
+    assert doc["outputs"]["export_json"] == str(records)

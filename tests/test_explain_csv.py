@@ -1,4 +1,4 @@
-"""explain.csv read back: `read_explain_csv` returns the rows explain wrote, field for field.
+"""explain.csv read back: `harness.saved.read_rows` returns the rows explain wrote, field for field.
 
 The rows written are built here by hand, with every kind of cell explain writes (ints, bools,
 None in an `int | None`, empty and full JSON lists of strings and of dicts, an empty text), and
@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.explain.saved import read_explain_csv
 from nanobench.harness.dynamo_explain import ExplainRow
 from nanobench.harness.errors import BadInput
 from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.saved import read_rows
 from reports.csvio import write_rows
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -36,7 +36,7 @@ ROWS = [
 
 def test_rows_come_back_as_written(tmp_path):
     path = write_rows(tmp_path / "explain.csv", as_dicts(ROWS), columns(ExplainRow))
-    assert read_explain_csv(path) == ROWS
+    assert read_rows(path, ExplainRow) == ROWS
 
 
 def test_the_commands_csv_reads_back_as_its_json_rows(tmp_path):
@@ -45,7 +45,7 @@ def test_the_commands_csv_reads_back_as_its_json_rows(tmp_path):
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
-    back = read_explain_csv(tmp_path / "explain.csv")
+    back = read_rows(tmp_path / "explain.csv", ExplainRow)
     assert as_dicts(back) == rows and [r.side for r in back] == ["before", "after"]
     assert back[0].break_reasons and back[0].threads is not None
 
@@ -55,4 +55,4 @@ def test_a_missing_column_is_refused_by_name(tmp_path):
     written = [{k: v for k, v in r.items() if k != "graph_breaks"} for r in as_dicts(ROWS)]
     path = write_rows(tmp_path / "explain.csv", written, keep)
     with pytest.raises(BadInput, match="no column 'graph_breaks'"):
-        read_explain_csv(path)
+        read_rows(path, ExplainRow)

@@ -20,6 +20,7 @@ from nanobench.harness.options import (
     CheckOpt,
     Device,
     Dtype,
+    ExportJson,
     HfAttention,
     JsonOpt,
     MaxModelLen,
@@ -60,6 +61,7 @@ def decode_command(
     timeout: Timeout = DecodeSpec.timeout,
     out: Out = DecodeSpec.out,
     processes: Processes = DecodeSpec.processes,
+    export_json: ExportJson = DecodeSpec.export_json,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -75,6 +77,8 @@ def decode_command(
     Example: nanobench decode --rows 4 --prompt-len 16 --steps 128 --threads 1 --rounds 5
 
     Example: nanobench decode --model smollm2-135m --systems engine-eager,hf-eager --json
+
+    Example: nanobench decode --threads 1 --export-json decode-records.json
     """
     spec = DecodeSpec(
         model=model,
@@ -96,6 +100,7 @@ def decode_command(
         timeout=timeout,
         out=out,
         processes=processes,
+        export_json=export_json,
     )
     # Heavy on purpose: torch and the workers' code load when the command runs, not at start.
     from nanobench.decode.run import run_decode

@@ -30,6 +30,7 @@ from nanobench.harness import load  # looked up per run: the tests' seam
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
+from nanobench.harness.export import export_decode
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
 from nanobench.harness.validate import (
@@ -204,6 +205,8 @@ def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, ch
         "png": str(png),
         "samples": str(progress.samples_path),
     }
+    if spec.export_json:
+        outputs["export_json"] = str(export_decode(spec, run.dtype, rows_out, record))
     return finish(
         "decode",
         public(rows_out),

@@ -39,6 +39,7 @@ class DecodeSpec:
     timeout: int = 900
     out: str = "nanobench-out"
     processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
+    export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.export)
 
     def round_plan(self):
         from nanobench.harness.rounds import round_plan

@@ -4,7 +4,7 @@ What it is: `ExplainSpec` (every option's default, and `validate()` for the rule
 options), `gates(spec, rows)` (one graph per explained forward, and `--no-more` against the
 before side) and the command, which writes `<out>/explain.csv` (every row, its side named).
 What it is not: the explaining itself (`nanobench.harness.dynamo_explain`, `target_bench.explain_target`),
-the before and after (`explain/before_after.py`), reading a saved CSV back (`explain/saved.py`) or
+the before and after (`explain/before_after.py`), reading a saved CSV back (`harness/saved.py`) or
 the tables (`reports.explain`).
 Invariant: explain runs in this process (one `torch._dynamo.explain` call a side, nothing
 compiled), in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input

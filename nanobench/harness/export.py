@@ -133,3 +133,31 @@ def export_compile(spec, dtype: str, rows, record) -> Path:
         extra_info=info,
     )
     return write_records(spec.export_json, found)
+
+
+def export_decode(spec, dtype: str, rows, record) -> Path:
+    """A decode run's systems (the engine's and transformers') as records."""
+    from dataclasses import asdict
+
+    info = {
+        "device": spec.device,
+        "rows": spec.rows,
+        "prompt_len": spec.prompt_len,
+        "steps": spec.steps,
+        "processes": spec.processes,
+        "threads": record.threads,
+        "torch_version": record.torch_version,
+        "cpu_model": record.cpu_model,
+        "git_commit": record.git_commit,
+    }
+    found = records(
+        [asdict(r) for r in rows],
+        DECODE_METRICS,
+        command="decode",
+        model_of=lambda r: spec.model,
+        dtype=dtype,
+        backend_of=lambda r: r["system"],
+        extra_info=info,
+        label="system",
+    )
+    return write_records(spec.export_json, found)

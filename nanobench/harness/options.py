@@ -108,7 +108,7 @@ Vs = Annotated[
     str,
     typer.Option(
         "--vs",
-        help="The before side, stepped in the same run: a target spec (as --target) or engine.",
+        help="The before side, in the same run: a target spec, as --target names the after.",
     ),
 ]
 VsPath = Annotated[
