@@ -156,7 +156,11 @@ class Progress:
         # every row timed while the machine was crowded says so (seen before timing or after)
         rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
         write_rows(self.csv_path, as_dicts(rows), columns(CompileRow))
-        write_rows(self.samples_path, samples(self.windows), ["side", "mode", *SAMPLE_COLUMNS])
+        if self.spec.compared:
+            write_rows(self.samples_path, samples(self.windows), ["side", "mode", *SAMPLE_COLUMNS])
+        else:
+            write_rows(self.samples_path, sample_rows(self.windows, "mode"),
+                       ["mode", *SAMPLE_COLUMNS])  # fmt: skip
         if self.spec.compared:
             write_rows(self.changes_path, as_dicts(self.changes(rows)), columns(Change))
         return rows
