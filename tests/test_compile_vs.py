@@ -236,9 +236,11 @@ def test_the_exported_records_read_back_as_the_rows_in_the_oss_benchmark_format(
         assert by[(*key, "step_latency_ms")]["metric"]["benchmark_values"] == [row["step_ms"]]
         assert by[(*key, "graph_breaks")]["metric"]["benchmark_values"] == [row["graph_breaks"]]
         model = by[(*key, "builds")]["model"]["name"]
-        assert model.endswith(("item_in_step.py:factory" if row["side"] == "before"
-                               else "static_kv.py:factory"))  # fmt: skip
+        assert model.endswith("item_in_step.py:factory" if row["side"] == "before"
+                               else "static_kv.py:factory")  # fmt: skip
     dynamic = by[("after", "dynamic", "speedup")]["metric"]
     row = next(r for r in doc["rows"] if (r["side"], r["mode"]) == ("after", "dynamic"))
     assert (dynamic["extra_info"]["low"], dynamic["extra_info"]["high"]) == (
-        row["speedup_low"], row["speedup_high"])
+        row["speedup_low"],
+        row["speedup_high"],
+    )
