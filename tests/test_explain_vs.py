@@ -199,7 +199,7 @@ def test_the_engine_unplanned_before_planned_after_goes_to_no_breaks(tmp_path):
         (["--vs", STATIC], "--vs"),
         (["--target", STATIC, "--vs-path", "unplanned"], "--vs-path"),
         (["--target", STATIC, "--vs", ITEM, "--vs-path", "unplanned"], "--vs and --vs-path"),
-        (["--no-more", "breaks"], "--no-more compares two sides: give --vs or --vs-path"),
+        (["--no-more", "breaks"], "--no-more and --no-slower compare two sides: give --vs"),
         (["--vs-path", "unplanned", "--no-more", "builds"], "--no-more builds"),
     ],
 )

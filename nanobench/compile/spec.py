@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from nanobench.compile.reduce_overhead import check_modes
 from nanobench.harness import options as o
-from nanobench.harness.change import check_columns
+from nanobench.harness.change import check_columns, check_sides
 from nanobench.harness.errors import BadInput
 from nanobench.harness.validate import device_option, positive
 
@@ -121,17 +121,7 @@ COUNTS = ("graphs", "breaks", "builds", "fell_back", "shapes")  # what --no-more
 
 def compared_option(spec: CompileSpec) -> None:
     """--vs, --vs-path and the comparison's gates, checked against each other."""
-    if spec.vs and spec.vs_path:
-        raise BadInput("--vs and --vs-path: give one before side, not two")
-    if spec.vs and not spec.target:
-        raise BadInput(
-            f"--vs {spec.vs}: the before side of a --target; give --target for the after side "
-            "(the engine's two paths: --vs-path)"
-        )
-    if spec.vs_path and spec.target:
-        raise BadInput("--vs-path: the engine's before side; a --target's is --vs")
-    if (spec.no_more or spec.no_slower) and not spec.compared:
-        raise BadInput("--no-more and --no-slower compare two sides: give --vs or --vs-path")
+    check_sides(spec.vs, spec.vs_path, spec.target, bool(spec.no_more or spec.no_slower))
     if spec.compared and "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
         raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
     check_columns("--no-more", spec.no_more, COUNTS)

@@ -63,24 +63,13 @@ class ExplainSpec:
 
     def validate(self) -> ExplainSpec:
         """Rules across options; returns the spec with `auto` resolved to a concrete dtype."""
-        from nanobench.harness.change import check_columns
+        from nanobench.harness.change import check_columns, check_sides
 
         if self.target and (self.layers or self.prefill):
             raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
-        if self.vs and self.vs_path:
-            raise BadInput("--vs and --vs-path: give one before side, a target or a --path")
-        if self.vs and not self.target:
-            raise BadInput(
-                f"--vs {self.vs}: the after side is a --target (the engine after a target "
-                "before is not supported; --vs-path compares the engine's paths)"
-            )
-        if self.vs_path and self.target:
-            raise BadInput(f"--vs-path {self.vs_path}: the engine's before side, not a target's: "
-                           "give --vs SPEC for a target")  # fmt: skip
+        check_sides(self.vs, self.vs_path, self.target, bool(self.no_more))
         if self.vs_path and self.prefill:
             raise BadInput(f"--vs-path {self.vs_path}: --prefill has no decode path to compare")
-        if self.no_more and not (self.vs or self.vs_path):
-            raise BadInput("--no-more compares two sides: give --vs or --vs-path")
         check_columns("--no-more", self.no_more, MEASURED)
         device_option(self.device)
         return replace(self, dtype=dtype_option(self.dtype, self.model, self.device))

@@ -137,6 +137,24 @@ def apart_interval(before: list[list[float]], after: list[list[float]], confiden
     return Interval(math.exp(estimate), low, high, len(a) + len(b), 1, 1.0, df, "runs apart")
 
 
+def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
+    """--vs (a target's before side), --vs-path (the engine's) and a comparison's gates
+    (`gated`: --no-more or --no-slower given), checked against each other, one line each."""
+    if vs and vs_path:
+        raise BadInput("--vs and --vs-path: give one before side, a target or a --path")
+    if vs and not target:
+        raise BadInput(
+            f"--vs {vs}: the before side of a --target; give --target for the after side "
+            "(the engine after a target before is not supported; --vs-path compares the "
+            "engine's paths)"
+        )
+    if vs_path and target:
+        raise BadInput(f"--vs-path {vs_path}: the engine's before side, not a target's: give "
+                       "--vs SPEC for a target")  # fmt: skip
+    if gated and not (vs or vs_path):
+        raise BadInput("--no-more and --no-slower compare two sides: give --vs or --vs-path")
+
+
 def check_columns(option: str, asked, measured: tuple[str, ...]) -> None:
     """One line naming a column this command does not measure, and those it does."""
     for column in asked or ():

@@ -106,21 +106,27 @@ def write_records(path: str | Path, found: list[dict]) -> Path:
     return path
 
 
-def export_compile(spec, dtype: str, rows, record) -> Path:
-    """A compile run's rows (both sides of a --vs run, each tagged) as records."""
-    from dataclasses import asdict
-
-    info = {
+def run_info(spec, record, **more) -> dict:
+    """What every record's benchmark carries: the run's shape and the machine it ran on."""
+    return {
         "device": spec.device,
         "rows": spec.rows,
+        "prompt_len": spec.prompt_len,
         "steps": spec.steps,
         "processes": spec.processes,
-        "cache": spec.cache,
+        **more,
         "threads": record.threads,
         "torch_version": record.torch_version,
         "cpu_model": record.cpu_model,
         "git_commit": record.git_commit,
     }
+
+
+def export_compile(spec, dtype: str, rows, record) -> Path:
+    """A compile run's rows (both sides of a --vs run, each tagged) as records."""
+    from dataclasses import asdict
+
+    info = run_info(spec, record, cache=spec.cache)
     found = records(
         [asdict(r) for r in rows],
         COMPILE_METRICS,
@@ -139,17 +145,7 @@ def export_decode(spec, dtype: str, rows, record) -> Path:
     """A decode run's systems (the engine's and transformers') as records."""
     from dataclasses import asdict
 
-    info = {
-        "device": spec.device,
-        "rows": spec.rows,
-        "prompt_len": spec.prompt_len,
-        "steps": spec.steps,
-        "processes": spec.processes,
-        "threads": record.threads,
-        "torch_version": record.torch_version,
-        "cpu_model": record.cpu_model,
-        "git_commit": record.git_commit,
-    }
+    info = run_info(spec, record)
     found = records(
         [asdict(r) for r in rows],
         DECODE_METRICS,
