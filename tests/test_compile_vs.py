@@ -140,6 +140,7 @@ def test_no_more_fails_on_more_and_no_slower_needs_the_interval_inside_the_margi
         (["--vs-path", "unplanned", "--no-more", "ops"], "--no-more ops: this command measures"),
         (["--vs-path", "unplanned", "--check"], "--check on a comparison gates the columns"),
         (["--vs-path", "unplanned", "--no-more", "bogus"], "'bogus': expected some of"),
+        (["--vs-path", "unplanned", "--no-slower", "ready_s"], "--no-slower ready_s: this command"),
     ],
 )
 def test_a_comparison_asked_wrongly_is_one_line_and_exit_2(args, says, tmp_path):

@@ -117,6 +117,7 @@ class CompileSpec:
 
 
 COUNTS = ("graphs", "breaks", "builds", "fell_back", "shapes")  # what --no-more may name here
+TIMINGS = ("step_ms", "speedup")  # and --no-slower: a cold compile is one sample a side
 
 
 def compared_option(spec: CompileSpec) -> None:
@@ -125,6 +126,7 @@ def compared_option(spec: CompileSpec) -> None:
     if spec.compared and "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
         raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
     check_columns("--no-more", spec.no_more, COUNTS)
+    check_columns("--no-slower", spec.no_slower, TIMINGS)
 
 
 @dataclass(frozen=True)

@@ -28,4 +28,4 @@ COUNT_COLUMNS = (
     "fell_back",
     "shapes",
 )
-TIMING_COLUMNS = ("step_ms", "speedup")
+TIMING_COLUMNS = ("step_ms", "speedup", "ready_s", "compile_s")
