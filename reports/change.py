@@ -39,7 +39,17 @@ HEADERS = {
     "breakeven_steps": "breakeven",
     "worth_compiling": "worth it",
     "worth_compiling_warm": "worth it warm",
+    "tokens_per_s": "tok/s",
+    "prefill_ms": "prefill ms",
+    "ratio_vs_floor": "x floor",
+    "peak_rss_mb": "peak RSS MiB",
+    "tokens_match": "tokens match",
 }
+# compare.png's panels by default (compile): (the rows' value, its whisker's ends, the title).
+COMPILE_PANELS = (
+    ("step_ms", ("step_ms_q1", "step_ms_q3"), "median steady step (ms), whisker: IQR"),
+    ("speedup", ("speedup_low", "speedup_high"), "speedup against off, whisker: its interval"),
+)
 
 
 def field(c, name: str):
@@ -112,9 +122,10 @@ def render_changes(console, changes: list, gates, title: str, notes=()) -> None:
     if timed:
         levels = {field(c, "level") for c in timed if field(c, "level")}
         at = f"{max(levels):.1%}".replace(".0%", "%") if levels else "95%"
+        together = f" ({len(timed)} of them, held together)" if len(timed) > 1 else ""
         console.print(
-            f"timing changes: after / before, {at} intervals; faster or slower only when the "
-            "interval excludes 1",
+            f"timing changes: after / before, {at} intervals{together}; faster or slower only "
+            "when the interval excludes 1",
             markup=False,
         )
     lacking = {field(c, "note") for c in changes if field(c, "kind") == "timing"
@@ -127,32 +138,36 @@ def render_changes(console, changes: list, gates, title: str, notes=()) -> None:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
-def draw_compare(rows: list, path: Path, title: str) -> Path:
-    """Per mode, before and after side by side: step ms (IQR whiskers) and speedup (its
-    interval). `rows` are the two sides' rows (dicts with side, mode and the timing fields)."""
+def draw_compare(rows: list, path: Path, title: str, panels=COMPILE_PANELS) -> Path:
+    """Per mode (or system), before and after side by side, one panel per (value, whisker
+    ends, title) in `panels`: compile's step ms (IQR) and speedup (its interval) by default.
+    `rows` are the two sides' rows (dicts with side, mode or system, and the panels' fields)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("step_ms")]
-    modes = list(dict.fromkeys(r["mode"] for r in ok))
-    fig, (steps, speedups) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for i, side in enumerate(("before", "after")):
-        by = {r["mode"]: r for r in ok if r.get("side") == side}
-        _bars(steps, modes, by, i, side, "step_ms", ("step_ms_q1", "step_ms_q3"))
-        _bars(speedups, modes, by, i, side, "speedup", ("speedup_low", "speedup_high"))
-    steps.set_title("median steady step (ms), whisker: IQR")
-    steps.set_ylabel("ms")
-    speedups.set_title("speedup against off, whisker: its interval")
-    speedups.axhline(1.0, color="black", linewidth=0.8)
-    for ax in (steps, speedups):
-        ax.set_xticks(range(len(modes)), modes)
-        ax.legend(fontsize=8)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    names = list(dict.fromkeys(_name(r) for r in ok))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, (key, ends, heading) in zip(axes[0], panels):
+        for i, side in enumerate(("before", "after")):
+            by = {_name(r): r for r in ok if r.get("side") == side}
+            _bars(ax, names, by, i, side, key, ends)
+        ax.set_title(heading, fontsize=9)
+        if key in ("speedup", "ratio_vs_floor"):
+            ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)
+
+
+def _name(row: dict) -> str:
+    return row.get("mode") or row.get("system") or ""
 
 
 def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str]) -> None:

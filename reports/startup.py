@@ -2,7 +2,9 @@
 
 What it is: `render_startup` (a table of starts per mode and kind, means over runs: ready and
 first-token seconds, compile seconds, cache answers, what a cache saved; a table of phases; the
-misses and the gates) and `draw_startup` (a stacked bar per mode and kind, one colour per
+misses and the gates), `render_changes` (a `--vs` run: per mode and start kind, a line per
+quantity with before, after and the change, over the `Change` records `startup.vs` made) and
+`draw_startup` (a stacked bar per mode and kind, one colour per
 phase), over plain row dicts (the CSV's columns are `nanobench.startup.rows.StartRow`'s fields).
 What it is not: measurement or arithmetic beyond a mean: every number comes from the rows.
 Invariant: a missing measurement prints as `-` and plots as nothing; a failed start is never
@@ -16,6 +18,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from reports.change import changed, field, value
 from reports.csvio import save_figure
 from reports.style import gate_mark
 
@@ -122,6 +125,73 @@ def render_startup(console, rows: list[dict], phases, gates, title: str, elapsed
                 f"{r['mode']} {r['kind']} (run {r['run']}): the FX cache hit, yet "
                 f"{r['kernels_built']} kernels were built again (on CPU the artifacts carry "
                 "the C++ source, not the built library)"))  # fmt: skip
+    starts_s = sum(r["wall_s"] or 0 for r in rows)
+    console.print(f"{len(rows)} starts took {starts_s:.1f} s; the run {elapsed_s:.1f} s")
+    for g in gates:
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+QUANTITIES = {"graphs": "graphs", "ready_s": "ready s", "first_token_s": "1st token s", "compile_s": "compile s",
+              "fx_hits": "FX hits", "fx_misses": "FX misses", "aot_hits": "AOT hits",
+              "aot_misses": "AOT misses", "kernels_built": "kernels built"}  # fmt: skip
+SHOWN_S = 0.005  # a phase under this on both sides prints 0.00 twice: left to the CSV
+
+
+def quantity(column: str) -> str:
+    if column in QUANTITIES:
+        return QUANTITIES[column]
+    phase = column.removesuffix("_s")
+    return f"{LABELS.get(phase, phase)} s"
+
+
+def shown(c) -> bool:
+    """Every count, and every timing but a phase that is nothing on both sides."""
+    if field(c, "kind") != "timing" or field(c, "column") in QUANTITIES:
+        return True
+    return any(abs(field(c, s) or 0) >= SHOWN_S for s in ("before", "after"))
+
+
+def changes_table(changes: list, title: str) -> Table:
+    """A line per quantity of each mode and start kind: before, after, the change."""
+    table = Table(title=Text(title))
+    for col in ("start", "quantity", "before", "after", "change (after / before) [95%]"):
+        table.add_column(col, justify="left" if col in ("start", "quantity") else "right")
+    members = list(dict.fromkeys(field(c, "member") for c in changes))
+    for m in members:
+        mine = [c for c in changes if field(c, "member") == m and shown(c)]
+        for i, c in enumerate(mine):
+            column = field(c, "column")
+            table.add_row(Text(m if i == 0 else ""), quantity(column),
+                          value(field(c, "before"), column), value(field(c, "after"), column),
+                          changed(c))  # fmt: skip
+        table.add_section()
+    return table
+
+
+def render_changes(console, changes: list, rows: list[dict], gates, title: str, elapsed_s):
+    """A --vs run: the change table, what its intervals are, each side's misses, the gates."""
+    if not changes:
+        console.print("no start ran on both sides: nothing to compare", markup=False)
+    else:
+        console.print(changes_table(changes, title))
+    runs = max((field(c, "rounds") or 0 for c in changes), default=0)
+    console.print(
+        "seconds: each side's mean over its runs; the change is the geometric mean of after / "
+        f"before, run i of each side paired (started back to back), with its t interval over "
+        f"{runs} runs; faster or slower only when it excludes 1. Phases under {SHOWN_S:g} s on "
+        "both sides are in startup-changes.csv only.",
+        markup=False,
+    )
+    lacking = {field(c, "note") for c in changes if field(c, "note")}
+    for note in sorted(lacking):
+        console.print(f"note: {note}", markup=False)
+    for r in rows:
+        if r.get("missed"):
+            console.print(Text(f"{r['side']} {r['mode']} {r['kind']} (run {r['run']}) missed: "
+                               f"{r['missed']}"))  # fmt: skip
+        if r.get("status") != "ok":
+            console.print(Text(f"{r['side']} {r['mode']} {r['kind']} (run {r['run']}): "
+                               f"{r['status']}"))  # fmt: skip
     starts_s = sum(r["wall_s"] or 0 for r in rows)
     console.print(f"{len(rows)} starts took {starts_s:.1f} s; the run {elapsed_s:.1f} s")
     for g in gates:

@@ -20,7 +20,7 @@ from nanobench.cli import app
 from nanobench.compile.bench import Member, comparisons, member_name
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import WorkerSpec
-from nanobench.compile.vs import changes, side_windows
+from nanobench.compile.vs import changes
 from nanobench.harness.change import (
     CANT_TELL,
     FASTER,
@@ -29,6 +29,7 @@ from nanobench.harness.change import (
     count_change,
     no_more_gates,
     no_slower_gates,
+    side_windows,
 )
 from nanobench.harness.rounds import RoundPlan, Window, run_rounds
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS

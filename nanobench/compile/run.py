@@ -23,9 +23,9 @@ from nanobench.compile.gates import gates
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
-from nanobench.compile.vs import changes, side_windows, vs_gates
+from nanobench.compile.vs import changes
 from nanobench.cost.compile import classify_guard
-from nanobench.harness.change import Change
+from nanobench.harness.change import Change, side_samples, side_windows, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
@@ -157,7 +157,11 @@ class Progress:
         rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
         write_rows(self.csv_path, as_dicts(rows), columns(CompileRow))
         if self.spec.compared:
-            write_rows(self.samples_path, samples(self.windows), ["side", "mode", *SAMPLE_COLUMNS])
+            write_rows(
+                self.samples_path,
+                side_samples(self.windows, "mode"),
+                ["side", "mode", *SAMPLE_COLUMNS],
+            )
         else:
             write_rows(self.samples_path, sample_rows(self.windows, "mode"),
                        ["mode", *SAMPLE_COLUMNS])  # fmt: skip
@@ -195,15 +199,6 @@ class Progress:
         rows = self.derived(timed, level)
         found = changes(rows, timed, level) if self.spec.compared else None
         return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
-
-
-def samples(windows: list) -> list[dict]:
-    """Every timed step, its member split into side and mode ("after dynamic")."""
-    rows = []
-    for r in sample_rows(windows, "mode"):
-        side, _, mode = r["mode"].rpartition(" ")
-        rows.append({"side": side, **r, "mode": mode})
-    return rows
 
 
 def sweep(progress: Progress, sides: dict[str, WorkerSpec]) -> None:

@@ -1,7 +1,6 @@
 """`compile --vs`: the two sides of one interleaved run, and what changed between them.
 
-What it is: `side_windows` (one side's windows under its modes' names, so `rows.derive` reads
-them as a run of its own), `changes(rows, windows, level)` (per mode, before and after: graphs,
+What it is: `changes(rows, windows, level)` (per mode, before and after: graphs,
 breaks, builds, fell back, shapes as exact counts; step ms and speedup as after / before with
 intervals paired by round, the same rounds the fleet interleaved; compile seconds, breakeven
 and worth compiling beside them) and `vs_gates` (`--no-more`, `--no-slower`).
@@ -14,20 +13,16 @@ ratio of the two sides' speedups round by round, never of two medians.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from nanobench.compile.bench import member_name
 from nanobench.compile.rows import CompileRow
 from nanobench.harness.change import (
     Change,
     count_change,
-    no_more_gates,
-    no_slower_gates,
+    each_level,
     timing_change,
     value_change,
     with_level,
 )
-from nanobench.harness.gates import Gate
 from nanobench.harness.rounds import Comparison, Window, intervals
 from nanobench.harness.stats import ratio_interval
 
@@ -43,21 +38,13 @@ COUNTS = {
 ONE_COMPILE = "one compile a side: no interval (nanobench startup times starts in runs)"
 
 
-def side_windows(windows: list[Window], side: str) -> list[Window]:
-    """One side's windows, each under its mode's name ("after dynamic" -> "dynamic")."""
-    if not side:
-        return list(windows)
-    prefix = f"{side} "
-    return [
-        replace(w, system=w.system[len(prefix) :]) for w in windows if w.system.startswith(prefix)
-    ]
-
-
 def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list[Change]:
     """Every mode both sides ran: its counts, timings and verdicts, before against after."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.mode): r for r in rows}
     modes = [r.mode for r in rows if r.side == "before" and ("after", r.mode) in by]
+    # Every mode's step change and every compiled mode's speedup change hold together at level.
+    level = each_level(level, len(modes) + len([m for m in modes if m != "off"]))
     found: list[Change] = []
     for mode in modes:
         before, after = by[("before", mode)], by[("after", mode)]
@@ -110,8 +97,3 @@ def _count(row: CompileRow, field: str):
     if value is None or row.status != "ok":
         return None
     return value if isinstance(value, bool) else int(value)  # fell back prints as yes / no
-
-
-def vs_gates(no_more, no_slower, margin: float, found: list[Change]) -> list[Gate]:
-    """The comparison's gates: only the columns the user named (`--no-more`, `--no-slower`)."""
-    return no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)

@@ -139,8 +139,52 @@ def comparisons(systems: list[str]) -> list[Comparison]:
     return found
 
 
-def sweep(
-    spec: RunSpec,
+@dataclass(frozen=True)
+class DecodeMember:
+    """One system (or the probe) of one side in the fleet: `name` is its windows' system
+    ("hf-eager", or "after hf-eager" in a before-and-after run), `run` what its workers run."""
+
+    side: str  # "" alone; before | after
+    system: str  # a system, or PROBE
+    run: RunSpec
+
+    @property
+    def name(self) -> str:
+        return f"{self.side} {self.system}" if self.side else self.system
+
+
+def members_of(runs: dict[str, RunSpec], systems: tuple[str, ...]) -> list[DecodeMember]:
+    """Each side's probe and systems, the before side first: the order each first sets up."""
+    return [DecodeMember(side, s, run) for side, run in runs.items() for s in (PROBE, *systems)]
+
+
+def comparisons_of(members: list[DecodeMember]) -> list[Comparison]:
+    """Each side's own ratios (`comparisons`, under its members' names) and, with two sides,
+    each system's after / before: every ratio the stop rule reads."""
+    found = []
+    for side in dict.fromkeys(m.side for m in members):
+        named = {m.system: m.name for m in members if m.side == side}
+        found += [
+            Comparison(f"{side} {c.name}", named[c.numerator], named[c.denominator]) if side else c
+            for c in comparisons(list(named))
+        ]
+    before = {m.system: m.name for m in members if m.side == "before"}
+    found += [
+        Comparison(f"{m.system} after/before", m.name, before[m.system])
+        for m in members
+        if m.side == "after" and m.system != PROBE and m.system in before
+    ]
+    return found
+
+
+def sweep(spec: RunSpec, systems: tuple[str, ...], plan: RoundPlan, **kw) -> tuple[list, ProbeRow]:
+    """One side's sweep (`sweep_sides`): its system rows and its probe's row."""
+    rows, probes = sweep_sides({"": spec}, systems, plan, **kw)
+    return rows, probes[""]
+
+
+def sweep_sides(
+    runs: dict[str, RunSpec],
     systems: tuple[str, ...],
     plan: RoundPlan,
     *,
@@ -152,64 +196,84 @@ def sweep(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
-) -> tuple[list[SystemRow], ProbeRow]:
-    """The probe and `processes` live workers per system (`harness.fleet`), then interleaved
-    rounds, round r of every system and of the probe in its worker (r - 1) mod processes,
-    until `decided(windows, level)` says every gate is decided or the intervals are tight.
+) -> tuple[list[SystemRow], dict[str, ProbeRow]]:
+    """Each side's probe and `processes` live workers per system (`harness.fleet`), then
+    interleaved rounds, round r of every member in its worker (r - 1) mod processes, until
+    `decided(windows, level)` says every gate is decided or the intervals are tight. Two sides
+    (`runs` "before" and "after") are one fleet: every member of both takes turns each round.
 
     The probe is a member like any system: each round it measures the floor again, so the
     floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
-    frames) are its first worker's, set up alone, one system after another; a later worker
-    shares the first's Inductor cache directory. Returns the system rows (not derived) and the
-    probe's row, its rates the median of its rounds' peaks.
+    frames) are its first worker's, set up alone, one member after another; a later worker
+    shares the first's Inductor cache directory. Returns the system rows (not derived) and
+    each side's probe row, its rates the median of its rounds' peaks.
     """
     processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
+    members = members_of(runs, systems)
     rows: dict[str, SystemRow] = {}
+    probes: dict[str, ProbeRow] = {}
 
     def keep(window: Window) -> None:
         if window.status != "ok" and window.system in rows:
             rows[window.system] = replace(rows[window.system], status=window.status)
         on_window(window)
 
-    with Fleet(WORKER, timeout, spec.threads, on_status) as fleet:
-        envs = {name: system_env(fleet, spec.threads) for name in (PROBE, *systems)}
-        probe = probe_row(fleet.first(PROBE, payload(spec, PROBE), envs[PROBE], doing=PROBING))
-        on_probe(probe)
-        for system in systems:
-            ready = fleet.first(system, payload(spec, system), envs[system], doing=WARMING)
-            rows[system] = rebuild(SystemRow, {"system": system, **ready})
-            on_row(rows[system])
-        live = [s for s in systems if rows[s].status == "ok"]
-        members = [PROBE, *live] if probe.status == "ok" else live
-        later = {m: (lambda p, m=m: payload(spec, m), envs[m]) for m in members}
-        probe = start_later(fleet, later, processes, rows, probe)
-        live = [s for s in live if rows[s].status == "ok"]
-        members = [*live, PROBE] if probe.status == "ok" else live
-        slices = round_slices([rows[s] for s in live], spec, plan, on_status)
-        fleet.rounds(members, plan, comparisons(members), slices=slices, decided=decided,
+    def ok(m: DecodeMember) -> bool:
+        return (probes[m.side] if m.system == PROBE else rows[m.name]).status == "ok"
+
+    threads = next(iter(runs.values())).threads
+    with Fleet(WORKER, timeout, threads, on_status) as fleet:
+        envs = {m.name: system_env(fleet, threads) for m in members}
+        for m in members:
+            set_up_first(fleet, m, envs[m.name], rows, probes, on_row, on_probe)
+        live = [m for m in members if ok(m)]
+        later = {m.name: (lambda p, m=m: payload(m.run, m.system), envs[m.name]) for m in live}
+        start_later(fleet, later, processes, rows, probes, {m.name: m for m in live})
+        # In the rounds each side's probe goes after its systems, as it always has.
+        live = sorted((m for m in members if ok(m)), key=lambda m: (m.side != "before",
+                      m.system == PROBE))  # fmt: skip
+        ready = [rows[m.name] for m in live if m.system != PROBE]
+        slices = round_slices(ready, next(iter(runs.values())), plan, on_status)
+        names = [m.name for m in live]
+        fleet.rounds(names, plan, comparisons_of(live), slices=slices, decided=decided,
                      on_window=keep, on_round=on_round)  # fmt: skip
-        finals = fleet.close(members)
-        for system in live:
-            row = closed_row(rows[system], finals[system])
-            rows[system] = replace(row, setup_s=fleet.setup_s[system][0],
-                                   later_setup_s=fleet.later_setup_s(system))  # fmt: skip
-            on_row(rows[system])
-        probe = closed_probe(probe, finals.get(PROBE, []))
-    return list(rows.values()), probe
+        finals = fleet.close(names)
+        for m in live:
+            if m.system == PROBE:
+                probes[m.side] = closed_probe(probes[m.side], finals.get(m.name, []))
+                continue
+            row = closed_row(rows[m.name], finals[m.name])
+            rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][0],
+                                   later_setup_s=fleet.later_setup_s(m.name))  # fmt: skip
+            on_row(rows[m.name])
+    return list(rows.values()), probes
 
 
-def start_later(fleet: Fleet, later: dict, processes: int, rows: dict, probe: ProbeRow) -> ProbeRow:
+def set_up_first(fleet: Fleet, m: DecodeMember, env, rows, probes, on_row, on_probe) -> None:
+    """A member's first worker, set up alone: the probe's row, or the system's."""
+    if m.system == PROBE:
+        ready = fleet.first(m.name, payload(m.run, PROBE), env, doing=PROBING)
+        probes[m.side] = replace(probe_row(ready), side=m.side)
+        on_probe(probes[m.side])
+        return
+    ready = fleet.first(m.name, payload(m.run, m.system), env, doing=WARMING)
+    rows[m.name] = replace(rebuild(SystemRow, {"system": m.system, **ready}), side=m.side)
+    on_row(rows[m.name])
+
+
+def start_later(fleet: Fleet, later: dict, processes: int, rows: dict, probes: dict,
+                members: dict[str, DecodeMember]) -> None:  # fmt: skip
     """Every member's later workers, side by side; a failed one marks its system's row in
-    `rows`, or the probe's row, which is returned."""
+    `rows`, or its side's probe row in `probes`."""
     for name, process, ready in fleet.later(later, processes):
-        status = ready.get("status", "ok")
-        if name == PROBE:
-            probe = replace(probe, status=later_status(probe.status, process, status))
+        status, m = ready.get("status", "ok"), members[name]
+        if m.system == PROBE:
+            probe = probes[m.side]
+            probes[m.side] = replace(probe, status=later_status(probe.status, process, status))
         else:
             rows[name] = replace(
                 rows[name], status=later_status(rows[name].status, process, status)
             )
-    return probe
 
 
 PROBING = "bandwidth and GEMM probes in a fresh process"
@@ -237,7 +301,9 @@ def closed_probe(probe: ProbeRow, finals: list[dict]) -> ProbeRow:
     if probe.status != "ok" or not finals:
         return probe
     failed = first_failure([str(f.get("status", "ok")) for f in finals])
-    return replace(probe, status=failed) if failed else probe_row(finals[0])
+    return (
+        replace(probe, status=failed) if failed else replace(probe_row(finals[0]), side=probe.side)
+    )
 
 
 def round_slices(ready: list[SystemRow], spec: RunSpec, plan: RoundPlan, on_status) -> int:

@@ -23,9 +23,12 @@ from nanobench.harness.options import (
     ExportJson,
     HfAttention,
     JsonOpt,
+    Margin,
     MaxModelLen,
     MaxRounds,
     Model,
+    NoMore,
+    NoSlower,
     Out,
     Processes,
     PromptLen,
@@ -37,6 +40,8 @@ from nanobench.harness.options import (
     Systems,
     Threads,
     Timeout,
+    VsDtype,
+    VsModel,
     WidthMultiple,
 )
 
@@ -62,6 +67,11 @@ def decode_command(
     out: Out = DecodeSpec.out,
     processes: Processes = DecodeSpec.processes,
     export_json: ExportJson = DecodeSpec.export_json,
+    vs_model: VsModel = DecodeSpec.vs_model,
+    vs_dtype: VsDtype = DecodeSpec.vs_dtype,
+    no_more: NoMore = DecodeSpec.no_more,
+    no_slower: NoSlower = DecodeSpec.no_slower,
+    margin: Margin = DecodeSpec.margin,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -79,6 +89,8 @@ def decode_command(
     Example: nanobench decode --model smollm2-135m --systems engine-eager,hf-eager --json
 
     Example: nanobench decode --threads 1 --export-json decode-records.json
+
+    Example: nanobench decode --dtype bfloat16 --vs-dtype float32 --check --no-slower step_ms
     """
     spec = DecodeSpec(
         model=model,
@@ -101,6 +113,11 @@ def decode_command(
         out=out,
         processes=processes,
         export_json=export_json,
+        vs_model=vs_model,
+        vs_dtype=vs_dtype,
+        no_more=no_more,
+        no_slower=no_slower,
+        margin=margin,
     )
     # Heavy on purpose: torch and the workers' code load when the command runs, not at start.
     from nanobench.decode.run import run_decode

@@ -42,6 +42,7 @@ class ProbeRow:
 
     status: str  # ok | error: <line> | timeout | crashed: <signal>
     system: str | None = None
+    side: str = ""  # before | after in a before-and-after run (--vs-model, --vs-dtype)
     probe_bytes: int | None = None
     bandwidth_gbs: float | None = None
     bandwidth_median_gbs: float | None = None
@@ -62,6 +63,7 @@ class SystemRow:
 
     system: str
     status: str
+    side: str = ""  # before | after in a before-and-after run
     compile_s: float | None = None  # compiled systems only
     frames_compiled: int | None = None
     build_s: float | None = None
@@ -94,6 +96,7 @@ class DecodeRow:
 
     system: str
     status: str  # ok | error: <line> | timeout | crashed: <signal>
+    side: str = ""  # before | after in a before-and-after run (--vs-model, --vs-dtype)
     tokens_match: bool | None = None  # the greedy tokens equal tokens_ref's, every row and step
     tokens_ref: str | None = None  # engine-eager, or hf-eager when engine-eager did not run
     first_mismatch: str | None = None  # "row r step s: a vs b" where they first differ

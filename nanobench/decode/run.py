@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 
 from engine.gguf import find_gguf
 from engine.sources import materialize_gguf
@@ -26,13 +27,17 @@ from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
 from nanobench.decode.spec import DecodeSpec
+from nanobench.decode.vs import changes, member_name
 from nanobench.harness import load  # looked up per run: the tests' seam
+from nanobench.harness.change import Change, side_samples, side_windows, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_decode
+from nanobench.harness.gates import Gate
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
+from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.validate import (
     device_option,
     dtype_option,
@@ -41,6 +46,7 @@ from nanobench.harness.validate import (
     out_dir,
 )
 from nanobench.harness.verdicts import INCONCLUSIVE
+from reports.change import draw_compare, render_changes
 from reports.csvio import write_rows
 from reports.decode import draw_decode, render_decode
 from reports.style import title
@@ -69,7 +75,10 @@ def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
     directory, config = model_option(spec.model)
     # Every worker of every system holds its own copy of the weights for the whole run, and
     # every probe worker a weight-sized tensor to read.
-    fits_option(config, dtype, spec.device, copies=(len(spec.systems) + 1) * spec.processes)
+    # (A before-and-after run holds both sides': counted once, by the after side's spec.)
+    sides = 2 if spec.compared else 1
+    copies = (len(spec.systems) + 1) * spec.processes * sides
+    fits_option(config, dtype, spec.device, copies=copies)
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
@@ -107,57 +116,115 @@ class Progress:
     """What the sweep has produced so far, written to disk after every row and round."""
 
     spec: DecodeSpec
-    run: RunSpec
+    runs: dict[str, RunSpec]  # by side: "" alone, before and after with --vs-model/--vs-dtype
     csv_path: object
     samples_path: object
     note: str = ""
-    done: dict[str, SystemRow] = field(default_factory=dict)
+    done: dict[str, SystemRow] = field(default_factory=dict)  # by member name
     windows: list = field(default_factory=list)
-    probes: list[ProbeRow] = field(default_factory=list)
+    probes: dict[str, ProbeRow] = field(default_factory=dict)  # by side
 
     def rows(self, windows: list, level: float) -> list[DecodeRow]:
-        probe = self.probes[-1] if self.probes else None
-        return derive(list(self.done.values()), self.run, probe, windows, level)
+        """Each side's rows derived from its own windows and probe, as a run of its own."""
+        out = []
+        for side, run in self.runs.items():
+            mine = [r for r in self.done.values() if r.side == side]
+            out += derive(mine, run, self.probes.get(side), side_windows(windows, side), level)
+        return out
+
+    def on_probe(self, probe: ProbeRow) -> None:
+        self.probes[probe.side] = probe
+
+    def level(self) -> float:
+        plan = self.spec.round_plan()
+        return look_confidence(plan, max((w.round for w in self.windows), default=0))
+
+    def changes(self, rows: list[DecodeRow]) -> list:
+        return changes(rows, self.windows, self.level())
 
     def save(self) -> list[DecodeRow]:
-        plan = self.spec.round_plan()
-        level = look_confidence(plan, max((w.round for w in self.windows), default=0))
-        rows_now = self.rows(self.windows, level)
+        rows_now = self.rows(self.windows, self.level())
         # every row timed while the machine was crowded says so (seen before timing or after)
         rows_now = [replace(r, load_note=self.note) for r in rows_now] if self.note else rows_now
         write_rows(self.csv_path, public(rows_now), CSV_COLUMNS)
-        write_rows(self.samples_path, sample_rows(self.windows, "system"), SAMPLE_HEADER)
+        if self.spec.compared:
+            write_rows(self.samples_path, side_samples(self.windows, "system"),
+                       ["side", *SAMPLE_HEADER])  # fmt: skip
+            changes_path = self.csv_path.with_name("decode-changes.csv")
+            write_rows(changes_path, as_dicts(self.changes(rows_now)), columns(Change))
+        else:
+            write_rows(self.samples_path, sample_rows(self.windows, "system"), SAMPLE_HEADER)
         return rows_now
 
     def on_row(self, row: SystemRow) -> None:
-        self.done[row.system] = row
+        self.done[member_name(row)] = row
         self.save()
+
+    def gates(self, rows: list[DecodeRow], found: list | None = None) -> list:
+        """A plain run's gates; a comparison's: its failed rows and the columns its user named."""
+        if not self.spec.compared:
+            return gates(self.spec, rows)
+        failed = [Gate(f"measured[{r.side} {r.system}]", False, r.status) for r in rows
+                  if r.status != "ok"]  # fmt: skip
+        spec = self.spec
+        return failed + vs_gates(spec.no_more, spec.no_slower, spec.margin, found or [])
 
     def decided(self, timed: list, level: float) -> bool:
         """Every gate of the run pass or fail at this look's level: no round can change it."""
-        return all(g.verdict != INCONCLUSIVE for g in gates(self.spec, self.rows(timed, level)))
+        rows = self.rows(timed, level)
+        found = changes(rows, timed, level) if self.spec.compared else None
+        return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
 
 
 SAMPLE_HEADER = ["system", *SAMPLE_COLUMNS]
+# compare.png's panels for decode: each system's step ms (IQR) and its ratio to the floor.
+DECODE_PANELS = (
+    ("ms_per_step", ("ms_q1", "ms_q3"), "median ms per step, whisker: IQR"),
+    ("ratio_vs_floor", ("ratio_vs_floor_low", "ratio_vs_floor_high"),
+     "step time over the roofline floor, whisker: its interval"),
+)  # fmt: skip
+
+
+def runs_dtype(progress: Progress, side: str) -> str:
+    return progress.runs[side].dtype
+
+
+def run_specs(spec: DecodeSpec, status, check: bool) -> tuple[dict[str, RunSpec], str]:
+    """Each side's RunSpec ("" alone; before and after), and the after side's directory."""
+    if spec.compared and check and not (spec.no_more or spec.no_slower):
+        raise BadInput("--check on a comparison gates the columns you name: give --no-more "
+                       "and/or --no-slower")  # fmt: skip
+    runs, directory = {}, ""
+    for side, side_spec in spec.sides().items():
+        try:
+            runs[side], directory = run_spec(side_spec, status)
+        except BadInput as e:
+            if side != "before":
+                raise
+            # The before side's model and dtype came from --vs-model and --vs-dtype.
+            said = str(e).replace("--model", "--vs-model").replace("--dtype", "--vs-dtype")
+            raise BadInput(said) from None
+    return runs, directory
 
 
 def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
     """Validate everything, then the sweep; the exit code `finish` picks."""
-    run, directory = run_spec(spec, status)
+    runs, directory = run_specs(spec, status, check)
+    run = runs.get("after", runs.get(""))
     target = out_dir(spec.out)
     record = collect_env(spec.threads, sys.argv)
     before, note = load.look_before_timing(record.threads)
     record = with_load(record, before)
     env_path = write_env(target / "decode-env.json", record)
-    progress = Progress(spec, run, target / "decode.csv", target / "decode-samples.csv", note)
+    progress = Progress(spec, runs, target / "decode.csv", target / "decode-samples.csv", note)
 
     def on_round(r: int, found: dict) -> None:
         progress.save()
         status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
     try:
-        system_rows, probe = bench.sweep(
-            run,
+        system_rows, probes = sweep(
+            runs,
             spec.systems,
             spec.round_plan(),
             timeout=spec.timeout,
@@ -167,29 +234,46 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             on_row=progress.on_row,
             on_window=progress.windows.append,
             on_round=on_round,
-            on_probe=progress.probes.append,
+            on_probe=progress.on_probe,
         )
     except KeyboardInterrupt:
         progress.save()
-        missing = [s for s in spec.systems if s not in progress.done]
+        missing = [f"{side} {s}".strip() for side in runs for s in spec.systems
+                   if f"{side} {s}".strip() not in progress.done]  # fmt: skip
         paths = progress.csv_path, progress.samples_path
         raise interrupted(len(progress.done), len(progress.windows), missing, *paths) from None
-    progress.done.update((row.system, row) for row in system_rows)
+    progress.done.update((member_name(row), row) for row in system_rows)
+    progress.probes.update(probes)
     after = load.sample_load()
     record = with_load(record, after=after)
     write_env(env_path, record)
     progress.note = progress.note or load.crowded_note(record.threads, after)
     rows_out = add_samples(progress.save(), directory)
+    probe = probes.get("after", probes.get(""))
     return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check)
+
+
+def sweep(runs: dict[str, RunSpec], systems, plan, **kw) -> tuple[list[SystemRow], dict]:
+    """The sweep: one side through `bench.sweep` (the tests' seam), two through `sweep_sides`."""
+    if "" in runs:
+        rows, probe = bench.sweep(runs[""], systems, plan, **kw)
+        return rows, {"": probe}
+    return bench.sweep_sides(runs, systems, plan, **kw)
 
 
 def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check) -> int:
     """The diagram, the table or the JSON, and the exit code."""
-    found = gates(spec, rows_out)
+    found_changes = progress.changes(rows_out) if spec.compared else []
+    found = progress.gates(rows_out, found_changes)
     failed = any(r.status != "ok" or r.tokens_match is False for r in rows_out)
+    what = "decode"
+    if spec.compared:
+        before = spec.sides()["before"]
+        what = (f"decode of {spec.model} {run.dtype} (after) vs {before.model} "
+                f"{runs_dtype(progress, 'before')} (before)")  # fmt: skip
     heading = title(
-        "decode",
-        model=spec.model,
+        what,
+        model=None if spec.compared else spec.model,
         device=spec.device,
         dtype=run.dtype,
         rows=spec.rows,
@@ -199,12 +283,16 @@ def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, ch
         interleaved_rounds=max((r.rounds for r in rows_out), default=0),
         processes=spec.processes,
     )
-    png = draw_decode(rows_out, progress.csv_path.parent / "decode.png", heading)
-    outputs = {
-        "csv": str(progress.csv_path),
-        "png": str(png),
-        "samples": str(progress.samples_path),
-    }
+    where = progress.csv_path.parent
+    outputs = {"csv": str(progress.csv_path), "samples": str(progress.samples_path)}
+    if spec.compared:
+        outputs["changes"] = str(where / "decode-changes.csv")
+        png = draw_compare(public(rows_out), where / "compare.png", heading, DECODE_PANELS)
+        render = partial(render_changes, stdout_console(), found_changes, found, heading)
+    else:
+        png = draw_decode(rows_out, where / "decode.png", heading)
+        render = partial(render_decode, stdout_console(), rows_out, found, heading, probe)
+    outputs["png"] = str(png)
     if spec.export_json:
         outputs["export_json"] = str(export_decode(spec, run.dtype, rows_out, record))
     return finish(
@@ -214,7 +302,8 @@ def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, ch
         {**outputs, "env": str(env_path)},
         json_mode=json_mode,
         check=check,
-        render=lambda: render_decode(stdout_console(), rows_out, found, heading, probe),
+        render=render,
         failed=failed,
         env=asdict(record),
+        extra={"changes": as_dicts(found_changes)} if spec.compared else None,
     )

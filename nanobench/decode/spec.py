@@ -7,8 +7,9 @@ Invariant: a spec that validated runs without another check; a bad one is `BadIn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from nanobench.harness.change import check_columns
 from nanobench.harness.choices import SYSTEMS
 from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
@@ -40,6 +41,25 @@ class DecodeSpec:
     out: str = "nanobench-out"
     processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
     export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.export)
+    vs_model: str = ""  # the before side's model (the after side: --model)
+    vs_dtype: str | None = None  # the before side's dtype (the after side: --dtype)
+    no_more: tuple[str, ...] | None = None
+    no_slower: tuple[str, ...] | None = None
+    margin: float = 0.05
+
+    @property
+    def compared(self) -> bool:
+        """A before-and-after run: both sides' systems in one fleet."""
+        return bool(self.vs_model or self.vs_dtype)
+
+    def sides(self) -> dict[str, DecodeSpec]:
+        """Each side's spec by its name: "" alone, or the before (--vs-model, --vs-dtype) and
+        after (--model, --dtype)."""
+        if not self.compared:
+            return {"": self}
+        before = replace(self, model=self.vs_model or self.model, dtype=self.vs_dtype or self.dtype)
+        plain = dict(vs_model="", vs_dtype=None, no_more=None, no_slower=None)
+        return {"before": replace(before, **plain), "after": self}
 
     def round_plan(self):
         from nanobench.harness.rounds import round_plan
@@ -60,3 +80,8 @@ class DecodeSpec:
         self.round_plan()
         if self.processes < 1:
             raise BadInput(f"--processes {self.processes}: expected a positive integer")
+        if (self.no_more or self.no_slower) and not self.compared:
+            raise BadInput("--no-more and --no-slower compare two sides: give --vs-model or "
+                           "--vs-dtype")  # fmt: skip
+        check_columns("--no-more", self.no_more, ("builds",))
+        check_columns("--no-slower", self.no_slower, ("step_ms",))

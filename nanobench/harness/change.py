@@ -97,6 +97,13 @@ def value_change(member: str, column: str, before, after) -> Change:
     )
 
 
+def each_level(level: float, comparisons: int) -> float:
+    """The level of each of a run's `comparisons` timing changes so that all of them hold
+    together at `level` (Bonferroni: 1 - (1 - level) / m). An A/A run reads a dozen ratios;
+    at 95% each, one of them says faster or slower in about a run in three."""
+    return 1 - (1 - level) / max(1, comparisons)
+
+
 def with_level(change: Change, level: float) -> Change:
     """The change with the level its interval was read at (a look's, `rounds.look_confidence`)."""
     return replace(change, level=round(level, 4)) if change.low is not None else change
@@ -135,6 +142,27 @@ def apart_interval(before: list[list[float]], after: list[list[float]], confiden
     q = float(t.ppf(0.5 + confidence / 2, df))
     low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
     return Interval(math.exp(estimate), low, high, len(a) + len(b), 1, 1.0, df, "runs apart")
+
+
+def side_windows(windows: list, side: str) -> list:
+    """One side's windows, each under its own name ("after dynamic" -> "dynamic"), so a
+    command derives a side's rows as a run of its own; "" (no sides) keeps them all."""
+    if not side:
+        return list(windows)
+    prefix = f"{side} "
+    return [replace(w, system=w.system[len(prefix) :]) for w in windows
+            if w.system.startswith(prefix)]  # fmt: skip
+
+
+def side_samples(windows: list, label: str) -> list[dict]:
+    """Every timed step (`rounds.sample_rows`), its member split into side and `label`."""
+    from nanobench.harness.rounds import sample_rows
+
+    rows = []
+    for r in sample_rows(windows, label):
+        side, _, name = r[label].rpartition(" ")
+        rows.append({"side": side, **r, label: name})
+    return rows
 
 
 def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
@@ -188,6 +216,11 @@ def no_slower_gates(changes: list[Change], columns, margin: float) -> list[Gate]
         what = f"{c.member} {c.column}: after's slowdown against before"
         found.append(ratio_gate(f"no_slower[{c.column} {c.member}]", what, interval, 1 + margin))
     return found
+
+
+def vs_gates(no_more, no_slower, margin: float, found: list[Change]) -> list[Gate]:
+    """A comparison's gates: only the columns its user named (`--no-more`, `--no-slower`)."""
+    return no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
 
 
 def _slowdown(c: Change) -> Interval:

@@ -27,5 +27,8 @@ COUNT_COLUMNS = (
     "builds",
     "fell_back",
     "shapes",
+    "fx_misses",  # startup's: a start's cache answers and the shared libraries it built
+    "aot_misses",
+    "kernels_built",
 )
 TIMING_COLUMNS = ("step_ms", "speedup", "ready_s", "compile_s")

@@ -111,6 +111,18 @@ Vs = Annotated[
         help="The before side, in the same run: a target spec, as --target names the after.",
     ),
 ]
+VsModel = Annotated[
+    str,
+    typer.Option(
+        "--vs-model", help="The before side, in the same run: this model (after: --model)."
+    ),
+]
+VsDtype = Annotated[
+    Literal[("auto", *DTYPES)] | None,
+    typer.Option(
+        "--vs-dtype", help="The before side, in the same run: this dtype (after: --dtype)."
+    ),
+]
 VsPath = Annotated[
     Literal[DECODE_PATHS] | None,
     typer.Option("--vs-path", help="The before side: the engine on this --path (after: --path)."),

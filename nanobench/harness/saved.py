@@ -35,7 +35,8 @@ def _cells(path: Path, what: str) -> tuple[list[str], list[dict]]:
 
 def read_rows(path: str | Path, row_type: type, what: str = "") -> list:
     """The rows of a command's CSV, as the command built them."""
-    path, what = Path(path), what or path.name
+    path = Path(path)
+    what = what or path.name
     header, cells = _cells(path, what)
     required = [c for c in columns(row_type) if c not in header]
     if required:

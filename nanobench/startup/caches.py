@@ -7,7 +7,7 @@ C++ and Triton builds, dynamo's PGO state, pinned off unless asked) and `check_a
 (a saved artifact file torch can read, or one line naming what is wrong with it).
 What it is not: a cache: torch owns the files; this only names their directories.
 Invariant: a cold start's directory is empty when it starts; a warm start reads its run's cold
-directory and nothing else; a hot start's directory is empty and gets only the artifacts.
+directory and nothing else (in a `--vs` run, its own side's: each side has its own tree); a hot start's directory is empty and gets only the artifacts.
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ class CacheRoot:
             self.path = Path(tempfile.mkdtemp(prefix="nanobench-startup-"))
             self._lock = None
 
-    def cache(self, mode: str, run: int, kind: str) -> Path:
-        """cold and warm share the run's directory; hot gets its own, empty one."""
+    def cache(self, mode: str, run: int, kind: str, side: str = "") -> Path:
+        """cold and warm share the run's directory; hot gets its own, empty one. A side of a
+        --vs run has its own tree ("" is the plain run's, the root itself)."""
         name = "hot" if kind == "hot" else "cache"
-        return self.path / mode / f"run-{run}" / name
+        return self.path / side / mode / f"run-{run}" / name
 
-    def artifacts(self, mode: str, run: int) -> Path:
-        return self.path / mode / f"run-{run}" / "artifacts.bin"
+    def artifacts(self, mode: str, run: int, side: str = "") -> Path:
+        return self.path / side / mode / f"run-{run}" / "artifacts.bin"
 
     def close(self) -> None:
         if not self.keep:

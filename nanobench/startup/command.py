@@ -40,6 +40,10 @@ def startup_command(
     timeout: o.Timeout = D.timeout,
     out: o.Out = D.out,
     target: o.Target = D.target,
+    vs: o.Vs = D.vs,
+    no_more: o.NoMore = D.no_more,
+    no_slower: o.NoSlower = D.no_slower,
+    margin: o.Margin = D.margin,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
@@ -54,10 +58,14 @@ def startup_command(
     warm: the caches its run's cold start filled; hot: empty caches, the cold start's
     torch.compiler cache artifacts loaded first. What a cache saved is cold less this start, by
     the clock, with its interval over --runs; each graph's FX-graph and AOTAutograd hits, and
-    what changed in the cache key when a warm or hot start missed.
+    what changed in the cache key when a warm or hot start missed. With --vs OLD the before
+    side is that target and the after side --target, their starts interleaved start by start,
+    each side over its own caches; the change per mode and start kind is after / before paired
+    by run, the counts exact.
 
     Example: nanobench startup --modes dynamic,static --runs 3
     Example: nanobench startup --target my_step.py:factory --starts cold,warm --max-warm-s 10
+    Example: nanobench startup --target new.py:factory --vs old.py:factory --check --no-slower ready_s
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:

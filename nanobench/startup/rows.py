@@ -5,7 +5,7 @@ facts, the steady step, and what a cache saved against the clock) and `GraphRow`
 phases and cache answers), both built by `rows_of(ready, launched, wall_s, cold)` from a
 worker's ready row; `missed(...)` (a warm or hot graph that missed what its cold start saved,
 and what torch's FX cache key says changed); `with_saved(rows)`, the cold-less-this seconds
-paired by run with their interval.
+paired by run with their interval (within a side, in a `--vs` run).
 What it is not: a measurement (`startup.session`) or the phase arithmetic (`startup.phases`).
 Invariant: time saved is cold's wall time less this start's, by the clock, never the ledger's
 `remote_cache_time_saved_s`; a failed start derives nothing and is never shown as its kind.
@@ -28,6 +28,7 @@ class StartRow:
     mode: str
     kind: str  # cold | warm | hot
     run: int
+    side: str = ""  # before | after in a --vs run; "" (and no CSV column) in a plain run
     status: str = "ok"
     ready_s: float | None = None  # launch to the first pass's end: every graph built or loaded
     first_token_s: float | None = None  # launch to the first step's output
@@ -83,6 +84,7 @@ class GraphRow:
     run: int
     graph: int  # in compile order within the start
     step: int  # the first-pass step that built or loaded it
+    side: str = ""
     name: str = ""  # code object:first line
     trace_s: float = 0.0
     guards_s: float = 0.0
@@ -113,7 +115,7 @@ CACHE_COUNTS = {
 }
 
 
-def graph_rows(ready: dict) -> list[GraphRow]:
+def graph_rows(ready: dict, side: str = "") -> list[GraphRow]:
     out = []
     for step, found in enumerate(ready["steps"], 1):
         for g in step_graphs(found):
@@ -124,6 +126,7 @@ def graph_rows(ready: dict) -> list[GraphRow]:
                     run=ready["run"],
                     graph=len(out) + 1,
                     step=step,
+                    side=side,
                     name=g["graph"],
                     **{f"{k}_s": v for k, v in g["phases"].items()},
                     frame_s=round(g["frame_s"], 6),
@@ -168,6 +171,7 @@ def changed_components(lines: list[str], cold_lines: list[str]) -> list[str]:
 
 
 def missed(graphs: list[GraphRow], ready: dict, cold: dict | None) -> list[GraphRow]:
+    # `cold` is this start's own side's cold start: the caller keys it by side.
     """Warm and hot graphs that missed a cache their cold start saved, each with what changed."""
     if ready["kind"] == "cold" or cold is None:
         return graphs
@@ -196,11 +200,11 @@ def missed(graphs: list[GraphRow], ready: dict, cold: dict | None) -> list[Graph
 
 
 def rows_of(
-    ready: dict, launched: float, wall_s: float, cold: dict | None, pgo: bool
+    ready: dict, launched: float, wall_s: float, cold: dict | None, pgo: bool, side: str = ""
 ) -> tuple[StartRow, list[GraphRow]]:
-    """A worker's ready row as the start's row and its graphs' rows."""
+    """A worker's ready row as the start's row and its graphs' rows, on its side."""
     phases = start_phases(ready, launched)
-    graphs = missed(graph_rows(ready), ready, cold)
+    graphs = missed(graph_rows(ready, side), ready, cold)
     c = ready["counters"]
     counts = {k: int(c.get(where, {}).get(name, 0)) for k, (where, name) in CACHE_COUNTS.items()}
     steps = ready["steps"]
@@ -210,6 +214,7 @@ def rows_of(
         mode=ready["mode"],
         kind=ready["kind"],
         run=ready["run"],
+        side=side,
         ready_s=round(sum(phases.values()), 4),
         first_token_s=round(first - launched, 4) if steps else None,
         bookkeeping_s=round(first_pass_s(ready)[1], 4),
@@ -233,8 +238,9 @@ def rows_of(
     return row, graphs
 
 
-def failed_row(mode: str, kind: str, run: int, status: str, pgo: bool) -> StartRow:
-    return StartRow(mode=mode, kind=kind, run=run, status=status, pgo="on" if pgo else "off")
+def failed_row(mode: str, kind: str, run: int, status: str, pgo: bool, side: str = "") -> StartRow:
+    return StartRow(mode=mode, kind=kind, run=run, side=side, status=status,
+                    pgo="on" if pgo else "off")  # fmt: skip
 
 
 def paired_t(differences: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -251,17 +257,18 @@ def paired_t(differences: list[float], confidence: float = 0.95) -> tuple[float,
 
 
 def with_saved(rows: list[StartRow]) -> list[StartRow]:
-    """Each warm and hot row's saving: cold's ready_s less its own, paired by run."""
-    cold = {(r.mode, r.run): r for r in rows if r.kind == "cold" and r.status == "ok"}
+    """Each warm and hot row's saving: its side's cold ready_s less its own, paired by run."""
+    cold = {(r.side, r.mode, r.run): r for r in rows if r.kind == "cold" and r.status == "ok"}
     out = []
     for r in rows:
         if r.kind == "cold" or r.status != "ok":
             out.append(r)
             continue
         same = [
-            cold[(x.mode, x.run)].ready_s - x.ready_s
+            cold[(x.side, x.mode, x.run)].ready_s - x.ready_s
             for x in rows
-            if (x.mode, x.kind, x.status) == (r.mode, r.kind, "ok") and (x.mode, x.run) in cold
+            if (x.side, x.mode, x.kind, x.status) == (r.side, r.mode, r.kind, "ok")
+            and (x.side, x.mode, x.run) in cold
         ]
         if not same:
             out.append(r)

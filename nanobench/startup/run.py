@@ -1,11 +1,14 @@
 """One `nanobench startup` run: every start in its own fresh process, back to back, then report.
 
 What it is: `plan(spec)` (the starts in order: run by run, each mode's cold start before the warm
-and hot ones that read what it left, the modes rotated from run to run so drift touches each),
+and hot ones that read what it left, the modes rotated from run to run so drift touches each;
+with `--vs`, each start as a before and an after start back to back, `startup.vs.interleaved`),
 `Starts` (the rows so far, on disk after every start) and `run_startup(spec, status, ...)`.
-What it is not: a start (`startup.session`), its phases (`startup.phases`) or the report.
+What it is not: a start (`startup.session`), its phases (`startup.phases`), the comparison's
+arithmetic (`startup.vs`) or the report.
 Invariant: a start is timed from the parent's clock at spawn; every row is on disk before the
-next start; a start that failed is a failed row of its kind, never a figure of another kind.
+next start; a start that failed is a failed row of its kind, never a figure of another kind; a
+side's warm and hot starts read only what that side's cold start left.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from nanobench.compile.run import resolve
+from nanobench.harness.change import Change
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.errors import BadInput
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.load import sample_load
 from nanobench.harness.output import finish
@@ -29,15 +35,17 @@ from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of, with_saved
 from nanobench.startup.spec import KINDS, StartJob, StartupSpec
+from nanobench.startup.vs import changes, interleaved, vs_gates
 from reports.csvio import write_rows
-from reports.startup import draw_startup, render_startup
+from reports.startup import draw_startup, render_changes, render_startup
 from reports.style import title
 
 WORKER = "nanobench.startup.session"
 
 
-def plan(spec: StartupSpec) -> list[tuple[str, str, int]]:
-    """(mode, kind, run) in the order they start; off compiles nothing, so it starts once a run.
+def plan(spec: StartupSpec) -> list[tuple[str, str, str, int]]:
+    """(side, mode, kind, run) in the order they start; off compiles nothing, so it starts once
+    a run. The side is "" in a plain run; with --vs both sides start each cell back to back.
 
     A hot start loads Inductor's cache artifacts; another backend leaves none, so it has none.
     """
@@ -47,7 +55,7 @@ def plan(spec: StartupSpec) -> list[tuple[str, str, int]]:
         k = (run - 1) % len(spec.modes)
         for mode in (*spec.modes[k:], *spec.modes[:k]):
             order += [(mode, kind, run) for kind in (kinds[:1] if mode == "off" else kinds)]
-    return order
+    return interleaved(order) if spec.compared else [("", *cell) for cell in order]
 
 
 @dataclass
@@ -55,21 +63,35 @@ class Starts:
     """The run's rows as they come, written whole after every start."""
 
     where: Path
+    compared: bool = False
     rows: list[StartRow] = field(default_factory=list)
     graphs: list[GraphRow] = field(default_factory=list)
-    readies: dict = field(default_factory=dict)  # (mode, kind, run) -> the worker's ready row
+    readies: dict = field(default_factory=dict)  # (side, mode, kind, run) -> its ready row
 
     def save(self) -> list[StartRow]:
         rows = with_saved(self.rows)
-        write_rows(self.where / "startup.csv", as_dicts(rows), columns(StartRow))
-        write_rows(self.where / "startup-graphs.csv", as_dicts(self.graphs), columns(GraphRow))
+        write_rows(self.where / "startup.csv", *self.view(rows, StartRow))
+        write_rows(self.where / "startup-graphs.csv", *self.view(self.graphs, GraphRow))
+        if self.compared:
+            write_rows(self.changes_path, as_dicts(changes(rows)), columns(Change))
         return rows
 
+    @property
+    def changes_path(self) -> Path:
+        return self.where / "startup-changes.csv"
 
-def one_start(spec, job: StartJob, roots: CacheRoot, starts: Starts, status) -> None:
-    """Spawn one start, wait for it, keep its rows."""
-    tag = f"{job.mode} {job.kind} (run {job.run})"
-    env = start_env(roots.cache(job.mode, job.run, job.kind), spec.pgo)
+    def view(self, rows: list, row_type: type) -> tuple[list[dict], list[str]]:
+        """Rows and columns as written: a plain run's have no side column, as before --vs."""
+        if self.compared:
+            return as_dicts(rows), columns(row_type)
+        dicts = [{k: v for k, v in d.items() if k != "side"} for d in as_dicts(rows)]
+        return dicts, [c for c in columns(row_type) if c != "side"]
+
+
+def one_start(spec, side: str, job: StartJob, roots: CacheRoot, starts: Starts, status) -> None:
+    """Spawn one start over its side's caches, wait for it, keep its rows."""
+    tag = f"{side} {job.mode} {job.kind} (run {job.run})".lstrip()
+    env = start_env(roots.cache(job.mode, job.run, job.kind, side), spec.pgo)
     status(f"{tag}: starting a fresh process")
     launched = time.time()
     ready = run_fresh(
@@ -81,33 +103,34 @@ def one_start(spec, job: StartJob, roots: CacheRoot, starts: Starts, status) -> 
     )
     wall = time.time() - launched
     if ready.get("status", "ok") != "ok" or "stamps" not in ready:
-        starts.rows.append(failed_row(job.mode, job.kind, job.run, ready["status"], spec.pgo))
+        starts.rows.append(failed_row(job.mode, job.kind, job.run, ready["status"], spec.pgo, side))
         return
-    cold = starts.readies.get((job.mode, "cold", job.run))
-    row, graphs = rows_of(ready, launched, wall, cold, spec.pgo)
-    starts.readies[(job.mode, job.kind, job.run)] = ready
+    cold = starts.readies.get((side, job.mode, "cold", job.run))
+    row, graphs = rows_of(ready, launched, wall, cold, spec.pgo, side)
+    starts.readies[(side, job.mode, job.kind, job.run)] = ready
     starts.rows.append(row)
     starts.graphs.extend(graphs)
     status(f"{tag}: ready in {row.ready_s:.1f} s")
 
 
-def job_for(spec, worker, roots: CacheRoot, mode: str, kind: str, run: int) -> StartJob:
-    """The start's job: a cold start saves its artifacts; a hot one loads its run's cold's."""
+def job_for(spec, worker, roots: CacheRoot, side: str, mode: str, kind: str, run: int) -> StartJob:
+    """The start's job: a cold start saves its artifacts; a hot one loads its run's cold's (its
+    own side's)."""
     save = load = ""
     if kind == "cold" and mode != "off" and "hot" in spec.starts:
-        save = str(roots.artifacts(mode, run))
+        save = str(roots.artifacts(mode, run, side))
     if kind == "hot":
-        load = spec.artifacts or str(roots.artifacts(mode, run))
+        load = spec.artifacts or str(roots.artifacts(mode, run, side))
     fields = {**asdict(worker), "mode": mode}
     return StartJob(**fields, kind=kind, run=run, load_artifacts=load, save_artifacts=save,
                     pgo=spec.pgo)  # fmt: skip
 
 
-def not_startable(job: StartJob, starts: Starts) -> str | None:
+def not_startable(side: str, job: StartJob, starts: Starts) -> str | None:
     """Why a warm or hot start cannot run as its kind: its cold start failed or left nothing."""
     if job.kind == "cold" or job.mode == "off":
         return None
-    cold = (job.mode, "cold", job.run)
+    cold = (side, job.mode, "cold", job.run)
     if cold not in starts.readies and not (job.kind == "hot" and job.load_artifacts
                                            and Path(job.load_artifacts).exists()):  # fmt: skip
         return f"not run: its cold start (run {job.run}) failed, so it would start cold"
@@ -117,8 +140,12 @@ def not_startable(job: StartJob, starts: Starts) -> str | None:
 
 
 def heading(spec: StartupSpec, dtype: str) -> str:
+    if spec.compared:
+        what = f"startup of target {spec.target} (after) vs {spec.vs} (before)"
+    else:
+        what = "startup" + (f" of target {spec.target}" if spec.target else "")
     return title(
-        "startup" + (f" of target {spec.target}" if spec.target else ""),
+        what,
         model=spec.model if not spec.target or spec.target in BUILTINS else None,
         device=spec.device,
         dtype=dtype,
@@ -129,25 +156,26 @@ def heading(spec: StartupSpec, dtype: str) -> str:
     )
 
 
-def measure(spec: StartupSpec, worker, starts: Starts, status) -> None:
-    """Every start of the plan, back to back; an interrupt says what is on disk."""
+def measure(spec: StartupSpec, workers: dict, starts: Starts, status) -> None:
+    """Every start of the plan, back to back; an interrupt says what is on disk. `workers`:
+    each side's worker shape by its name ("" alone)."""
     roots = CacheRoot(spec.cache_dir)
     order = plan(spec)
     try:
-        for i, (mode, kind, run) in enumerate(order, 1):
-            job = job_for(spec, worker, roots, mode, kind, run)
-            why = not_startable(job, starts)
+        for i, (side, mode, kind, run) in enumerate(order, 1):
+            job = job_for(spec, workers[side], roots, side, mode, kind, run)
+            why = not_startable(side, job, starts)
             if why:
-                starts.rows.append(failed_row(mode, kind, run, why, spec.pgo))
+                starts.rows.append(failed_row(mode, kind, run, why, spec.pgo, side))
             else:
-                one_start(
-                    spec, job, roots, starts, lambda s, i=i: status(f"[{i}/{len(order)}] {s}")
-                )
+                one_start(spec, side, job, roots, starts,
+                          lambda s, i=i: status(f"[{i}/{len(order)}] {s}"))  # fmt: skip
             starts.save()
     except KeyboardInterrupt:
         starts.save()
-        done = {(r.mode, r.kind, r.run) for r in starts.rows}
-        missing = [f"{m} {k} {r}" for m, k, r in order if (m, k, r) not in done]
+        done = {(r.side, r.mode, r.kind, r.run) for r in starts.rows}
+        missing = [f"{s} {m} {k} {r}".lstrip() for s, m, k, r in order
+                   if (s, m, k, r) not in done]  # fmt: skip
         raise interrupted(len(starts.rows), 0, missing, starts.where / "startup.csv",
                           starts.where / "startup-graphs.csv") from None  # fmt: skip
     finally:
@@ -156,42 +184,67 @@ def measure(spec: StartupSpec, worker, starts: Starts, status) -> None:
 
 def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> int:
     """Resolve the model, run every start, write the outputs; the gates' exit code."""
+    if check and spec.compared and not (spec.no_more or spec.no_slower):
+        raise BadInput("--check on a comparison gates the columns you name: give --no-more "
+                       "and/or --no-slower")  # fmt: skip
     if spec.artifacts:
         check_artifacts(spec.artifacts)
-    dtype, directory = resolve_model(spec)
+    dtype, workers = worker_specs(spec)
     where = out_dir(spec.out)
     record = collect_env(spec.threads, sys.argv)
     record = with_load(record, sample_load())
     env_path = write_env(where / "startup-env.json", record)
-    starts = Starts(where)
+    starts = Starts(where, spec.compared)
     started = time.time()
-    measure(spec, spec.worker(directory, dtype), starts, status)
+    measure(spec, workers, starts, status)
     elapsed = time.time() - started
     record = with_load(record, after=sample_load())
     write_env(env_path, record)
     rows = starts.save()
-    found = gates(spec, rows)
     head = heading(spec, dtype)
-    png = draw_startup(as_dicts(rows), START_PHASES, where / "startup.png", head)
+    dicts, _ = starts.view(rows, StartRow)
+    # the figure's bars are "before dynamic", "after dynamic": each side a mode of its own
+    bars = [{**d, "mode": f"{d['side']} {d['mode']}".lstrip()} for d in as_dicts(rows)]
     outputs = {
         "csv": str(where / "startup.csv"),
         "graphs": str(where / "startup-graphs.csv"),
-        "png": str(png),
+        "png": str(draw_startup(bars, START_PHASES, where / "startup.png", head)),
         "env": str(env_path),
     }
+    found_changes = changes(rows) if spec.compared else []
+    if spec.compared:
+        found = vs_gates(spec.no_more, spec.no_slower, spec.margin, found_changes)
+        outputs["changes"] = str(starts.changes_path)
+        render = partial(render_changes, stdout_console(), as_dicts(found_changes), dicts,
+                         found, head, elapsed)  # fmt: skip
+    else:
+        found = gates(spec, rows)
+        render = partial(render_startup, stdout_console(), dicts, START_PHASES, found, head,
+                         elapsed)  # fmt: skip
     return finish(
         "startup",
-        as_dicts(rows),
+        dicts,
         found,
         outputs,
         json_mode=json_mode,
         check=check,
-        render=lambda: render_startup(
-            stdout_console(), as_dicts(rows), START_PHASES, found, head, elapsed
-        ),
+        render=render,
         failed=any(r.status != "ok" for r in rows),
         env=asdict(record),
+        extra={"changes": as_dicts(found_changes)} if spec.compared else None,
     )
+
+
+def worker_specs(spec: StartupSpec) -> tuple[str, dict]:
+    """The run's dtype and each side's worker shape ("" alone; before and after with --vs)."""
+    workers = {}
+    for side, side_spec in spec.sides().items():
+        try:
+            dtype, directory = resolve_model(side_spec)
+        except BadInput as e:
+            raise BadInput(f"--vs: {e}" if side == "before" else str(e)) from None
+        workers[side] = side_spec.worker(directory, dtype)
+    return dtype, workers
 
 
 def resolve_model(spec: StartupSpec) -> tuple[str, str]:

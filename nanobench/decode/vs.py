@@ -1,0 +1,57 @@
+"""`decode --vs-model / --vs-dtype`: two sides of one interleaved run, and what changed.
+
+What it is: `changes(rows, windows, level)`: per system both sides ran, its step time as after /
+before with the interval paired by round (the same rounds the fleet interleaved, the run's
+process pool lent as the stop rule read it), frames compiled as an exact count, compile
+seconds (one warm-up a side: no interval) and tokens/s, prefill, the floor ratio, peak RSS
+and token agreement beside them; and `member_name`, a row's name in the fleet.
+What it is not: the fleet (`decode.bench.sweep_sides`) or the table (`reports.change`).
+Invariant: a timing change pairs round r of "after hf-eager" with round r of "before hf-eager",
+never two medians; a side's tokens are checked against its own side's reference.
+"""
+
+from __future__ import annotations
+
+from nanobench.decode.rows import DecodeRow
+from nanobench.harness.change import (
+    Change,
+    count_change,
+    each_level,
+    timing_change,
+    value_change,
+    with_level,
+)
+from nanobench.harness.rounds import Comparison, Window, intervals
+
+ONE_WARMUP = "one warm-up a side: no interval"
+VALUES = ("tokens_per_s", "prefill_ms", "ratio_vs_floor", "peak_rss_mb", "tokens_match")
+
+
+def member_name(row) -> str:
+    """ "hf-eager", or "after hf-eager" in a before-and-after run: the windows' system."""
+    return f"{row.side} {row.system}" if row.side else row.system
+
+
+def changes(rows: list[DecodeRow], windows: list[Window], level: float) -> list[Change]:
+    """Every system both sides ran: its step time, frames, compile seconds and the rest."""
+    timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
+    by = {(r.side, r.system): r for r in rows}
+    found: list[Change] = []
+    systems = [r.system for r in rows if r.side == "before" and ("after", r.system) in by]
+    level = each_level(level, len(systems))  # every system's change holds together at level
+    for system in systems:
+        before, after = by[("before", system)], by[("after", system)]
+        comparison = Comparison("change", member_name(after), member_name(before))
+        interval = intervals(timed, [comparison], level)["change"]
+        step = timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step, interval)
+        found.append(with_level(step, level))
+        if before.frames_compiled is not None or after.frames_compiled is not None:
+            frames = before.frames_compiled, after.frames_compiled
+            found.append(count_change(system, "builds", *frames))
+        if before.compile_s is not None or after.compile_s is not None:
+            found.append(timing_change(system, "compile_s", before.compile_s, after.compile_s,
+                                       None, ONE_WARMUP))  # fmt: skip
+        for column in VALUES:
+            found.append(value_change(system, column, getattr(before, column),
+                                      getattr(after, column)))  # fmt: skip
+    return found
