@@ -1,6 +1,8 @@
 """The decode comparison: the engine against transformers, each in its own fresh worker, in rounds.
 
-What it is: the systems and their targets (`DecodeTargets`), `sweep(...)` (--processes live
+What it is: the systems and their targets (`DecodeTargets`), `sweep_sides(...)` (each side's
+`DecodeMember`s, one side alone or a before-and-after run's two in one fleet; `sweep` is one
+side's) with --processes live
 workers per system and for the roofline probe, through the run's fleet, `harness.fleet`: the
 first ones one at a time, the later side by side, then interleaved rounds of one timed
 generation each, or of its slices when whole ones would not fit the budget, and of one floor
@@ -237,16 +239,22 @@ def sweep_sides(
         names = [m.name for m in live]
         fleet.rounds(names, plan, comparisons_of(live), slices=slices, decided=decided,
                      on_window=keep, on_round=on_round)  # fmt: skip
-        finals = fleet.close(names)
-        for m in live:
-            if m.system == PROBE:
-                probes[m.side] = closed_probe(probes[m.side], finals.get(m.name, []))
-                continue
-            row = closed_row(rows[m.name], finals[m.name])
-            rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][0],
-                                   later_setup_s=fleet.later_setup_s(m.name))  # fmt: skip
-            on_row(rows[m.name])
+        close_members(fleet, live, rows, probes, on_row)
     return list(rows.values()), probes
+
+
+def close_members(fleet: Fleet, live: list[DecodeMember], rows, probes, on_row) -> None:
+    """Every live member's final rows gathered (`Fleet.close`): each system's row with its
+    set-up seconds, and each side's probe row, in `rows` and `probes`."""
+    finals = fleet.close([m.name for m in live])
+    for m in live:
+        if m.system == PROBE:
+            probes[m.side] = closed_probe(probes[m.side], finals.get(m.name, []))
+            continue
+        row = closed_row(rows[m.name], finals[m.name])
+        rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][0],
+                               later_setup_s=fleet.later_setup_s(m.name))  # fmt: skip
+        on_row(rows[m.name])
 
 
 def set_up_first(fleet: Fleet, m: DecodeMember, env, rows, probes, on_row, on_probe) -> None:
