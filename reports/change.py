@@ -45,6 +45,11 @@ HEADERS = {
     "peak_rss_mb": "peak RSS MiB",
     "tokens_match": "tokens match",
 }
+DECODE_PANELS = (
+    ("ms_per_step", ("ms_q1", "ms_q3"), "median ms per step, whisker: IQR"),
+    ("ratio_vs_floor", ("ratio_vs_floor_low", "ratio_vs_floor_high"),
+     "step time over the roofline floor, whisker: its interval"),
+)  # fmt: skip
 # compare.png's panels by default (compile): (the rows' value, its whisker's ends, the title).
 COMPILE_PANELS = (
     ("step_ms", ("step_ms_q1", "step_ms_q3"), "median steady step (ms), whisker: IQR"),

@@ -134,7 +134,7 @@ def test_the_apart_interval_holds_its_truth_at_its_level():
     "args, says",
     [
         (["nope", "nope2"], "nope: no such directory or file"),
-        (["{old}", "{empty}"], "no compile.csv or explain.csv here"),
+        (["{old}", "{empty}"], "no compile.csv, explain.csv, decode.csv here"),
         (["{old}", "{old}", "--no-more", "ops"], "--no-more ops: this command measures"),
     ],
 )
@@ -145,3 +145,26 @@ def test_a_compare_asked_wrongly_is_one_line_and_exit_2(two_runs, args, says):
     result = runner.invoke(app, ["compare", *filled, "--out", str(where / "out")])
     assert result.exit_code == 2 and says in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_two_saved_decode_runs_compare_by_system(tmp_path, monkeypatch):
+    import nanobench.decode.bench as bench
+    from tests.test_decode_cmd import fake_sweep
+
+    base = [[1, 2], [3, 4]]
+    for name, engine in (("old", 8.0), ("new", 6.0)):
+        # rounds drift alike on both systems; the engine's step goes 8 -> 6 ms between runs
+        ms = {"engine-eager": [engine * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)],
+              "hf-eager": [10.0 * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)]}  # fmt: skip
+        monkeypatch.setattr(bench, "sweep", fake_sweep(ms, base))
+        args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path / name)]
+        assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, ["compare", str(tmp_path / "old"), str(tmp_path / "new"),
+                                 "--out", str(tmp_path / "cmp"), "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    found = {(c["member"], c["column"]): c for c in doc["rows"]}
+    assert found[("engine-eager", "step_ms")]["change"] == pytest.approx(0.75, abs=1e-3)
+    assert found[("hf-eager", "step_ms")]["change"] == pytest.approx(1.0, abs=1e-3)
+    assert found[("engine-eager", "tokens_match")]["verdict"] == "same"
+    assert (tmp_path / "cmp" / "compare.png").is_file()

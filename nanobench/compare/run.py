@@ -13,15 +13,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nanobench.compare.runs import check_comparable, compile_changes, drift_notes, load
+from nanobench.compare.runs import (
+    check_comparable,
+    compile_changes,
+    decode_changes,
+    drift_notes,
+    load,
+)
 from nanobench.harness.change import check_columns, no_more_gates, no_slower_gates
 from nanobench.harness.console import stdout_console
 from nanobench.harness.errors import BadInput
 from nanobench.harness.output import finish
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.validate import out_dir
-from reports.change import draw_compare, render_changes
+from reports.change import COMPILE_PANELS, DECODE_PANELS, draw_compare, render_changes
 from reports.csvio import write_rows
+
+PANELS = {"compile": COMPILE_PANELS, "decode": DECODE_PANELS}  # compare.png's, by command
 
 
 def explain_changes(old, new) -> tuple[list, dict]:
@@ -44,13 +52,15 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
     from nanobench.compile.vs import COUNTS
     from nanobench.explain.before_after import COLUMNS
 
-    counts = tuple(COUNTS if old.command == "compile" else COLUMNS)
-    check_columns("--no-more", no_more, counts)
-    check_columns("--no-slower", no_slower, ("step_ms", "speedup") if old.command == "compile"
-                  else ())  # fmt: skip
+    counts = {"compile": tuple(COUNTS), "explain": tuple(COLUMNS), "decode": ("builds",)}
+    timings = {"compile": ("step_ms", "speedup"), "explain": (), "decode": ("step_ms",)}
+    check_columns("--no-more", no_more, counts[old.command])
+    check_columns("--no-slower", no_slower, timings[old.command])
     differences: dict = {}
     if old.command == "compile":
         found = compile_changes(old, new)
+    elif old.command == "decode":
+        found = decode_changes(old, new)
     else:
         found, differences = explain_changes(old, new)
     gates = no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
@@ -60,11 +70,12 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
 
     outputs = {"csv": str(write_rows(where / "compare.csv", as_dicts(found), columns(Change)))}
     title = f"{old.command}: {old.where} (old) vs {new.where} (new)"
-    if old.command == "compile":
+    if old.command in PANELS:
         sided = [
             replace(r, side=s) for s, run in (("before", old), ("after", new)) for r in run.rows
         ]
-        outputs["png"] = str(draw_compare(as_dicts(sided), where / "compare.png", title))
+        png = draw_compare(as_dicts(sided), where / "compare.png", title, PANELS[old.command])
+        outputs["png"] = str(png)
     lines = [*notes, *difference_lines(differences)]
     return finish(
         "compare",

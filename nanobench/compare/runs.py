@@ -30,7 +30,8 @@ from nanobench.harness.rounds import Window
 from nanobench.harness.saved import read_document, read_rows, read_windows
 
 # The CSV each command leaves under --out, in the order they are looked for.
-SAVED = {"compile": "compile.csv", "explain": "explain.csv"}
+SAVED = {"compile": "compile.csv", "explain": "explain.csv", "decode": "decode.csv"}
+LABELS = {"compile": "mode", "decode": "system"}  # the samples' column naming a member
 APART = (
     "runs taken apart: each interval holds its own run's spread, not what the machine did "
     "between the two (drift, load, another core); for a paired answer run both sides at once "
@@ -40,7 +41,8 @@ APART = (
 FACTS = ("cpu_model", "cores", "threads", "aten_cpu_capability", "torch_version",
          "triton_version", "transformers_version", "cuda_device", "cuda_driver",
          "nanobench_version", "git_commit")  # fmt: skip
-SETTINGS = ("device", "backend", "cache", "bucketed", "threads", "target")
+SETTINGS = ("model", "dtype", "device", "backend", "cache", "bucketed", "threads", "target",
+            "rows", "steps")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,8 @@ def load(path: str) -> SavedRun:
     if where.is_dir():
         found = [c for c, name in SAVED.items() if (where / name).is_file()]
         if not found:
-            raise BadInput(f"{path}: no {' or '.join(SAVED.values())} here: expected a "
-                           "compile or explain --out directory, or a --json file")  # fmt: skip
+            raise BadInput(f"{path}: no {', '.join(SAVED.values())} here: expected the --out "
+                           f"directory of {', '.join(SAVED)}, or a --json file")  # fmt: skip
         return _from_dir(where, found[0])
     if where.is_file():
         return _from_document(where)
@@ -75,15 +77,20 @@ def _row_type(command: str) -> type:
         from nanobench.harness.dynamo_explain import ExplainRow
 
         return ExplainRow
-    raise BadInput(f"compare reads compile and explain runs, not a {command} run")
+    if command == "decode":
+        from nanobench.decode.rows import DecodeRow
+
+        return DecodeRow
+    raise BadInput(f"compare reads compile, explain and decode runs, not a {command} run")
 
 
 def _from_dir(where: Path, command: str) -> SavedRun:
     from nanobench.harness.env_record import read_env
 
-    rows = read_rows(where / SAVED[command], _row_type(command))
+    rows = read_rows(where / SAVED[command], _row_type(command), unwritten=("tokens",))
     samples = where / f"{command}-samples.csv"
-    windows = read_windows(samples, "mode") if samples.is_file() else []
+    label = LABELS.get(command, "mode")
+    windows = read_windows(samples, label) if samples.is_file() else []
     env_path = where / f"{command}-env.json"
     env = read_env(env_path) if env_path.is_file() else None
     return SavedRun(str(where), command, rows, windows, env)
@@ -157,6 +164,30 @@ def compile_changes(old: SavedRun, new: SavedRun) -> list[Change]:
             found.append(
                 value_change(mode, column, getattr(before, column), getattr(after, column))
             )
+    return found
+
+
+def decode_changes(old: SavedRun, new: SavedRun) -> list[Change]:
+    """Per system both runs measured: step ms with its runs-apart interval, frames compiled,
+    compile seconds, and the rest beside them."""
+    from nanobench.decode.vs import VALUES
+
+    a = {r.system: r for r in old.rows}
+    b = {r.system: r for r in new.rows}
+    timed = old.windows and new.windows
+    found: list[Change] = []
+    for system in [s for s in a if s in b]:
+        before, after = a[system], b[system]
+        step = apart_interval(per_process(old.windows, system), per_process(new.windows, system))
+        why = "" if timed else "a --json document carries no samples"
+        found.append(timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step,
+                                   step if timed else None, why))  # fmt: skip
+        if before.frames_compiled is not None or after.frames_compiled is not None:
+            found.append(count_change(system, "builds", before.frames_compiled,
+                                      after.frames_compiled))  # fmt: skip
+        for column in VALUES:
+            found.append(value_change(system, column, getattr(before, column),
+                                      getattr(after, column)))  # fmt: skip
     return found
 
 

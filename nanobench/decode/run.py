@@ -46,7 +46,7 @@ from nanobench.harness.validate import (
     out_dir,
 )
 from nanobench.harness.verdicts import INCONCLUSIVE
-from reports.change import draw_compare, render_changes
+from reports.change import DECODE_PANELS, draw_compare, render_changes
 from reports.csvio import write_rows
 from reports.decode import draw_decode, render_decode
 from reports.style import title
@@ -177,12 +177,6 @@ class Progress:
 
 
 SAMPLE_HEADER = ["system", *SAMPLE_COLUMNS]
-# compare.png's panels for decode: each system's step ms (IQR) and its ratio to the floor.
-DECODE_PANELS = (
-    ("ms_per_step", ("ms_q1", "ms_q3"), "median ms per step, whisker: IQR"),
-    ("ratio_vs_floor", ("ratio_vs_floor_low", "ratio_vs_floor_high"),
-     "step time over the roofline floor, whisker: its interval"),
-)  # fmt: skip
 
 
 def runs_dtype(progress: Progress, side: str) -> str:

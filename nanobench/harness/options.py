@@ -309,7 +309,9 @@ ExportJson = Annotated[
 ]
 OldRun = Annotated[
     str,
-    typer.Argument(help="The before run: a compile or explain --out directory, or --json file."),
+    typer.Argument(
+        help="The before run: a compile, explain or decode --out directory, or --json file."
+    ),
 ]
 NewRun = Annotated[str, typer.Argument(help="The after run, of the same command.")]
 JsonOpt = Annotated[

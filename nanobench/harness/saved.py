@@ -33,12 +33,13 @@ def _cells(path: Path, what: str) -> tuple[list[str], list[dict]]:
         raise BadInput(f"{path}: cannot read {what} ({e.strerror or e})") from None
 
 
-def read_rows(path: str | Path, row_type: type, what: str = "") -> list:
-    """The rows of a command's CSV, as the command built them."""
+def read_rows(path: str | Path, row_type: type, what: str = "", unwritten=()) -> list:
+    """The rows of a command's CSV, as the command built them; `unwritten` names the fields
+    the command never writes (decode's token lists: their digest is written)."""
     path = Path(path)
     what = what or path.name
     header, cells = _cells(path, what)
-    required = [c for c in columns(row_type) if c not in header]
+    required = [c for c in columns(row_type) if c not in header and c not in unwritten]
     if required:
         raise BadInput(f"{path}: not a {what} of this version: no column {required[0]!r}")
     kinds = typing.get_type_hints(row_type)
