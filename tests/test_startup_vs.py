@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 import nanobench.startup.run as startup_run
 from nanobench.cli import app
-from nanobench.startup.vs import paired_ratio
+from nanobench.startup.rows import StartRow
+from nanobench.startup.vs import changes, paired_ratio
 
 runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
@@ -102,12 +103,12 @@ class FakeWorker:
 def drifting(after_factor: float = 0.8):
     """Ready seconds with a drift by run that both sides share, and a little noise of their own."""
     rng = np.random.default_rng(7)
-    drift = {1: 1.0, 2: 1.3, 3: 0.9}
+    drift = {1: 1.0, 2: 1.3, 3: 0.9, 4: 1.1}
     noise = {}
 
     def seconds(side: str, kind: str, run: int) -> float:
         key = (side, kind, run)
-        noise.setdefault(key, math.exp(0.02 * rng.standard_normal()))
+        noise.setdefault(key, math.exp(0.005 * rng.standard_normal()))
         base = 4.0 if kind == "cold" else 2.0
         return base * drift[run] * noise[key] * (after_factor if side == "after" else 1.0)
 
@@ -206,7 +207,7 @@ def table_lines(text: str) -> dict[tuple[str, str], list[str]]:
     return found
 
 
-def by_hand(rows: list[dict], mode: str, kind: str, column: str = "ready_s"):
+def by_hand(rows: list[dict], mode: str, kind: str, level: float = 0.95, column: str = "ready_s"):
     """Geometric mean of after / before over runs paired by number, and its t interval."""
     side = {
         (r["side"], r["run"]): r[column] for r in rows if (r["mode"], r["kind"]) == (mode, kind)
@@ -215,7 +216,7 @@ def by_hand(rows: list[dict], mode: str, kind: str, column: str = "ready_s"):
     logs = [math.log(side[("after", n)] / side[("before", n)]) for n in runs]
     m = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
-    half = t.ppf(0.975, len(logs) - 1) * sd / math.sqrt(len(logs))
+    half = t.ppf(0.5 + level / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
@@ -226,9 +227,13 @@ def test_the_change_is_the_geometric_mean_of_after_over_before_paired_by_run(tmp
     doc = json.loads(result.stdout)
     rows, changes = doc["rows"], doc["changes"]
     found = {(c["member"], c["column"]): c for c in changes}
+    # every timing with an interval, of both members, held together at 95%: 1 - 0.05 / m each
+    timed = [c for c in changes if c["kind"] == "timing" and c["low"] is not None]
+    level = 1 - 0.05 / len(timed)
+    assert len(timed) >= 6 and all(c["level"] == pytest.approx(level, abs=1e-4) for c in timed)
     for kind in ("cold", "warm"):
         c = found[(f"dynamic {kind}", "ready_s")]
-        estimate, low, high = by_hand(rows, "dynamic", kind)
+        estimate, low, high = by_hand(rows, "dynamic", kind, level)
         assert c["change"] == pytest.approx(estimate, abs=1e-4)
         assert (c["low"], c["high"]) == (
             pytest.approx(low, abs=1e-4),
@@ -250,15 +255,16 @@ def test_the_change_is_the_geometric_mean_of_after_over_before_paired_by_run(tmp
         "before", "after"}  # fmt: skip
     table = startup(tmp_path, *VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "3",
                     json_mode=False)  # fmt: skip
-    assert f"target {AFTER} (after) vs {BEFORE} (before)" in table.output.replace("\n", " ") or (
-        AFTER in table.output and BEFORE in table.output)  # fmt: skip
+    words = " ".join(table.output.split())  # the title, wrapped at spaces, read back whole
+    assert f"startup of target {AFTER} (after) vs {BEFORE} (before)" in words, table.output
     cells = table_lines(table.output)
     new = pd.read_csv(tmp_path / "startup.csv")
+    level = pd.read_csv(tmp_path / "startup-changes.csv")["level"].max()
     for kind in ("cold", "warm"):
         before, after, change = cells[(f"dynamic {kind}", "ready s")]
         mine = new[(new["kind"] == kind)].groupby("side")["ready_s"].mean()
         assert before == f"{mine['before']:.2f}" and after == f"{mine['after']:.2f}"
-        estimate, low, high = by_hand(new.to_dict("records"), "dynamic", kind)
+        estimate, low, high = by_hand(new.to_dict("records"), "dynamic", kind, level)
         assert change == f"{estimate:.2f}x [{low:.2f}, {high:.2f}] faster"
     assert cells[("dynamic cold", "FX misses")] == ["1", "1", "same"]
 
@@ -277,7 +283,7 @@ def test_a_plain_run_keeps_its_columns_and_has_no_changes(tmp_path, fake):
 
 def test_the_gates_are_the_columns_named_and_without_check_a_worse_change_exits_0(tmp_path, fake):
     fake(misses_after_warm=1)  # the after side's warm start misses its cache
-    base = [*VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "2"]
+    base = [*VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "4"]
     plain = startup(tmp_path, *base, "--no-more", "fx_misses")
     assert plain.exit_code == 0, plain.output
     checked = startup(tmp_path, *base, "--check", "--no-more", "fx_misses,graphs")
@@ -294,7 +300,7 @@ def test_the_gates_are_the_columns_named_and_without_check_a_worse_change_exits_
 
 def test_a_slower_after_side_fails_no_slower(tmp_path, fake):
     fake(seconds=drifting(after_factor=1.5))
-    result = startup(tmp_path, *VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "2",
+    result = startup(tmp_path, *VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "4",
                      "--check", "--no-slower", "ready_s")  # fmt: skip
     assert result.exit_code == 1, result.output
     gates = json.loads(result.stdout)["gates"]
@@ -312,6 +318,36 @@ def test_an_a_a_comparison_decides_no_more_often_than_its_level():
         after = 3.0 * drift * np.exp(0.05 * rng.standard_normal(5))
         interval = paired_ratio(list(after), list(before))
         decided += interval.low > 1 or interval.high < 1
+    assert decided <= 3
+
+
+def aa_rows(rng, runs: int = 5) -> list[StartRow]:
+    """Both sides the same program: a drift by run they share, noise of their own per start."""
+    rows = []
+    for run in range(1, runs + 1):
+        drift = math.exp(0.3 * rng.standard_normal())
+        for side in ("before", "after"):
+            for kind, base in (("cold", 6.0), ("warm", 3.0)):
+
+                def noisy(s, drift=drift):
+                    return round(s * drift * math.exp(0.05 * rng.standard_normal()), 4)
+
+                rows.append(StartRow(mode="dynamic", kind=kind, run=run, side=side,
+                                     ready_s=noisy(base), compile_s=noisy(base / 2),
+                                     aot_s=noisy(2.0), trace_s=noisy(base / 4),
+                                     graphs=1))  # fmt: skip
+    return rows
+
+
+def test_an_a_a_run_says_faster_or_slower_anywhere_in_it_at_most_3_times_in_20():
+    """Eight timing changes a run (two kinds, four seconds each), held together: 20 seeded A/A
+    runs, at most 3 with any decided (1 expected at 95%; at 95% each, about 6 would)."""
+    rng = np.random.default_rng(11)
+    decided = 0
+    for _ in range(20):
+        found = [c for c in changes(aa_rows(rng)) if c.kind == "timing" and c.low is not None]
+        assert len(found) == 8
+        decided += any(c.verdict in ("faster", "slower") for c in found)
     assert decided <= 3
 
 

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from nanobench.compile.run import resolve
-from nanobench.harness.change import Change
+from nanobench.harness.change import Change, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
@@ -35,7 +35,7 @@ from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of, with_saved
 from nanobench.startup.spec import KINDS, StartJob, StartupSpec
-from nanobench.startup.vs import changes, interleaved, vs_gates
+from nanobench.startup.vs import changes, interleaved
 from reports.csvio import write_rows
 from reports.startup import draw_startup, render_changes, render_startup
 from reports.style import title

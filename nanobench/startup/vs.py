@@ -3,13 +3,16 @@
 What it is: `interleaved(order)` (each (mode, kind, run) cell as a before start and an after
 start one right after the other, the side that goes first alternating run by run),
 `paired_ratio(after, before)` (the geometric mean of after / before over paired runs with its t
-interval over the runs' log ratios), `changes(rows)` (per mode and start kind, "dynamic warm":
-ready, first-token, compile and phase seconds as after / before paired by run; the cache
-answers, graphs and kernels built as exact counts) and `vs_gates` (`--no-more`, `--no-slower`).
+interval over the runs' log ratios) and `changes(rows)` (per mode and start kind, "dynamic
+warm": ready and compile seconds and the compile phases as after / before paired by run; the cache
+answers, graphs and kernels built as exact counts).
 What it is not: a start (`startup.run`, `startup.session`), the caches each side reads
-(`startup.caches`) or the table (`reports.startup.render_changes`).
+(`startup.caches`), the gates (`harness.change.vs_gates`) or the table
+(`reports.startup.render_changes`).
 Invariant: a timing change pairs run i of before with run i of after, two starts taken one
-right after the other; a pair where either start failed is left out, never filled in.
+right after the other; a pair where either start failed is left out, never filled in; a run's
+timing changes hold together at 95% (`harness.change.each_level`), so an A/A run says faster or
+slower anywhere in it at most one time in twenty.
 """
 
 from __future__ import annotations
@@ -17,22 +20,17 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from nanobench.harness.change import (
-    Change,
-    count_change,
-    no_more_gates,
-    no_slower_gates,
-    timing_change,
-    with_level,
-)
-from nanobench.harness.gates import Gate
-from nanobench.startup.phases import START_PHASES
+from nanobench.harness.change import Change, count_change, each_level, timing_change, with_level
 from nanobench.startup.rows import StartRow, paired_t
 
 SIDES = ("before", "after")
 LEVEL = 0.95
-# The seconds a change reads, in the table's order, and the counts (exact, no interval).
-TIMINGS = ("ready_s", "first_token_s", "compile_s", *(f"{p}_s" for p in START_PHASES))
+# The seconds a change reads, in the table's order: ready, the ledger's compile seconds and the
+# compile phases a version of a step moves. Both sides import the same torch in the same way, so
+# the interpreter, import and bookkeeping phases would only widen every interval held together.
+TIMINGS = ("ready_s", "compile_s", "trace_s", "aot_s", "lowering_s", "codegen_s", "build_s",
+           "cache_load_s")  # fmt: skip
+# and the counts (exact, no interval).
 COUNTS = ("graphs", "fx_hits", "fx_misses", "aot_hits", "aot_misses", "kernels_built")
 
 
@@ -61,18 +59,24 @@ def paired_ratio(after: list[float], before: list[float], confidence: float = LE
                     "runs paired")  # fmt: skip
 
 
-def timing(member: str, column: str, pairs: list[tuple[StartRow, StartRow]]) -> Change:
-    """One timing's change: means a side, the ratio paired by run."""
-    b = [getattr(x, column) for x, _ in pairs]
-    a = [getattr(y, column) for _, y in pairs]
-    before, after = _mean(b), _mean(a)
-    if any(v is None or v <= 0 for v in (*b, *a)):
-        # A phase at 0 s (a warm start builds nothing) has no ratio: the means say what changed.
+def ratioed(column: str, pairs: list[tuple[StartRow, StartRow]]) -> bool:
+    """Whether the timing has a ratio in every pair: a phase at 0 s (a warm start builds
+    nothing) or a negative unattributed has none."""
+    values = [getattr(r, column) for pair in pairs for r in pair]
+    return all(v is not None and v > 0 for v in values)
+
+
+def timing(member: str, column: str, pairs: list, level: float) -> Change:
+    """One timing's change: means a side, the ratio paired by run, its interval at `level`."""
+    before = _mean([getattr(x, column) for x, _ in pairs])
+    after = _mean([getattr(y, column) for _, y in pairs])
+    if not ratioed(column, pairs):
         note = "a run at 0 s on one side: no ratio interval"
         return timing_change(member, column, before, after, None, note)
-    interval = paired_ratio(a, b)
+    interval = paired_ratio([getattr(y, column) for _, y in pairs],
+                            [getattr(x, column) for x, _ in pairs], level)  # fmt: skip
     note = "" if len(pairs) > 1 else "1 run a side: an interval needs --runs 2"
-    return with_level(timing_change(member, column, before, after, interval, note), LEVEL)
+    return with_level(timing_change(member, column, before, after, interval, note), level)
 
 
 def count(member: str, column: str, pairs: list[tuple[StartRow, StartRow]]) -> Change:
@@ -89,26 +93,28 @@ def count(member: str, column: str, pairs: list[tuple[StartRow, StartRow]]) -> C
 def changes(rows: list[StartRow]) -> list[Change]:
     """Every mode and start kind both sides started: its timings and counts, after against
     before, over the runs where both sides' starts are ok."""
-    ok = {(r.side, r.mode, r.kind, r.run): r for r in rows if r.status == "ok"}
+    members = paired(rows)
+    # Every timing with an interval, of every member, holds together: m of them at 1 - 0.05 / m.
+    m = sum(ratioed(c, pairs) and len(pairs) > 1 for pairs in members.values() for c in TIMINGS)
+    level = each_level(LEVEL, m)
     found: list[Change] = []
-    for mode, kind in dict.fromkeys((r.mode, r.kind) for r in rows):
-        runs = sorted({r.run for r in rows if (r.mode, r.kind) == (mode, kind)})
-        pairs = [
-            (ok[("before", mode, kind, run)], ok[("after", mode, kind, run)])
-            for run in runs
-            if ("before", mode, kind, run) in ok and ("after", mode, kind, run) in ok
-        ]
-        if not pairs:
-            continue
-        member = f"{mode} {kind}"
-        found += [timing(member, c, pairs) for c in TIMINGS]
+    for member, pairs in members.items():
+        found += [timing(member, c, pairs, level) for c in TIMINGS]
         found += [count(member, c, pairs) for c in COUNTS]
     return found
 
 
-def vs_gates(no_more, no_slower, margin: float, found: list[Change]) -> list[Gate]:
-    """The comparison's gates: only the columns the user named."""
-    return no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
+def paired(rows: list[StartRow]) -> dict[str, list[tuple[StartRow, StartRow]]]:
+    """ "mode kind" -> its (before, after) rows, run by run, where both started ok."""
+    ok = {(r.side, r.mode, r.kind, r.run): r for r in rows if r.status == "ok"}
+    out = {}
+    for mode, kind in dict.fromkeys((r.mode, r.kind) for r in rows):
+        runs = sorted({r.run for r in rows if (r.mode, r.kind) == (mode, kind)})
+        pairs = [(ok[("before", mode, kind, n)], ok[("after", mode, kind, n)]) for n in runs
+                 if ("before", mode, kind, n) in ok and ("after", mode, kind, n) in ok]  # fmt: skip
+        if pairs:
+            out[f"{mode} {kind}"] = pairs
+    return out
 
 
 def _mean(values: list) -> float | None:
