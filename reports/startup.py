@@ -177,11 +177,11 @@ def render_changes(console, changes: list, rows: list[dict], gates, title: str, 
     runs = max((field(c, "rounds") or 0 for c in changes), default=0)
     timed = [c for c in changes if field(c, "kind") == "timing" and field(c, "low") is not None]
     level = max((field(c, "level") or 0 for c in timed), default=0.95)
-    at = f"{level:.2%}".rstrip("0").rstrip(".")
+    at = f"{level:.2%}"
     console.print(
         "seconds: each side's mean over its runs; the change is the geometric mean of after / "
         f"before, run i of each side paired (started back to back), with its t interval over "
-        f"{runs} runs at {at}% each, the {len(timed)} intervals held together at 95%; faster or "
+        f"{runs} runs at {at} each, the {len(timed)} intervals held together at 95%; faster or "
         f"slower only when it excludes 1. Phases under {SHOWN_S:g} s on both sides are in "
         "startup-changes.csv only.",
         markup=False,
