@@ -386,3 +386,23 @@ def test_the_corpus_pair_for_real(tmp_path):
                       "--starts", "cold", "--runs", "1", "--steps", "2", "--backend", "eager",
                       "--check", "--no-more", "graphs")  # fmt: skip
     assert swapped.exit_code == 1, swapped.output
+
+
+def test_export_json_gives_each_cell_its_runs_as_one_records_values(tmp_path, fake):
+    fake()
+    records = tmp_path / "records.json"
+    result = startup(tmp_path, *VS, "--modes", "dynamic", "--starts", "cold,warm", "--runs", "3",
+                     "--export-json", str(records))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    found = {(r["benchmark"]["extra_info"]["side"], r["benchmark"]["extra_info"]["start"],
+              r["metric"]["name"]): r for r in json.loads(records.read_text())}  # fmt: skip
+    for side in ("before", "after"):
+        for kind in ("cold", "warm"):
+            runs = sorted((r for r in rows if (r["side"], r["kind"]) == (side, kind)),
+                          key=lambda r: r["run"])  # fmt: skip
+            ready = found[(side, kind, "time_to_ready_s")]
+            assert ready["metric"]["benchmark_values"] == [r["ready_s"] for r in runs]
+            assert ready["benchmark"]["extra_info"]["mode"] == "dynamic"
+            model = ready["model"]["name"]
+            assert model == (BEFORE if side == "before" else AFTER)

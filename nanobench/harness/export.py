@@ -5,7 +5,8 @@ harness (`benchmarks/dynamo/common.py`, its `<out>.json`) and vLLM's benchmarks
 (`convert_to_pytorch_benchmark_format`) write: `{benchmark: {name, mode, dtype, extra_info},
 model: {name, type, backend, origins}, metric: {name, benchmark_values, extra_info}}`;
 `write_records(path, records)` (a JSON list, atomically); and each timing command's metric
-list (`COMPILE_METRICS`, `DECODE_METRICS`: the row field, and the unit in the metric's name).
+list (`COMPILE_METRICS`, `DECODE_METRICS`, `STARTUP_METRICS`: the row field, and the unit in
+the metric's name); a startup cell's runs are one record's `benchmark_values`.
 What it is not: an uploader (nothing here reaches the network) or a schema of our own.
 Invariant: every value is a row's field as the run measured it (a row that lacks one has no
 record for it, never a 0); `benchmark_values` holds the row's own sample (its median), and
@@ -42,6 +43,15 @@ DECODE_METRICS = (
 )
 
 
+STARTUP_METRICS = (
+    ("ready_s", "time_to_ready_s", ()),
+    ("first_token_s", "time_to_first_token_s", ()),
+    ("compile_s", "compilation_latency_s", ()),
+    ("graphs", "unique_graphs", ()),
+    ("kernels_built", "kernels_built", ()),
+)
+
+
 def records(
     rows: list[Mapping],
     metrics: tuple,
@@ -70,24 +80,24 @@ def records(
             info = {"row_field": field}
             if ends and all(row.get(e) is not None for e in ends):
                 info.update(low=row[ends[0]], high=row[ends[1]], interval=list(ends))
-            found.append(
-                {
-                    "benchmark": {
-                        "name": f"{BENCHMARK} {command}",
-                        "mode": "inference",
-                        "dtype": dtype,
-                        "extra_info": bench_info,
-                    },
-                    "model": {
-                        "name": model_of(row),
-                        "type": "decode-step",
-                        "backend": backend_of(row),
-                        "origins": ["nanobench"],
-                    },
-                    "metric": {"name": metric, "benchmark_values": [value], "extra_info": info},
-                }
-            )
+            found.append(_record(command, model_of(row), dtype, bench_info, metric,
+                                 backend_of(row), [value], info))  # fmt: skip
     return found
+
+
+def _record(command, model, dtype, bench_info, metric, backend, values, info) -> dict:
+    """One record of the OSS benchmark database's format."""
+    return {
+        "benchmark": {
+            "name": f"{BENCHMARK} {command}",
+            "mode": "inference",
+            "dtype": dtype,
+            "extra_info": bench_info,
+        },
+        "model": {"name": model, "type": "decode-step", "backend": backend,
+                  "origins": ["nanobench"]},
+        "metric": {"name": metric, "benchmark_values": values, "extra_info": info},
+    }  # fmt: skip
 
 
 def write_records(path: str | Path, found: list[dict]) -> Path:
@@ -108,12 +118,9 @@ def write_records(path: str | Path, found: list[dict]) -> Path:
 
 def run_info(spec, record, **more) -> dict:
     """What every record's benchmark carries: the run's shape and the machine it ran on."""
+    shape = ("device", "rows", "prompt_len", "steps", "processes")  # startup has no processes
     return {
-        "device": spec.device,
-        "rows": spec.rows,
-        "prompt_len": spec.prompt_len,
-        "steps": spec.steps,
-        "processes": spec.processes,
+        **{k: getattr(spec, k) for k in shape if hasattr(spec, k)},
         **more,
         "threads": record.threads,
         "torch_version": record.torch_version,
@@ -156,4 +163,27 @@ def export_decode(spec, dtype: str, rows, record) -> Path:
         extra_info=info,
         label="system",
     )
+    return write_records(spec.export_json, found)
+
+
+def export_startup(spec, dtype: str, rows: list[dict], record) -> Path:
+    """A startup run's cells (side, mode, start kind): each metric's runs as one record's
+    values, in run order; a run that failed or lacks the metric adds none."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row.get("status") == "ok":
+            cells.setdefault((row.get("side", ""), row["mode"], row["kind"]), []).append(row)
+    found = []
+    for (side, mode, kind), runs in cells.items():
+        runs = sorted(runs, key=lambda r: r["run"])
+        info = {**run_info(spec, record), "mode": mode, "start": kind, "runs": len(runs)}
+        if side:
+            info["side"] = side
+        model = (spec.vs if side == "before" else spec.target) or spec.model
+        for field, metric, _ in STARTUP_METRICS:
+            values = [r[field] for r in runs if r.get(field) is not None]
+            if values:
+                found.append(_record("startup", model, dtype, info, metric,
+                                     "eager" if mode == "off" else f"{spec.backend} {mode}",
+                                     values, {"row_field": field}))  # fmt: skip
     return write_records(spec.export_json, found)

@@ -44,6 +44,7 @@ def startup_command(
     no_more: o.NoMore = D.no_more,
     no_slower: o.NoSlower = D.no_slower,
     margin: o.Margin = D.margin,
+    export_json: o.ExportJson = D.export_json,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,

@@ -24,6 +24,7 @@ from nanobench.harness.change import Change, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
+from nanobench.harness.export import export_startup
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.load import sample_load
 from nanobench.harness.output import finish
@@ -211,6 +212,8 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
         "png": str(draw_startup(bars, START_PHASES, where / "startup.png", head)),
         "env": str(env_path),
     }
+    if spec.export_json:
+        outputs["export_json"] = str(export_startup(spec, dtype, dicts, record))
     found_changes = changes(rows) if spec.compared else []
     if spec.compared:
         found = vs_gates(spec.no_more, spec.no_slower, spec.margin, found_changes)

@@ -53,6 +53,7 @@ class StartupSpec:
     no_more: tuple[str, ...] | None = None
     no_slower: tuple[str, ...] | None = None
     margin: float = 0.05
+    export_json: str = ""  # also the starts as PyTorch OSS benchmark records (harness.export)
 
     @property
     def compared(self) -> bool:
