@@ -53,3 +53,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "interpreter" in item.keywords and not interpreting():
             item.add_marker(skip_cpu_triton)
+
+
+@pytest.fixture(autouse=True)
+def own_history(tmp_path_factory, monkeypatch):
+    # A run records its ratios in the machine's history and the next run with its settings
+    # reads them (nanobench.harness.history): every test starts with none, whatever ran before.
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path_factory.mktemp("history")))

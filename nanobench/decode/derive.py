@@ -4,8 +4,9 @@ What it is: `derive(rows, spec, probe, windows)`: per system the greedy tokens a
 reference's (`reference_row`: engine-eager, else hf-eager; `first_difference`, `digest`), the
 step-time median and IQR over every steady step of every round (`timing_fields`), each ratio to
 transformers and to the roofline floor (the probe's rounds, `floor_fields`) with its interval
-paired by round and lent the run's process pool (`ratio_fields`, `put_interval`), and `mark_floor`
-(the floor probe failed once any step ran below the floor).
+paired by round and lent the run's process pool, or the machine's history of the same comparison
+where it has one (`ratio_fields`, `put_interval`), and `mark_floor` (the floor probe failed once
+any step ran below the floor).
 What it is not: the measurement (`decode.bench.sweep`) or the gates (`decode.gates`).
 Invariant: a ratio pairs the two systems' windows of the same round, never across rounds; a
 failed row derives no figure; an interval's ends are None where there is none, never 0.
@@ -16,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 
 from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
+from nanobench.harness.history import Calibration
 from nanobench.harness.rounds import Comparison, Window, paired_rounds, window_pool
 from nanobench.harness.stats import CONFIDENCE, ratio_interval, spread
 
@@ -57,10 +60,12 @@ def derive(
     probe: ProbeRow | None,
     windows: list[Window] | tuple = (),
     confidence: float = CONFIDENCE,
+    history: Mapping[tuple[str, str], Calibration] | None = None,
 ) -> list[DecodeRow]:
     """tokens_match against the reference; each row's step-time spread over the rounds; its
     ratio to each transformers row and to the roofline floor, with intervals paired by round
-    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`).
+    at `confidence` (95% less what the stop rule's earlier looks spent, `rounds.look_confidence`);
+    `history[(system, column)]`, where given, lends each ratio its earlier runs' spread.
     """
     ref = reference_row(rows)
     timed = [w for w in windows if w.status == "ok"]
@@ -71,7 +76,7 @@ def derive(
     for r in rows:
         d = {**token_fields(r, ref), **timing_fields(r, spec, timed)}
         ok = r.status == "ok" and bool(d.get("ms_per_step"))
-        d.update(ratio_fields(r.system, timed, ok, confidence))
+        d.update(ratio_fields(r.system, timed, ok, confidence, history or {}))
         d["processes"] = max(1, len({w.process for w in timed if w.system == r.system}))
         if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
             d["ci_level"] = round(confidence, 4)
@@ -100,14 +105,21 @@ def timing_fields(r: SystemRow, spec: RunSpec, timed: list[Window]) -> dict:
     return d
 
 
-def ratio_fields(system: str, timed: list[Window], ok: bool, confidence: float) -> dict:
+def ratio_fields(
+    system: str, timed: list[Window], ok: bool, confidence: float,
+    history: Mapping[tuple[str, str], Calibration],
+) -> dict:  # fmt: skip
     """The row's ratio to each transformers system and to the floor (the probe's windows, one a
-    round), each paired by round and lent the run's process pool (`rounds.window_pool`)."""
+    round), each paired by round and lent the machine's history of it (`harness.history`),
+    else the run's process pool (`rounds.window_pool`)."""
     d: dict = {}
     for column, theirs in COMPARED.items():
         ours_ms, theirs_ms, processes = paired_rounds(timed, system, theirs)
         found = None
-        if ok and ours_ms:
+        calibration = history.get((system, column))
+        if ok and ours_ms and calibration is not None:
+            found = calibration.interval(ours_ms, theirs_ms, processes, confidence)
+        if ok and ours_ms and found is None:
             pool = window_pool(timed, Comparison(column, system, theirs))
             found = ratio_interval(ours_ms, theirs_ms, processes, confidence, pool)
         put_interval(d, column, found)

@@ -23,6 +23,8 @@ from nanobench.decode import bench  # bench.sweep looked up per run: the tests' 
 from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_load
 from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
+from nanobench.decode.history import load as load_history
+from nanobench.decode.history import record as record_history
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
@@ -35,6 +37,7 @@ from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_decode
 from nanobench.harness.gates import Gate
+from nanobench.harness.history import RunHistory
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
 from nanobench.harness.rows import as_dicts, columns
@@ -123,13 +126,16 @@ class Progress:
     done: dict[str, SystemRow] = field(default_factory=dict)  # by member name
     windows: list = field(default_factory=list)
     probes: dict[str, ProbeRow] = field(default_factory=dict)  # by side
+    # each (system, ratio column)'s earlier runs on this machine: a plain run's, with --history
+    history: dict = field(default_factory=dict)
 
     def rows(self, windows: list, level: float) -> list[DecodeRow]:
         """Each side's rows derived from its own windows and probe, as a run of its own."""
         out = []
         for side, run in self.runs.items():
             mine = [r for r in self.done.values() if r.side == side]
-            out += derive(mine, run, self.probes.get(side), side_windows(windows, side), level)
+            timed = side_windows(windows, side)
+            out += derive(mine, run, self.probes.get(side), timed, level, self.history)
         return out
 
     def on_probe(self, probe: ProbeRow) -> None:
@@ -211,6 +217,9 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     record = with_load(record, before)
     env_path = write_env(target / "decode-env.json", record)
     progress = Progress(spec, runs, target / "decode.csv", target / "decode-samples.csv", note)
+    store = RunHistory() if spec.history and not spec.compared else None
+    if store is not None:
+        progress.history = load_history(store, run, spec.processes, spec.systems)
 
     def on_round(r: int, found: dict) -> None:
         progress.save()
@@ -243,6 +252,8 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     write_env(env_path, record)
     progress.note = progress.note or load.crowded_note(record.threads, after)
     rows_out = add_samples(progress.save(), directory)
+    if store is not None:
+        record_history(store, run, spec.processes, rows_out, progress.windows)
     probe = probes.get("after", probes.get(""))
     return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check)
 

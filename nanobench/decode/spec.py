@@ -40,6 +40,7 @@ class DecodeSpec:
     timeout: int = 900
     out: str = "nanobench-out"
     processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
+    history: bool = True  # earlier runs' spread on this machine (harness.history); a plain run
     export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.export)
     vs_model: str = ""  # the before side's model (the after side: --model)
     vs_dtype: str | None = None  # the before side's dtype (the after side: --dtype)

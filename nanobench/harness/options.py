@@ -222,6 +222,13 @@ Processes = Annotated[
     ),
 ]
 MaxRounds = Annotated[int, typer.Option(min=1, help="Interleaved rounds at most.")]
+History = Annotated[
+    bool,
+    typer.Option(
+        "--history/--no-history",
+        help="Lend each ratio the spread of its earlier runs on this machine, and record this one.",
+    ),
+]
 RelCi = Annotated[
     float, typer.Option(min=0.0, help="Stop once every ratio's 95% interval is this tight.")
 ]

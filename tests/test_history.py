@@ -1,0 +1,163 @@
+"""The machine's run history: what one run cannot see, lent back from the runs before it.
+
+Simulated runs with a known true ratio (1.0, log 0) and three layers of noise: an effect every
+process of a run shares, one per process, and one per round. The expected values are that
+truth, never a row under test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nanobench.decode import history as decode_history
+from nanobench.decode.derive import derive
+from nanobench.decode.roofline import PROBE
+from nanobench.decode.rows import SystemRow
+from nanobench.harness.history import (
+    KEEP_RUNS,
+    MIN_RUNS,
+    Calibration,
+    Past,
+    RunHistory,
+    past_of,
+)
+from nanobench.harness.stats import ratio_interval
+from tests.test_decode_cmd import run_spec
+
+K, R = 2, 10  # processes, rounds: decode's default processes
+
+
+def simulated_run(rng, run_sd=0.06, process_sd=0.01, round_sd=0.03, shift=0.0):
+    """One run's paired window medians (numerator, denominator) and process labels."""
+    run = rng.normal(shift, run_sd)
+    labels = [(r % K) + 1 for r in range(R)]
+    effects = {p: rng.normal(0, process_sd) for p in range(1, K + 1)}
+    y = np.array([run + effects[p] + rng.normal(0, round_sd) for p in labels])
+    den = np.full(R, 2.0)
+    return list(den * np.exp(y)), list(den), labels
+
+
+def history_of(rng, runs: int, **kw) -> Calibration:
+    return Calibration(tuple(past_of(*simulated_run(rng, **kw)) for _ in range(runs)))
+
+
+def covers(interval) -> bool:
+    return interval.low <= 1.0 <= interval.high
+
+
+def test_an_effect_every_process_of_a_run_shares_is_covered_only_with_history():
+    rng = np.random.default_rng(7)
+    own = with_history = 0
+    trials = 200
+    for _ in range(trials):
+        calibration = history_of(rng, 8)
+        num, den, labels = simulated_run(rng)
+        own += covers(ratio_interval(num, den, labels))
+        found = calibration.interval(num, den, labels, 0.95)
+        # a refusal (a run unlike its history) keeps its own interval, as the row would
+        with_history += covers(found or ratio_interval(num, den, labels))
+    print(
+        f"coverage of the true ratio: own {own / trials:.0%}, with history {with_history / trials:.0%}"
+    )
+    assert with_history / trials >= 0.90
+    assert own / trials < 0.85, "the simulation must hold an effect one run cannot see"
+
+
+def test_without_a_run_effect_history_keeps_the_level_and_cuts_two_processes_wild_widths():
+    rng = np.random.default_rng(11)
+    hits = own_hits = 0
+    ratios = []
+    trials = 200
+    for _ in range(trials):
+        calibration = history_of(rng, 10, run_sd=0.0, process_sd=0.03)
+        num, den, labels = simulated_run(rng, run_sd=0.0, process_sd=0.03)
+        found = calibration.interval(num, den, labels, 0.95) or ratio_interval(num, den, labels)
+        own = ratio_interval(num, den, labels)
+        hits, own_hits = hits + covers(found), own_hits + covers(own)
+        ratios.append((found.high / found.low) / (own.high / own.low))
+    # two processes' own interval misses more than 5% here (one degree of freedom of process
+    # variance, its Satterthwaite df leaning on the rounds); history holds the level
+    assert hits / trials >= 0.92 and hits > own_hits
+    low, high = np.percentile(ratios, [10, 90])
+    assert low < 0.7, "where two processes' own interval blows up, history's is far narrower"
+    assert high < 1.15, "and it is seldom wider"
+
+
+def test_a_run_unlike_its_history_keeps_its_own_interval():
+    rng = np.random.default_rng(3)
+    calibration = history_of(rng, 8)
+    num, den, labels = simulated_run(rng, run_sd=0.0, shift=0.5)  # the machine changed
+    assert calibration.interval(num, den, labels, 0.95) is None
+    num, den, labels = simulated_run(rng, run_sd=0.0)
+    found = calibration.interval(num, den, labels, 0.95)
+    assert found is not None and found.variance_from == "history: 8 earlier runs"
+
+
+def test_fewer_than_min_runs_lend_nothing():
+    rng = np.random.default_rng(5)
+    num, den, labels = simulated_run(rng)
+    assert history_of(rng, MIN_RUNS - 1).interval(num, den, labels, 0.95) is None
+    assert history_of(rng, MIN_RUNS).interval(num, den, labels, 0.95) is not None
+
+
+def test_tau2_is_the_spread_of_the_estimates_less_their_within_part():
+    pasts = (Past(0.0, 0.001, 10), Past(0.1, 0.001, 10), Past(0.2, 0.001, 10))
+    # var(0, 0.1, 0.2) with ddof 1 is 0.01, by hand
+    assert Calibration(pasts).tau2() == pytest.approx(0.01 - 0.001)
+    assert Calibration((Past(0.0, 0.5, 10),) * 3).tau2() == 0.0, "never below zero"
+
+
+def test_the_store_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path):
+    store = RunHistory(tmp_path)
+    for i in range(KEEP_RUNS + 3):
+        store.record("k", Past(float(i), 0.01, 10))
+    with open(tmp_path / "k.jsonl", "a") as f:
+        f.write('{"log_ratio": 1.0, "within')  # a run killed mid-write
+    found = store.calibration("k")
+    assert found.runs == KEEP_RUNS and found.pasts[0].log_ratio == 3.0
+    assert store.calibration("absent").runs == 0
+    assert json.loads((tmp_path / "k.jsonl").read_text().splitlines()[0])["rounds"] == 10
+
+
+def steady_windows(rng, systems, rounds=6, run_effect=0.0):
+    from nanobench.harness.rounds import Window
+
+    base = {"engine-eager": 5.0, "hf-eager": 10.0, PROBE: 1.0}
+    out = []
+    for r in range(1, rounds + 1):
+        for s in systems:
+            effect = run_effect if s != PROBE else 0.0
+            ms = base[s] * math.exp(effect + rng.normal(0, 0.02))
+            out.append(Window(s, r, "ok", (ms,) * 3, (0,) * 3, (True,) * 3, (r - 1) % 2 + 1))
+    return out
+
+
+def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_path):
+    rng = np.random.default_rng(2)
+    store, spec = RunHistory(tmp_path), run_spec(weight_bytes=8_000_000, kv_bytes=2_000_000)
+    systems = ("engine-eager", "hf-eager")
+    rows_in = [SystemRow(s, "ok", tokens=[[1]], deterministic=True) for s in systems]
+    from nanobench.decode.rows import ProbeRow
+
+    probe = ProbeRow("ok", PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3)
+    for _ in range(MIN_RUNS):
+        windows = steady_windows(rng, (*systems, PROBE), run_effect=rng.normal(0, 0.05))
+        rows = derive(rows_in, spec, probe, windows)
+        # engine-eager: to hf-eager and to the floor; hf-eager: to the floor (never to itself)
+        assert decode_history.record(store, spec, 2, rows, windows) == 3
+    loaded = decode_history.load(store, spec, 2, systems)
+    assert loaded[("engine-eager", "ratio_vs_floor")].runs == MIN_RUNS
+    assert loaded[("hf-eager", "ratio_vs_hf_eager")].runs == 0
+    windows = steady_windows(rng, (*systems, PROBE))
+    row = derive(rows_in, spec, probe, windows, history=loaded)[0]
+    assert row.ratio_vs_floor_variance == f"history: {MIN_RUNS} earlier runs"
+    assert row.ratio_vs_hf_eager_low <= row.ratio_vs_hf_eager <= row.ratio_vs_hf_eager_high
+    other = decode_history.load(store, run_spec(rows=4), 2, systems)
+    assert other[("engine-eager", "ratio_vs_floor")].runs == 0, "other settings, other key"
+    assert (
+        decode_history.load(store, spec, 3, systems)[("engine-eager", "ratio_vs_floor")].runs == 0
+    )
