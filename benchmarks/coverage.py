@@ -13,7 +13,12 @@ Invariant: every run is its own `python -m nanobench.cli decode` process with id
 arguments; a run with no interval for a ratio claimed nothing and is counted apart, never as
 covering.
 
+With `--prime N`, N runs go first that only fill the machine's run history
+(`nanobench.harness.history`, which a decode run reads and adds to): the coverage of runs that
+each had at least N earlier runs to learn the run-to-run spread from.
+
 Usage: python benchmarks/coverage.py --runs 6 -- --threads 1 --steps 32 --processes 2
+       python benchmarks/coverage.py --prime 3 --runs 6
 """
 
 from __future__ import annotations
@@ -111,6 +116,7 @@ def coverage(all_rows: list[list]) -> list[Coverage]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="decode runs, at least 6")
+    parser.add_argument("--prime", type=int, default=0, help="uncounted runs that fill history")
     parser.add_argument("--json", dest="json_path", help="also write the figures here")
     parser.add_argument("decode_args", nargs="*", help="arguments for every decode, after --")
     opts = parser.parse_args(argv)
@@ -118,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--runs {opts.runs}: expected at least 6 (5 others make a median)")
     all_rows, verdicts = [], []
     with tempfile.TemporaryDirectory(prefix="nanobench-coverage-") as tmp:
+        for k in range(opts.prime):
+            print(f"priming {k + 1}/{opts.prime}: nanobench decode {' '.join(opts.decode_args)}")
+            primed: list = []
+            run_decode(opts.decode_args, Path(tmp) / f"prime-{k}", primed)
+            print(f"  {primed[-1][0]} s")
         for k in range(opts.runs):
             print(f"run {k + 1}/{opts.runs}: nanobench decode {' '.join(opts.decode_args)}")
             all_rows.append(run_decode(opts.decode_args, Path(tmp) / str(k), verdicts))
