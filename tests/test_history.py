@@ -152,6 +152,12 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
     loaded = decode_history.load(store, spec, 2, systems)
     assert loaded[("engine-eager", "ratio_vs_floor")].runs == MIN_RUNS
     assert loaded[("hf-eager", "ratio_vs_hf_eager")].runs == 0
+    from nanobench.decode.bench import comparisons
+
+    named = decode_history.by_comparison(loaded)
+    stop_rule = {c.name for c in comparisons([*systems, PROBE])}
+    assert stop_rule <= set(named), "the stop rule finds every ratio it reads under its name"
+    assert named["engine-eager/floor"] is loaded[("engine-eager", "ratio_vs_floor")]
     windows = steady_windows(rng, (*systems, PROBE))
     row = derive(rows_in, spec, probe, windows, history=loaded)[0]
     assert row.ratio_vs_floor_variance == f"history: {MIN_RUNS} earlier runs"
@@ -161,3 +167,67 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
     assert (
         decode_history.load(store, spec, 3, systems)[("engine-eager", "ratio_vs_floor")].runs == 0
     )
+
+
+def compile_windows(rng, rounds=6, run_effect=0.0):
+    from nanobench.harness.rounds import Window
+
+    out = []
+    for r in range(1, rounds + 1):
+        for mode, ms in (("off", 10.0), ("dynamic", 4.0)):
+            ms *= math.exp((run_effect if mode == "dynamic" else 0.0) + rng.normal(0, 0.02))
+            out.append(Window(mode, r, "ok", (ms,) * 3, (0,) * 3, (True,) * 3, (r - 1) % 2 + 1))
+    return out
+
+
+def test_compile_records_each_speedup_and_its_rows_and_stop_rule_read_them(tmp_path):
+    from nanobench.compile import history as compile_history
+    from nanobench.compile.rows import CompileRow
+    from nanobench.compile.rows import derive as compile_derive
+    from nanobench.compile.spec import WorkerSpec
+    from nanobench.harness.rounds import Comparison, intervals
+
+    rng = np.random.default_rng(4)
+    store, worker = RunHistory(tmp_path), WorkerSpec(model="tiny")
+    made = [
+        CompileRow(mode="off", status="ok", compile_s=0.0),
+        CompileRow(mode="dynamic", status="ok", compile_s=3.0),
+    ]
+    for _ in range(MIN_RUNS):
+        windows = compile_windows(rng, run_effect=rng.normal(0, 0.05))
+        rows = compile_derive(made, 10_000, windows)
+        assert compile_history.record(store, worker, 2, rows, windows) == 1, "off has no speedup"
+    loaded = compile_history.load(store, worker, 2, ("off", "dynamic"))
+    assert set(loaded) == {"dynamic"} and loaded["dynamic"].runs == MIN_RUNS
+    windows = compile_windows(rng)
+    dynamic = compile_derive(made, 10_000, windows, history=loaded)[1]
+    assert dynamic.speedup_variance == f"history: {MIN_RUNS} earlier runs"
+    assert dynamic.speedup_low < 2.5 < dynamic.speedup_high
+    # the saving's interval has the speedup's sign: both from the same lent interval
+    assert (dynamic.saving_per_step_ms_low > 0) == (dynamic.speedup_low > 1)
+    stop_rule = intervals(windows, [Comparison("dynamic", "off", "dynamic")], 0.95, loaded)
+    assert stop_rule["dynamic"].variance_from == dynamic.speedup_variance
+    assert compile_history.load(store, worker, 3, ("dynamic",))["dynamic"].runs == 0
+    traced = WorkerSpec(model="tiny", trace="/tmp/x", process=2)
+    assert compile_history.load(store, traced, 2, ("dynamic",))["dynamic"].runs == MIN_RUNS
+
+
+def test_a_decode_run_reads_its_earlier_runs_and_says_so_in_the_table(tmp_path, monkeypatch):
+    import nanobench.decode.bench as bench
+    from nanobench.cli import app
+    from tests.test_decode_cmd import fake_sweep, runner
+
+    around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
+    monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
+    args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
+    for _ in range(MIN_RUNS):
+        first = runner.invoke(app, args)
+        assert first.exit_code == 0, first.output
+        assert "history" not in first.stdout
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"ratio intervals: process variance history: {MIN_RUNS} earlier runs" in result.stdout
+    alone = runner.invoke(app, [*args, "--no-history"])
+    assert "history" not in alone.stdout, "--no-history reads none"
+    again = runner.invoke(app, args)
+    assert f"history: {MIN_RUNS + 1} earlier runs" in again.stdout, "--no-history records none"

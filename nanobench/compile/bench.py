@@ -136,6 +136,7 @@ def interleaved_sweep(
     on_row: Callable[[CompileRow], None] = lambda r: None,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
+    history: dict | None = None,
 ) -> tuple[list[CompileRow], list[Window]]:
     """`processes` live workers per member (`harness.fleet`), then rounds, round r of every
     member in its worker (r - 1) mod processes, until `decided(windows, level)` says every gate
@@ -147,7 +148,8 @@ def interleaved_sweep(
     first's Inductor cache directory and skips what only the row needs (the guard-kind probe),
     so its set-up is a warm start: process 2's compile seconds are the row's `compile_warm_s`.
     on_row sees each row when its first worker is ready and again when the member closes;
-    on_window every window, the first pass (round 0) included.
+    on_window every window, the first pass (round 0) included; `history` (by mode) lends the
+    stop rule each speedup's earlier runs on this machine, as the rows will.
     """
     processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
     rows: dict[str, CompileRow] = {}
@@ -176,7 +178,7 @@ def interleaved_sweep(
             rows[name] = later_row(rows[name], annotate(ready, by_name[name]), process)
         live = [n for n in by_name if rows[n].status == "ok"]
         fleet.rounds(live, plan, comparisons(members), decided=decided, on_window=keep,
-                     on_round=on_round)  # fmt: skip
+                     on_round=on_round, history=history)  # fmt: skip
         for name, finals in fleet.close(live).items():
             row = closed_row(rows[name], [annotate(f, by_name[name]) for f in finals])
             rows[name] = replace(row, setup_s=fleet.setup_s[name][0],

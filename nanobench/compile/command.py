@@ -29,6 +29,7 @@ def compile_command(
     rounds: o.Rounds = D.rounds,
     max_rounds: o.MaxRounds = D.max_rounds,
     processes: o.Processes = D.processes,
+    history: o.History = D.history,
     rel_ci: o.RelCi = D.rel_ci,
     budget_s: o.BudgetS = D.budget_s,
     bucketed: o.Bucketed = D.bucketed,

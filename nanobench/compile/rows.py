@@ -177,13 +177,15 @@ def derive(
     horizon: int,
     windows: list[Window] | tuple = (),
     confidence: float = CONFIDENCE,
+    history: Mapping | None = None,
 ) -> list[CompileRow]:
     """Step-time spread, and speedup, saving and breakeven against `off` with their intervals.
 
     With windows (interleaved rounds) every timing is the rounds' steady samples and every
     comparison is paired by round; without (a one-shot run) the first pass's median stands
     alone and nothing has an interval, so `worth_compiling` cannot say yes or no. `confidence`
-    is the level of every interval (`rounds.look_confidence` of the rounds run).
+    is the level of every interval (`rounds.look_confidence` of the rounds run); `history[mode]`
+    (`history.Calibration`) lends a mode's speedup its earlier runs' spread on this machine.
     """
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     spread_rows = []
@@ -224,7 +226,8 @@ def derive(
             out.append(compared(r, [off.step_ms], [r.step_ms], horizon))
         else:
             pool = window_pool(timed, Comparison(r.mode, "off", r.mode))
-            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence, pool))
+            lent = (history or {}).get(r.mode)
+            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence, pool, lent))
     return out
 
 
@@ -252,11 +255,12 @@ def compared(
     processes: list | None = None,
     confidence: float = CONFIDENCE,
     pool=None,
+    history=None,
 ) -> CompileRow:
-    """One row against off: speedup and saving intervals (the run's process pool lent to both,
-    `rounds.window_pool`); breakeven and verdict unless off."""
-    speedup = ratio_interval(off_ms, mode_ms, processes, confidence, pool)
-    saving = difference_interval(off_ms, mode_ms, processes, confidence, pool)
+    """One row against off: speedup and saving intervals (the machine's history, else the run's
+    process pool lent to both, `rounds.window_pool`); breakeven and verdict unless off."""
+    speedup = ratio_interval(off_ms, mode_ms, processes, confidence, pool, history)
+    saving = difference_interval(off_ms, mode_ms, processes, confidence, pool, history)
     row = replace(row, **ends("speedup", speedup), **ends("saving_per_step_ms", saving))
     if math.isfinite(speedup.low):
         df = round(speedup.df, 2) if math.isfinite(speedup.df) else None

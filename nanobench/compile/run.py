@@ -20,6 +20,8 @@ from pathlib import Path
 from nanobench.compile.bench import interleaved_sweep, member_name, members_of
 from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.gates import gates
+from nanobench.compile.history import load as load_history
+from nanobench.compile.history import record as record_history
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
@@ -31,6 +33,7 @@ from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_compile
 from nanobench.harness.gates import Gate
+from nanobench.harness.history import RunHistory
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
 from nanobench.harness.output import finish
 from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
@@ -126,6 +129,8 @@ class Progress:
     note: str | None = None
     done: dict[str, CompileRow] = field(default_factory=dict)
     windows: list = field(default_factory=list)
+    # each compiled mode's earlier speedups on this machine: a plain run's, with --history
+    history: dict = field(default_factory=dict)
 
     @property
     def csv_path(self) -> Path:
@@ -145,7 +150,7 @@ class Progress:
         for side in self.spec.sides():
             rows = [r for r in self.done.values() if r.side == side]
             out += derive(with_dynamic_row(rows), self.spec.horizon, side_windows(windows, side),
-                          level)  # fmt: skip
+                          level, self.history)  # fmt: skip
         return out
 
     def level(self) -> float:
@@ -216,6 +221,7 @@ def sweep(progress: Progress, sides: dict[str, WorkerSpec]) -> None:
             on_row=progress.on_row,
             on_window=progress.windows.append,
             on_round=progress.on_round,
+            history=progress.history,
         )
     except KeyboardInterrupt:
         progress.save()
@@ -264,12 +270,17 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     env_path = write_env(where / "compile-env.json", record)
     plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
     progress = Progress(spec, where, plan, status, note)
+    store = RunHistory() if spec.history and not spec.compared else None
+    if store is not None:
+        progress.history = load_history(store, sides[""], spec.processes, spec.modes)
     sweep(progress, sides)
     after = sample_load()
     record = with_load(record, after=after)
     write_env(env_path, record)
     progress.note = note or crowded_note(record.threads, after)
     rows_out = progress.save()
+    if store is not None:
+        record_history(store, sides[""], spec.processes, rows_out, progress.windows)
     found_changes = progress.changes(rows_out) if spec.compared else []
     found = progress.gates(rows_out, found_changes)
     head = heading(spec, dtype, rows_out)

@@ -33,6 +33,7 @@ class CompileSpec:
     rounds: int = 3
     max_rounds: int = 30
     processes: int = 3  # fresh workers per mode: docs/measuring.md#what-a-process-costs
+    history: bool = True  # earlier runs' spread on this machine (harness.history); a plain run
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False

@@ -198,6 +198,7 @@ def sweep_sides(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict], None] = lambda r, i: None,
     on_probe: Callable[[ProbeRow], None] = lambda p: None,
+    history: dict | None = None,
 ) -> tuple[list[SystemRow], dict[str, ProbeRow]]:
     """Each side's probe and `processes` live workers per system (`harness.fleet`), then
     interleaved rounds, round r of every member in its worker (r - 1) mod processes, until
@@ -208,7 +209,8 @@ def sweep_sides(
     floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
     frames) are its first worker's, set up alone, one member after another; a later worker
     shares the first's Inductor cache directory. Returns the system rows (not derived) and
-    each side's probe row, its rates the median of its rounds' peaks.
+    each side's probe row, its rates the median of its rounds' peaks. `history` (by
+    comparison name) lends the stop rule each ratio's earlier runs on this machine.
     """
     processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
     members = members_of(runs, systems)
@@ -238,7 +240,7 @@ def sweep_sides(
         slices = round_slices(ready, next(iter(runs.values())), plan, on_status)
         names = [m.name for m in live]
         fleet.rounds(names, plan, comparisons_of(live), slices=slices, decided=decided,
-                     on_window=keep, on_round=on_round)  # fmt: skip
+                     on_window=keep, on_round=on_round, history=history)  # fmt: skip
         close_members(fleet, live, rows, probes, on_row)
     return list(rows.values()), probes
 

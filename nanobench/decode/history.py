@@ -2,7 +2,7 @@
 
 What it is: `settings_of` (what makes two decode runs the same: the worker's run minus its
 system, the processes, the dtype resolved), `load` (each (system, ratio column)'s calibration,
-`harness.history`) and `record` (a finished run's every ratio, its estimate and within-process
+`harness.history`; `by_comparison`, the same under the stop rule's names) and `record` (a finished run's every ratio, its estimate and within-process
 variance, appended under the same keys).
 What it is not: the interval (`harness.history.Calibration.interval`) or the rows.
 Invariant: only a plain run (one side) reads or writes history, and only one that finished:
@@ -34,6 +34,15 @@ def load(
     """Every system's every ratio column's earlier runs (an empty calibration uses none)."""
     return {
         (s, c): store.calibration(key_of(run, processes, s, c)) for s in systems for c in COMPARED
+    }
+
+
+def by_comparison(loaded: dict[tuple[str, str], Calibration]) -> dict[str, Calibration]:
+    """The same calibrations under the names the rounds give their comparisons
+    (`bench.comparisons`: "engine-eager/hf-eager", "engine-eager/floor"), for the stop rule."""
+    return {
+        f"{s}/{'floor' if column == 'ratio_vs_floor' else COMPARED[column]}": c
+        for (s, column), c in loaded.items()
     }
 
 

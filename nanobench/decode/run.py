@@ -23,6 +23,7 @@ from nanobench.decode import bench  # bench.sweep looked up per run: the tests' 
 from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_load
 from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
+from nanobench.decode.history import by_comparison
 from nanobench.decode.history import load as load_history
 from nanobench.decode.history import record as record_history
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
@@ -238,6 +239,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             on_window=progress.windows.append,
             on_round=on_round,
             on_probe=progress.on_probe,
+            history=by_comparison(progress.history),
         )
     except KeyboardInterrupt:
         progress.save()

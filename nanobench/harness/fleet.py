@@ -155,8 +155,10 @@ class Fleet:
         decided: Callable[[list[Window], float], bool] = lambda w, c: False,
         on_window: Callable[[Window], None] = lambda w: None,
         on_round: Callable[[int, dict], None] = lambda r, i: None,
+        history: dict | None = None,
     ) -> list[Window]:
-        """The members' rounds, each member's dealt over its workers in turn."""
+        """The members' rounds, each member's dealt over its workers in turn; `history` by
+        comparison name, what the stop rule lends each (`rounds.intervals`)."""
         core = timing_core()
         live = {
             name: spread_over(
@@ -165,8 +167,9 @@ class Fleet:
             for name in names
         }
         return run_rounds(
-            live, plan, comparisons, decided=decided, on_window=on_window, on_round=on_round
-        )
+            live, plan, comparisons, decided=decided, on_window=on_window, on_round=on_round,
+            history=history,
+        )  # fmt: skip
 
     def close(self, names: list[str]) -> dict[str, list[dict]]:
         """Every worker of `names` asked for its final row at once (they finish side by side),

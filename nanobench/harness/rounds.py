@@ -175,13 +175,21 @@ def window_pool(windows: Iterable[Window], comparison: Comparison) -> ProcessPoo
 
 
 def intervals(
-    windows: list[Window], comparisons: Iterable[Comparison], confidence: float = CONFIDENCE
+    windows: list[Window],
+    comparisons: Iterable[Comparison],
+    confidence: float = CONFIDENCE,
+    history: Mapping | None = None,
 ) -> dict[str, Interval]:
-    """Each comparison's ratio interval, the run's process pool lent to each."""
+    """Each comparison's ratio interval, its earlier runs' spread (`history[name]`, a
+    `history.Calibration`) or else the run's process pool lent to each."""
+    lent = history or {}
     return {
         c.name: ratio_interval(
-            *paired_rounds(windows, c.numerator, c.denominator), confidence, window_pool(windows, c)
-        )
+            *paired_rounds(windows, c.numerator, c.denominator),
+            confidence,
+            window_pool(windows, c),
+            lent.get(c.name),
+        )  # fmt: skip
         for c in comparisons
     }
 
@@ -247,6 +255,7 @@ def run_rounds(
     decided: Callable[[list[Window], float], bool] = lambda w, c: False,
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict[str, Interval]], None] = lambda r, i: None,
+    history: Mapping | None = None,
 ) -> list[Window]:
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
@@ -255,7 +264,8 @@ def run_rounds(
     within DECIDED_REL_CI and `decided(windows, level)` says every gate of the run is decided at
     that look's level (`look_confidence`);
     or when r >= min_rounds and no comparison is open; or r == max_rounds, or budget_s has
-    passed. on_round sees the intervals at the level a stop after round r would report.
+    passed. on_round sees the intervals at the level a stop after round r would report;
+    `history` lends a comparison its earlier runs' spread, as the rows will (`intervals`).
     """
     start = clock()
     live = list(systems)
@@ -269,7 +279,7 @@ def run_rounds(
             if window.status != "ok":
                 live.remove(name)
         level = look_confidence(plan, r)
-        found = intervals(windows, comparisons, level)
+        found = intervals(windows, comparisons, level, history)
         on_round(r, found)
         open_ones = [
             found[c.name] for c in comparisons if c.numerator in live and c.denominator in live

@@ -151,7 +151,7 @@ def several(processes) -> bool:
 
 
 def ratio_interval(
-    num_ms, den_ms, processes=None, confidence: float = CONFIDENCE, pool=None
+    num_ms, den_ms, processes=None, confidence: float = CONFIDENCE, pool=None, history=None
 ) -> Interval:
     """Geometric mean over rounds of num_ms[r] / den_ms[r], with its paired interval.
 
@@ -162,15 +162,28 @@ def ratio_interval(
     allocator state, CPU placement) that one process's rounds cannot show. `confidence` is 95%
     unless a stopping rule that looked earlier spent some of the 5% (`rounds.look_confidence`).
     `pool` (`pooling.ProcessPool`), when the run's systems allow one, gives the between-process
-    variance more degrees of freedom than this comparison's own processes.
+    variance more degrees of freedom than this comparison's own processes. `history`
+    (`history.Calibration`), when it lends one, is the interval with the spread of this
+    comparison's earlier runs on this machine, and comes first.
     """
+    lent = lent_interval(history, num_ms, den_ms, processes, confidence)
+    if lent is not None:
+        return lent
     if several(processes):
         return _hierarchical(num_ms, den_ms, processes, confidence, pool)
     return _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
+def lent_interval(history, num_ms, den_ms, processes, confidence: float) -> Interval | None:
+    """The history's interval of num / den, None without a history or where it lends none."""
+    if history is None or len(num_ms) < MIN_ROUNDS:
+        return None
+    labels = list(processes) if processes is not None else [1] * len(num_ms)
+    return history.interval(num_ms, den_ms, labels, confidence)
+
+
 def difference_interval(
-    a_ms, b_ms, processes=None, confidence: float = CONFIDENCE, pool=None
+    a_ms, b_ms, processes=None, confidence: float = CONFIDENCE, pool=None, history=None
 ) -> Interval:
     """Geometric mean of a_ms minus that of b_ms over rounds, with its paired interval.
 
@@ -181,9 +194,10 @@ def difference_interval(
     processes the difference is gm(b) (ratio - 1) at each end of the ratio's interval: the
     same sign rule by construction; gm(b)'s own spread is second order where a saving is small.
     """
-    if not several(processes):
+    ratio = lent_interval(history, a_ms, b_ms, processes, confidence)
+    if ratio is None and not several(processes):
         return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
-    ratio = _hierarchical(a_ms, b_ms, processes, confidence, pool)
+    ratio = ratio or _hierarchical(a_ms, b_ms, processes, confidence, pool)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
     return replace(ratio, estimate=gm_b * (ratio.estimate - 1), low=low, high=high)
