@@ -94,7 +94,7 @@ def test_a_run_unlike_its_history_keeps_its_own_interval():
     assert calibration.interval(num, den, labels, 0.95) is None
     num, den, labels = simulated_run(rng, run_sd=0.0)
     found = calibration.interval(num, den, labels, 0.95)
-    assert found is not None and found.variance_from == "history: 8 earlier runs"
+    assert found is not None and found.variance_from == "history: 8 earlier runs on this machine"
 
 
 def test_fewer_than_min_runs_lend_nothing():
@@ -160,7 +160,7 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
     assert named["engine-eager/floor"] is loaded[("engine-eager", "ratio_vs_floor")]
     windows = steady_windows(rng, (*systems, PROBE))
     row = derive(rows_in, spec, probe, windows, history=loaded)[0]
-    assert row.ratio_vs_floor_variance == f"history: {MIN_RUNS} earlier runs"
+    assert row.ratio_vs_floor_variance == f"history: {MIN_RUNS} earlier runs on this machine"
     assert row.ratio_vs_hf_eager_low <= row.ratio_vs_hf_eager <= row.ratio_vs_hf_eager_high
     other = decode_history.load(store, run_spec(rows=4), 2, systems)
     assert other[("engine-eager", "ratio_vs_floor")].runs == 0, "other settings, other key"
@@ -201,7 +201,7 @@ def test_compile_records_each_speedup_and_its_rows_and_stop_rule_read_them(tmp_p
     assert set(loaded) == {"dynamic"} and loaded["dynamic"].runs == MIN_RUNS
     windows = compile_windows(rng)
     dynamic = compile_derive(made, 10_000, windows, history=loaded)[1]
-    assert dynamic.speedup_variance == f"history: {MIN_RUNS} earlier runs"
+    assert dynamic.speedup_variance == f"history: {MIN_RUNS} earlier runs on this machine"
     assert dynamic.speedup_low < 2.5 < dynamic.speedup_high
     # the saving's interval has the speedup's sign: both from the same lent interval
     assert (dynamic.saving_per_step_ms_low > 0) == (dynamic.speedup_low > 1)

@@ -112,7 +112,7 @@ class Calibration:
         tau2, df_tau = self.tau2(), self.runs - 1
         total = tau2 + within
         k = len(set(labels))
-        source = f"history: {self.runs} earlier runs"
+        source = f"history: {self.runs} earlier runs on this machine"
         if total == 0:
             point = math.exp(estimate)
             return Interval(point, point, point, int(y.size), k, 1.0, math.inf, source)
