@@ -26,6 +26,7 @@ from nanobench.harness.change import (
     FASTER,
     SLOWER,
     Change,
+    comparison_gates,
     count_change,
     no_more_gates,
     no_slower_gates,
@@ -131,6 +132,19 @@ def test_no_more_fails_on_more_and_no_slower_needs_the_interval_inside_the_margi
         timing("speedup", 1.3, 1.2, 1.4),     # the speedup grew
     ], ("step_ms", "speedup"), 0.05)]  # fmt: skip
     assert verdicts == [PASS, PASS, FAIL, INCONCLUSIVE, FAIL, PASS]
+
+
+def test_a_comparisons_gates_fail_each_member_that_failed_then_the_named_columns():
+    from nanobench.compile.spec import CompileSpec
+
+    spec = CompileSpec(vs_path="unplanned", no_more=("breaks",))
+    more = count_change("dynamic", "breaks", 0, 2)
+    found = comparison_gates({"after static": "timeout"}, spec, [more])
+    assert [(g.name, g.verdict, g.detail) for g in found][0] == (
+        "measured[after static]", FAIL, "timeout",
+    )  # fmt: skip
+    assert [g.verdict for g in found[1:]] == [FAIL] and len(found) == 2
+    assert comparison_gates({}, CompileSpec(vs_path="unplanned"), [more]) == []
 
 
 @pytest.mark.parametrize(

@@ -27,12 +27,11 @@ from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
 from nanobench.compile.vs import changes
 from nanobench.cost.compile import classify_guard
-from nanobench.harness.change import Change, side_samples, side_windows, vs_gates
+from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_compile
-from nanobench.harness.gates import Gate
 from nanobench.harness.history import RunHistory
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
 from nanobench.harness.output import finish
@@ -194,10 +193,8 @@ class Progress:
         """A plain run's gates; a comparison's are the columns its user named."""
         if not self.spec.compared:
             return gates(self.spec, rows)
-        failed = [Gate(f"measured[{r.side} {r.mode}]", False, r.status) for r in rows
-                  if r.status != "ok"]  # fmt: skip
-        spec = self.spec
-        return failed + vs_gates(spec.no_more, spec.no_slower, spec.margin, found or [])
+        failed = {f"{r.side} {r.mode}": r.status for r in rows if r.status != "ok"}
+        return comparison_gates(failed, self.spec, found or [])
 
     def decided(self, timed: list, level: float) -> bool:
         """Every gate of the run pass or fail at this look's level: no round can change it."""

@@ -32,12 +32,11 @@ from nanobench.decode.samples import sample_text, tokenizer_for
 from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes, member_name
 from nanobench.harness import load  # looked up per run: the tests' seam
-from nanobench.harness.change import Change, side_samples, side_windows, vs_gates
+from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_decode
-from nanobench.harness.gates import Gate
 from nanobench.harness.history import RunHistory
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
@@ -171,10 +170,8 @@ class Progress:
         """A plain run's gates; a comparison's: its failed rows and the columns its user named."""
         if not self.spec.compared:
             return gates(self.spec, rows)
-        failed = [Gate(f"measured[{r.side} {r.system}]", False, r.status) for r in rows
-                  if r.status != "ok"]  # fmt: skip
-        spec = self.spec
-        return failed + vs_gates(spec.no_more, spec.no_slower, spec.margin, found or [])
+        failed = {f"{r.side} {r.system}": r.status for r in rows if r.status != "ok"}
+        return comparison_gates(failed, self.spec, found or [])
 
     def decided(self, timed: list, level: float) -> bool:
         """Every gate of the run pass or fail at this look's level: no round can change it."""

@@ -223,6 +223,13 @@ def vs_gates(no_more, no_slower, margin: float, found: list[Change]) -> list[Gat
     return no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
 
 
+def comparison_gates(failed: dict[str, str], spec, found: list[Change]) -> list[Gate]:
+    """A before-and-after run's gates: each member that failed (`failed[name]`, its status:
+    a change with a side missing measured nothing) and the columns its user named."""
+    measured = [Gate(f"measured[{name}]", False, status) for name, status in failed.items()]
+    return measured + vs_gates(spec.no_more, spec.no_slower, spec.margin, found)
+
+
 def _slowdown(c: Change) -> Interval:
     """The change as a slowdown (> 1 is slower): after / before of a step time, its inverse for
     a speedup."""
