@@ -231,3 +231,48 @@ def test_a_decode_run_reads_its_earlier_runs_and_says_so_in_the_table(tmp_path, 
     assert "history" not in alone.stdout, "--no-history reads none"
     again = runner.invoke(app, args)
     assert f"history: {MIN_RUNS + 1} earlier runs" in again.stdout, "--no-history records none"
+
+
+def fake_compile_sweep(rng):
+    """`compile.run.interleaved_sweep` stood in for: an off and a dynamic row, six rounds."""
+    from dataclasses import replace
+
+    from nanobench.compile.rows import CompileRow
+
+    base = dict(status="ok", builds=1, fell_back=False, guard_kind="shape", recompile_limit=8)
+
+    def sweep(members, plan, **kw):
+        rows = [
+            CompileRow(mode="off", compile_s=0.0, **{**base, "builds": 0}),
+            CompileRow(mode="dynamic", compile_s=3.0, **base),
+        ]
+        for row in rows:
+            kw["on_row"](row)
+        for w in compile_windows(rng, run_effect=rng.normal(0, 0.05)):
+            kw["on_window"](w)
+        return [replace(r) for r in rows], []
+
+    return sweep
+
+
+def test_a_compile_run_reads_its_earlier_runs_and_no_history_neither_reads_nor_records(
+    tmp_path, monkeypatch
+):
+    import nanobench.compile.run as compile_run
+    from nanobench.cli import app
+    from tests.test_decode_cmd import runner
+
+    monkeypatch.setattr(
+        compile_run, "interleaved_sweep", fake_compile_sweep(np.random.default_rng(9))
+    )
+    args = ["compile", "--modes", "off,dynamic", "--out", str(tmp_path)]
+    for _ in range(MIN_RUNS):
+        first = runner.invoke(app, args)
+        assert first.exit_code in (0, 1), first.output
+        assert "history" not in first.stdout
+    alone = runner.invoke(app, [*args, "--no-history"])
+    assert "history" not in alone.stdout, "--no-history reads none"
+    result = runner.invoke(app, args)
+    assert result.exit_code in (0, 1), result.output
+    said = f"speedup intervals: process variance history: {MIN_RUNS} earlier runs on this machine"
+    assert said in result.stdout, "--no-history recorded none, the three before it did"
