@@ -1,6 +1,7 @@
 """A stand-in member for nanobench.harness.fleet's tests: windows of a fixed time, no torch.
 
-What it is: `python -m tests.fleet_worker`, handed {"ms": float, "fail_at": int}; its ready row
+What it is: `python -m tests.fleet_worker`, handed {"ms": float, "fail_at": int, "at_exit": path}
+(a file its atexit handler writes); its ready row
 names its pid, each window request is answered with three steps of `ms` (stamped with the
 round), and its final row counts the windows it served and names the cores its windows ran on. A window at round `fail_at` ends the
 process, as a crashed worker would.
@@ -10,6 +11,7 @@ Invariant: a window's steps are the spec's `ms`, so a test knows every member's 
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable
 
@@ -19,6 +21,8 @@ from nanobench.harness.fresh import serve_main
 class Fixed:
     def __init__(self, spec: dict, progress: Callable[[dict], None]) -> None:
         self.spec, self.served = spec, 0
+        if spec.get("at_exit"):
+            atexit.register(lambda: open(spec["at_exit"], "w").write("ran"))
         self.ready = {"status": "ok", "pid": os.getpid()}
 
     def serve(self, request: dict) -> dict:

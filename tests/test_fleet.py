@@ -53,6 +53,17 @@ def test_the_fleet_deals_each_members_rounds_over_its_processes_and_closes_them_
     assert not any(alive(p) for ps in pids.values() for p in ps)
 
 
+def test_a_closed_worker_runs_its_atexit_handlers_and_exits_0(tmp_path):
+    """A worker skips the interpreter's teardown once its final row is out, not what exit runs."""
+    marker = tmp_path / "atexit"
+    with Fleet(MODULE, 60, 1, lambda s: None) as fleet:
+        fleet.first("a", {"at_exit": str(marker)}, {})
+        final = fleet.close(["a"])["a"][0]
+        code = fleet.workers["a"][0].proc.returncode
+    assert final["status"] == "ok" and code == 0
+    assert marker.read_text() == "ran"
+
+
 def test_an_interrupt_kills_every_worker_and_removes_every_directory():
     directory = tempfile.mkdtemp(prefix="nanobench-fleet-test-")
     with pytest.raises(KeyboardInterrupt):

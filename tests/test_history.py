@@ -276,3 +276,40 @@ def test_a_compile_run_reads_its_earlier_runs_and_no_history_neither_reads_nor_r
     assert result.exit_code in (0, 1), result.output
     said = f"speedup intervals: process variance history: {MIN_RUNS} earlier runs on this machine"
     assert said in result.stdout, "--no-history recorded none, the three before it did"
+
+
+def pooled_run(rng, systems=6, processes=3, rounds=12):
+    """A run of `systems` alike systems in `processes` processes: its pool and one ratio's
+    paired window medians with their process labels."""
+    from nanobench.harness.pooling import process_pool
+
+    labels = [(r % processes) + 1 for r in range(rounds)]
+    drift = rng.normal(0, 0.05, rounds)  # what every system of a round shares
+    ms = {}
+    for s in range(systems):
+        effect = rng.normal(0, 0.02, processes)
+        y = [drift[r] + effect[p - 1] + rng.normal(0, 0.03) for r, p in enumerate(labels)]
+        ms[f"s{s}"] = {
+            r + 1: (2.0 * math.exp(v), str(p)) for r, (v, p) in enumerate(zip(y, labels))
+        }
+    pool = process_pool(ms)
+    num = [ms["s0"][r + 1][0] for r in range(rounds)]
+    den = [ms["s1"][r + 1][0] for r in range(rounds)]
+    return pool, num, den, [str(p) for p in labels]
+
+
+def test_history_lends_only_where_it_has_more_degrees_of_freedom_than_the_run():
+    """Three earlier runs (2 df) beat two processes' own variance (1 df), not a pool of six
+    systems in three processes (10 df); twelve earlier runs (11 df) beat the pool too."""
+    rng = np.random.default_rng(11)
+    pool, num, den, labels = pooled_run(rng)
+    assert pool.usable and pool.df_interaction == 10
+    quiet = dict(run_sd=0.0, process_sd=0.02, round_sd=0.03)
+    few, many = history_of(rng, MIN_RUNS, **quiet), history_of(rng, 12, **quiet)
+    assert few.interval(num, den, labels, 0.95) is not None  # it would lend one
+    kept = ratio_interval(num, den, labels, pool=pool, history=few)
+    assert kept.variance_from.startswith("pooled") and kept.process_df == 10
+    lent = ratio_interval(num, den, labels, pool=pool, history=many)
+    assert lent.variance_from.startswith("history: 12") and lent.process_df == 11
+    two = [str((r % 2) + 1) for r in range(len(num))]
+    assert ratio_interval(num, den, two, history=few).variance_from.startswith("history: 3")

@@ -39,7 +39,7 @@ class DecodeSpec:
     hf_attn: str = "sdpa"
     timeout: int = 900
     out: str = "nanobench-out"
-    processes: int = 2  # fresh workers per system; each system's rounds are dealt over them
+    processes: int = 3  # fresh workers per system: docs/measuring.md#what-a-process-costs
     history: bool = True  # earlier runs' spread on this machine (harness.history); a plain run
     export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.export)
     vs_model: str = ""  # the before side's model (the after side: --model)

@@ -115,12 +115,12 @@ class Calibration:
         source = f"history: {self.runs} earlier runs on this machine"
         if total == 0:
             point = math.exp(estimate)
-            return Interval(point, point, point, int(y.size), k, 1.0, math.inf, source)
+            return Interval(point, point, point, int(y.size), k, 1.0, math.inf, source, df_tau)
         df = max(total**2 / (tau2**2 / df_tau + within**2 / df_w), float(df_tau))
         q = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total)
         return Interval(
             math.exp(estimate), bounded_exp(estimate - q), bounded_exp(estimate + q),
-            int(y.size), k, within / total, round(df, 2), source,
+            int(y.size), k, within / total, round(df, 2), source, df_tau,
         )  # fmt: skip
 
 

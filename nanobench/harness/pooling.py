@@ -104,7 +104,9 @@ class ProcessPool:
         estimate = float(y.mean())
         if total == 0:
             point = math.exp(estimate)
-            return Interval(point, point, point, size, k, 1.0, math.inf, self.source())
+            return Interval(
+                point, point, point, size, k, 1.0, math.inf, self.source(), self.df_interaction
+            )
         parts = between**2 / self.df_interaction + within**2 / df_w
         df = max(total**2 / parts, float(self.df_interaction))
         q = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total)
@@ -117,6 +119,7 @@ class ProcessPool:
             within / total,
             round(df, 2),
             self.source(),
+            self.df_interaction,
         )
 
 

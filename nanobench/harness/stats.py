@@ -65,6 +65,9 @@ class Interval:
     # process's rounds, the comparison's own processes, or a pool over the run's systems.
     df: float = math.nan
     variance_from: str = ""
+    # The degrees of freedom of the variance the rounds do not shrink, what `better_informed`
+    # weighs: the comparison's processes (K - 1), a pool's interaction, a history's runs - 1.
+    process_df: float = 0.0
 
     @property
     def half_width(self) -> float:
@@ -167,11 +170,22 @@ def ratio_interval(
     comparison's earlier runs on this machine, and comes first.
     """
     lent = lent_interval(history, num_ms, den_ms, processes, confidence)
-    if lent is not None:
-        return lent
     if several(processes):
-        return _hierarchical(num_ms, den_ms, processes, confidence, pool)
-    return _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
+        return better_informed(lent, _hierarchical(num_ms, den_ms, processes, confidence, pool))
+    return lent or _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
+
+
+def better_informed(lent: Interval | None, own: Interval) -> Interval:
+    """The history's interval where its earlier runs give the variance a run's rounds cannot
+    shrink more degrees of freedom than the run's own processes or pool do, else the run's own.
+
+    Two processes leave a comparison's own process variance one degree of freedom, so three
+    earlier runs (two) are better; a pool of six systems in three processes has ten, and a
+    history of three runs in its place widened decode's intervals to high / low 2.0 (t = 4.3).
+    """
+    if lent is None:
+        return own
+    return lent if lent.process_df > own.process_df else own
 
 
 def lent_interval(history, num_ms, den_ms, processes, confidence: float) -> Interval | None:
@@ -197,7 +211,8 @@ def difference_interval(
     ratio = lent_interval(history, a_ms, b_ms, processes, confidence)
     if ratio is None and not several(processes):
         return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
-    ratio = ratio or _hierarchical(a_ms, b_ms, processes, confidence, pool)
+    if several(processes):
+        ratio = better_informed(ratio, _hierarchical(a_ms, b_ms, processes, confidence, pool))
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
     return replace(ratio, estimate=gm_b * (ratio.estimate - 1), low=low, high=high)
@@ -234,7 +249,9 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE, pool=None) ->
     between, within = variance_parts(groups)[:2]
     share = within / (between + within) if between + within else 1.0
     own = f"own: {len(groups)} processes"
-    return Interval(math.exp(estimate), low, high, int(y.size), len(groups), share, df, own)
+    return Interval(
+        math.exp(estimate), low, high, int(y.size), len(groups), share, df, own, len(groups) - 1
+    )
 
 
 def bounded_exp(x: float) -> float:
