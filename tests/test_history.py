@@ -278,38 +278,42 @@ def test_a_compile_run_reads_its_earlier_runs_and_no_history_neither_reads_nor_r
     assert said in result.stdout, "--no-history recorded none, the three before it did"
 
 
-def pooled_run(rng, systems=6, processes=3, rounds=12):
-    """A run of `systems` alike systems in `processes` processes: its pool and one ratio's
-    paired window medians with their process labels."""
-    from nanobench.harness.pooling import process_pool
-
-    labels = [(r % processes) + 1 for r in range(rounds)]
-    drift = rng.normal(0, 0.05, rounds)  # what every system of a round shares
-    ms = {}
-    for s in range(systems):
-        effect = rng.normal(0, 0.02, processes)
-        y = [drift[r] + effect[p - 1] + rng.normal(0, 0.03) for r, p in enumerate(labels)]
-        ms[f"s{s}"] = {
-            r + 1: (2.0 * math.exp(v), str(p)) for r, (v, p) in enumerate(zip(y, labels))
-        }
-    pool = process_pool(ms)
-    num = [ms["s0"][r + 1][0] for r in range(rounds)]
-    den = [ms["s1"][r + 1][0] for r in range(rounds)]
-    return pool, num, den, [str(p) for p in labels]
-
-
 def test_history_lends_only_where_it_has_more_degrees_of_freedom_than_the_run():
     """Three earlier runs (2 df) beat two processes' own variance (1 df), not a pool of six
     systems in three processes (10 df); twelve earlier runs (11 df) beat the pool too."""
+    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from tests.helpers import noisy_fleet
+
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(12, 12, 0.03, 1e9)
     rng = np.random.default_rng(11)
-    pool, num, den, labels = pooled_run(rng)
-    assert pool.usable and pool.df_interaction == 10
     quiet = dict(run_sd=0.0, process_sd=0.02, round_sd=0.03)
     few, many = history_of(rng, MIN_RUNS, **quiet), history_of(rng, 12, **quiet)
-    assert few.interval(num, den, labels, 0.95) is not None  # it would lend one
-    kept = ratio_interval(num, den, labels, pool=pool, history=few)
-    assert kept.variance_from.startswith("pooled") and kept.process_df == 10
-    lent = ratio_interval(num, den, labels, pool=pool, history=many)
+    six = run_rounds(noisy_fleet(3, 0, {n: 0.02 for n in "abcdef"}), plan, cmp)
+    own = intervals(six, cmp)["a/b"]
+    assert own.variance_from.startswith("pooled: 6 systems") and own.process_df == 10
+    kept = intervals(six, cmp, history={"a/b": few})["a/b"]
+    assert kept == own  # a history that would lend (its 2 df) is not better informed
+    lent = intervals(six, cmp, history={"a/b": many})["a/b"]
     assert lent.variance_from.startswith("history: 12") and lent.process_df == 11
-    two = [str((r % 2) + 1) for r in range(len(num))]
-    assert ratio_interval(num, den, two, history=few).variance_from.startswith("history: 3")
+    two = run_rounds(noisy_fleet(2, 0, {"a": 0.02, "b": 0.02}), plan, cmp)
+    assert intervals(two, cmp)["a/b"].process_df == 1
+    assert intervals(two, cmp, history={"a/b": few})["a/b"].variance_from.startswith("history: 3")
+
+
+def test_where_the_pool_refuses_a_comparison_history_weighs_against_its_own_processes():
+    """A system whose processes disagree past the pool keeps its own interval (K - 1 = 2 df):
+    five earlier runs (4 df), fewer than the pool's 10, are then the better informed."""
+    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from tests.helpers import noisy_fleet
+
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(12, 12, 0.03, 1e9)
+    wild = {"a": 0.5, **{n: 0.02 for n in "bcdef"}}
+    windows = run_rounds(noisy_fleet(3, 2, wild), plan, cmp)  # a seed whose F test refuses
+    own = intervals(windows, cmp)["a/b"]
+    assert own.variance_from == "own: 3 processes" and own.process_df == 2
+    rng = np.random.default_rng(5)
+    spread = history_of(rng, 5, run_sd=0.0, process_sd=0.5, round_sd=0.03)
+    lent = intervals(windows, cmp, history={"a/b": spread})["a/b"]
+    assert lent.variance_from.startswith("history: 5") and lent.process_df == 4

@@ -209,8 +209,9 @@ def own_group() -> dict:
 
     Not a session of its own: Linux's autogroup schedules each session as one group, and two
     workers setting up side by side, each its own session, ran their OpenMP steps about 3
-    times slower (a warm `dynamic` set-up 18 s against 11 alone, the same pair in one session
-    9.2 and 9.7 s). Python 3.10 has no `process_group` and keeps a session per worker.
+    times slower (a warm `dynamic` set-up, spawn to ready, 18 s against 11.4 alone; the same
+    pair in one session 11.4 s each). Python 3.10 has no `process_group` and keeps a session
+    per worker.
     """
     if sys.version_info >= (3, 11):
         return {"process_group": 0}
@@ -278,7 +279,7 @@ def exit_now() -> None:
     """Exit 0 once the final row is out, running what exit runs (the atexit handlers: logging's
     flush, Inductor's worker pool) but not the interpreter's teardown: freeing torch's modules
     and tensors took a worker about a second, and a fleet's nine closing at once on two cores
-    about 9 s of the run."""
+    about 9 s of the run. `_run_exitfuncs` is private, and what `sys.exit` itself calls."""
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

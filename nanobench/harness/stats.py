@@ -21,7 +21,9 @@ never a guess. The same input gives the same interval (fixed seed).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -167,25 +169,35 @@ def ratio_interval(
     `pool` (`pooling.ProcessPool`), when the run's systems allow one, gives the between-process
     variance more degrees of freedom than this comparison's own processes. `history`
     (`history.Calibration`), when it lends one, is the interval with the spread of this
-    comparison's earlier runs on this machine, and comes first.
+    comparison's earlier runs on this machine, where it is the better informed
+    (`better_informed`).
     """
     lent = lent_interval(history, num_ms, den_ms, processes, confidence)
     if several(processes):
-        return better_informed(lent, _hierarchical(num_ms, den_ms, processes, confidence, pool))
+        own = partial(_hierarchical, num_ms, den_ms, processes, confidence, pool)
+        return better_informed(lent, own, processes, pool)
     return lent or _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
-def better_informed(lent: Interval | None, own: Interval) -> Interval:
+def better_informed(
+    lent: Interval | None, own: Callable[[], Interval], processes, pool
+) -> Interval:
     """The history's interval where its earlier runs give the variance a run's rounds cannot
-    shrink more degrees of freedom than the run's own processes or pool do, else the run's own.
+    shrink more degrees of freedom than the run's own processes or pool do, else the run's own
+    (`own()`, computed only where the history could lose: its bootstrap is the costly part).
 
     Two processes leave a comparison's own process variance one degree of freedom, so three
     earlier runs (two) are better; a pool of six systems in three processes has ten, and a
     history of three runs in its place widened decode's intervals to high / low 2.0 (t = 4.3).
     """
     if lent is None:
-        return own
-    return lent if lent.process_df > own.process_df else own
+        return own()
+    # The most the run's own interval can have: its pool's, or its processes' K - 1.
+    most = pool.df_interaction if pool is not None and pool.usable else len(set(processes)) - 1
+    if lent.process_df > most:
+        return lent
+    found = own()
+    return lent if lent.process_df > found.process_df else found
 
 
 def lent_interval(history, num_ms, den_ms, processes, confidence: float) -> Interval | None:
@@ -212,7 +224,8 @@ def difference_interval(
     if ratio is None and not several(processes):
         return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
     if several(processes):
-        ratio = better_informed(ratio, _hierarchical(a_ms, b_ms, processes, confidence, pool))
+        own = partial(_hierarchical, a_ms, b_ms, processes, confidence, pool)
+        ratio = better_informed(ratio, own, processes, pool)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
     return replace(ratio, estimate=gm_b * (ratio.estimate - 1), low=low, high=high)
