@@ -37,6 +37,25 @@ def test_help_of_every_command_imports_no_heavy_module():
     assert heavy == "HEAVY:", heavy
 
 
+# What `nanobench compile`'s parent runs (its workers import torch; the parent only times them):
+# torch and dynamo there cost 2.4 s before the first worker starts, each run.
+COMPILE_PARENT = """
+import sys
+import nanobench.compile.run, nanobench.compile.gates, nanobench.compile.bench
+from nanobench.compile.spec import CompileSpec
+CompileSpec().validate().worker().step_shapes()
+print("TORCH:" + str("torch" in sys.modules))
+"""
+
+
+def test_the_compile_commands_parent_imports_no_torch():
+    out = subprocess.run(
+        [sys.executable, "-c", COMPILE_PARENT], capture_output=True, text=True, check=True,
+        timeout=120,
+    )  # fmt: skip
+    assert "TORCH:False" in out.stdout.splitlines(), out.stdout + out.stderr
+
+
 def description_lines(text: str) -> list[list[str]]:
     """The paragraphs of the help's description (after Usage, before the option boxes)."""
     lines = text.splitlines()

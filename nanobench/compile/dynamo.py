@@ -1,8 +1,7 @@
 """What the compile worker asks of dynamo: the shapes it will see, its limit, its compiler.
 
-What it is: `step_shapes(spec)` (the (rows, width) each decode step presents, open or through
-the bucket ladder), `predict(spec, guard_kind)` (builds and fall-back from that shape history
-alone, before running), `recompile_limit()` (dynamo's per-frame limit under either name),
+What it is: `predict(spec, guard_kind)` (builds and fall-back from the spec's shape history,
+`WorkerSpec.step_shapes`, alone, before running), `recompile_limit()` (dynamo's per-frame limit under either name),
 `compiler_for(backend)` (the `torch.compile` a mode's step is wrapped with), `quiet_dynamo()`
 and `short_reason(reason)` (a recompile reason on one line).
 What it is not: the sweep that runs the workers (`compile.bench`), the worker itself
@@ -19,20 +18,9 @@ from collections.abc import Callable
 import torch
 import torch._dynamo.config as dc
 
-from engine.buckets import DecodeBuckets
 from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
-from nanobench.cost.buckets import open_shapes
 from nanobench.cost.compile import predicts_fall_back
-
-
-def step_shapes(spec: WorkerSpec) -> list[tuple[int, int]]:
-    """(rows, width) each decode step presents: open, or through the bucket ladder."""
-    shapes = open_shapes(spec.rows, spec.prompt_len, spec.steps)
-    if not spec.bucketed:
-        return shapes
-    buckets = DecodeBuckets(spec.max_batch, spec.max_model_len, spec.width_multiple)
-    return [buckets.shape_for(r, w) for r, w in shapes]
 
 
 def recompile_limit() -> int:
@@ -40,7 +28,7 @@ def recompile_limit() -> int:
 
 
 def predict(spec: WorkerSpec, guard_kind: str) -> dict:
-    history = step_shapes(spec)
+    history = spec.step_shapes()
     return {
         "shapes": len(set(history)),
         "predicted_fall_back": predicts_fall_back(

@@ -11,7 +11,6 @@ of passing; an interval that straddles its target is inconclusive, never pass or
 from __future__ import annotations
 
 from engine.buckets import DecodeBuckets
-from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed
@@ -23,7 +22,7 @@ from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:
     """Measured, no fall-back, graphs reused, compile amortised; bucketed shapes on the ladder."""
     found = []
-    shapes = step_shapes(spec.worker())
+    shapes = spec.worker().step_shapes()
     for r in rows:
         if r.status != "ok":
             found.append(Gate(f"measured[{r.mode}]", False, r.status))

@@ -18,7 +18,6 @@ from functools import partial
 from pathlib import Path
 
 from nanobench.compile.bench import interleaved_sweep, member_name, members_of
-from nanobench.compile.dynamo import step_shapes
 from nanobench.compile.gates import gates
 from nanobench.compile.history import load as load_history
 from nanobench.compile.history import record as record_history
@@ -56,7 +55,7 @@ from reports.style import title
 
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:
     """The engine's fixes: its growing dimension is the width of the decode step's shape."""
-    widths = [w for _, w in step_shapes(spec.worker())]
+    widths = [w for _, w in spec.worker().step_shapes()]
     growth = [] if spec.bucketed else [Growth("width", 1, widths[0], widths[-1])]
     # dynamo's reasons carry the guard's file:line; the probe's guard texts stand in before.
     recompiled = [

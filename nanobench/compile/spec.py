@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from engine.buckets import DecodeBuckets
 from nanobench.compile.reduce_overhead import check_modes
+from nanobench.cost.buckets import open_shapes
 from nanobench.harness import options as o
 from nanobench.harness.change import check_columns, check_sides
 from nanobench.harness.errors import BadInput
@@ -154,3 +156,11 @@ class WorkerSpec:
     target: str = CompileSpec.target
     trace: str = ""  # the TORCH_TRACE root ("" untraced): each mode traces under root/mode
     process: int = 1  # which of the mode's workers: a later one skips what only the row needs
+
+    def step_shapes(self) -> list[tuple[int, int]]:
+        """(rows, width) each decode step presents: open, or through the bucket ladder."""
+        shapes = open_shapes(self.rows, self.prompt_len, self.steps)
+        if not self.bucketed:
+            return shapes
+        buckets = DecodeBuckets(self.max_batch, self.max_model_len, self.width_multiple)
+        return [buckets.shape_for(r, w) for r, w in shapes]

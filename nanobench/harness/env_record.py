@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import torch
-
 import nanobench
 from nanobench.harness.inductor_cache import cpu_model
 from nanobench.harness.rows import rebuild
@@ -90,6 +88,8 @@ def _cuda_driver() -> str | None:
 
 def collect_env(threads: int, argv: list[str]) -> EnvRecord:
     """This machine and process; `threads` is the torch thread count the workers ran with."""
+    import torch  # here, not at import: a command's parent starts without torch (0.8 s)
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cuda = torch.cuda.is_available()
     return EnvRecord(
