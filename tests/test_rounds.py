@@ -152,7 +152,7 @@ def test_later_workers_are_set_up_as_many_at_once_as_their_threads_leave_cores(
 ):
     """Each fake worker sleeps 1.5 s in its set-up and says when (its own clock): on 2 cores
     one-thread workers overlap two at a time (never 3), two-thread (or torch's default) ones
-    not at all; rows come back in the order asked, and after `stop` on every worker each
+    not at all; each row comes back with its key, and after `stop` on every worker each
     `close` still returns its final row."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     started: list[LiveWorker] = []
@@ -164,7 +164,7 @@ def test_later_workers_are_set_up_as_many_at_once_as_their_threads_leave_cores(
     names = ["a", "b", "c"]
     spawns = [(n, lambda n=n: spawn(n)) for n in names]
     got = list(start_side_by_side(spawns, timeout=60, threads=threads))
-    assert [key for key, _ in got] == names and [row["name"] for _, row in got] == names
+    assert sorted(key for key, _ in got) == names and all(k == r["name"] for k, r in got)
     spans = [(row["began"], row["ready"]) for _, row in got]
 
     def overlapping(t: float) -> int:
@@ -174,6 +174,17 @@ def test_later_workers_are_set_up_as_many_at_once_as_their_threads_leave_cores(
     for w in started:
         w.stop()
     assert [w.close(timeout=60)["served"] for w in started] == [0, 0, 0]
+
+
+def test_a_worker_ready_early_frees_its_core_for_the_next_at_once(tmp_path, monkeypatch):
+    """Two at a time: `a` sets up for 4 s, `b` and `c` for 0.5 s each. `c` takes the core `b`
+    frees, long before `a` is ready, and each row comes back as it is ready: b, c, a."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    setup_s = {"a": 4.0, "b": 0.5, "c": 0.5}
+    spawns = [(n, lambda n=n: worker(tmp_path, name=n, setup_s=setup_s[n])) for n in setup_s]
+    got = dict(start_side_by_side(spawns, timeout=60, threads=1))
+    assert list(got) == ["b", "c", "a"], got
+    assert got["c"]["began"] < got["a"]["ready"], got
 
 
 def test_run_fresh_is_a_live_worker_without_requests(tmp_path):

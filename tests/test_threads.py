@@ -12,6 +12,7 @@ The spec of the toy target is this file itself.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, replace
 
 import pytest
@@ -152,3 +153,43 @@ def test_the_kernel_bench_times_under_threads(this_process_at, asked):
     assert seen == [asked, asked]
     assert [r.threads for r in rows] == [asked, asked]
     assert torch.get_num_threads() == parent
+
+
+def cores_allowed(pid: int) -> dict[int, str]:
+    """Each thread of `pid` by its id: the cores it may run on, as /proc lists them."""
+    found = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/status") as f:
+            line = next(x for x in f if x.startswith("Cpus_allowed_list"))
+        found[int(task)] = line.split()[1]
+    return found
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux and two cores: the OpenMP team and a pinned timing thread",
+)
+def test_a_later_off_worker_set_up_on_one_thread_times_on_its_threads_over_every_core():
+    """A later `off` worker sets up on one thread (`session.set_up_threads`), then its windows
+    run on the asked two: the OpenMP team it starts then must keep every core, not inherit the
+    pinned timing thread's one (there, both threads shared a core: 164 ms steps, not 1.8)."""
+    from engine.sources import materialize_preset
+    from nanobench.compile.bench import WORKER
+    from nanobench.compile.spec import WorkerSpec
+    from nanobench.harness.fresh import LiveWorker
+    from nanobench.harness.rounds import live_window
+
+    spec = WorkerSpec(model=str(materialize_preset("tiny")), steps=2, threads=2, process=2)
+    worker = LiveWorker(WORKER, asdict(spec))
+    try:
+        worker.start(300)
+        pin = max(os.sched_getaffinity(0))
+        assert live_window(worker, "off", 300, 1, pin)(1).status == "ok"
+        allowed = cores_allowed(worker.proc.pid)
+        every = cores_allowed(os.getpid())[os.getpid()]
+        assert allowed.pop(worker.proc.pid) == str(pin)  # the timing thread, pinned
+        assert allowed and set(allowed.values()) == {every}, (every, allowed)
+        final = worker.close(300)
+        assert final["threads"] == 2, final
+    finally:
+        worker.kill()

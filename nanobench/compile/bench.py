@@ -181,7 +181,7 @@ def interleaved_sweep(
                      on_round=on_round, history=history)  # fmt: skip
         for name, finals in fleet.close(live).items():
             row = closed_row(rows[name], [annotate(f, by_name[name]) for f in finals])
-            rows[name] = replace(row, setup_s=fleet.setup_s[name][0],
+            rows[name] = replace(row, setup_s=fleet.setup_s[name][1],
                                  later_setup_s=fleet.later_setup_s(name))  # fmt: skip
             on_row(rows[name])
     return list(rows.values()), windows

@@ -254,7 +254,7 @@ def close_members(fleet: Fleet, live: list[DecodeMember], rows, probes, on_row) 
             probes[m.side] = closed_probe(probes[m.side], finals.get(m.name, []))
             continue
         row = closed_row(rows[m.name], finals[m.name])
-        rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][0],
+        rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][1],
                                later_setup_s=fleet.later_setup_s(m.name))  # fmt: skip
         on_row(rows[m.name])
 

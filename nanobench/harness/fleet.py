@@ -77,9 +77,9 @@ class Fleet:
         self.on_status = on_status
         self.workers: dict[str, list[LiveWorker]] = {}
         self.dirs: list[str] = []
-        # Seconds from spawn to ready on the parent's clock, by member, in process order: a
-        # later worker's set-up against the first's is what --processes costs.
-        self.setup_s: dict[str, list[float]] = {}
+        # Seconds from spawn to ready on the parent's clock, by member and process: a later
+        # worker's set-up against the first's is what --processes costs.
+        self.setup_s: dict[str, dict[int, float]] = {}
         self._spawned: dict[tuple[str, int], float] = {}
 
     def __enter__(self) -> Fleet:
@@ -121,26 +121,27 @@ class Fleet:
     def ready(self, name: str, process: int) -> float:
         """Record (and return) worker `process` of `name`'s set-up seconds, once it is ready."""
         seconds = round(time.monotonic() - self._spawned[(name, process)], 3)
-        self.setup_s.setdefault(name, []).append(seconds)
+        self.setup_s.setdefault(name, {})[process] = seconds
         return seconds
 
     def later_setup_s(self, name: str) -> float | None:
         """The median set-up seconds of a member's later workers; None without any."""
-        later = self.setup_s.get(name, [])[1:]
+        later = [s for p, s in self.setup_s.get(name, {}).items() if p > 1]
         return round(statistics.median(later), 3) if later else None
 
     def later(
         self, members: dict[str, tuple[Callable[[int], dict], dict[str, str]]], processes: int
     ) -> Iterator[tuple[str, int, dict]]:
         """(member, process, ready row) for workers 2..processes of every member, set up side
-        by side; `members[name]` is (the payload of process p, the environment)."""
+        by side, each as it is ready; `members[name]` is (the payload of process p, the
+        environment)."""
         spawns = [
             ((name, p), partial(self.spawn, name, p, payload(p), env))
             for name, (payload, env) in members.items()
             for p in range(2, processes + 1)
         ]
         for (name, process), ready in start_side_by_side(spawns, self.timeout, self.threads):
-            # Side by side, a worker may have been ready before the fleet looked: an upper bound.
+            # Seen within a poll of being ready (`fresh.first_answered`), in the order they are.
             seconds = self.ready(name, process)
             self.on_status(f"{tag(name, process)}: ready in {seconds:.1f} s")
             yield name, process, ready

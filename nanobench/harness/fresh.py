@@ -127,6 +127,10 @@ class LiveWorker:
         detail = (last or (tail[-1] if tail else f"exit {code}")).replace("nanobench-worker: ", "")
         return f"error: {detail[:300]}"
 
+    def answered(self) -> bool:
+        """Whether an answer (or the end of the process) waits to be read: `start` would not block."""
+        return self.ended is not None or not self._events.empty()
+
     def start(self, timeout: float) -> dict:
         """The session's `ready` row: what it built and measured before any request."""
         return self._wait("ready", timeout)
@@ -165,15 +169,16 @@ class LiveWorker:
 
 
 def start_side_by_side(spawns: list, timeout: float, threads: int = 0) -> Iterator[tuple]:
-    """(key, ready row) for each (key, spawn) in order, as many set up at once as the cores hold
-    workers of `threads` threads (0: torch's default, every core, so one at a time).
+    """(key, ready row) for each (key, spawn) as it is ready, as many set up at once as the cores
+    hold workers of `threads` threads (0: torch's default, every core, so one at a time).
 
     For workers whose set-up nothing reports (a mode's or system's later workers: compile
     seconds and first passes are the first worker's), and which are timed only once all are
     ready, so they need not take turns. A set-up runs the step on its threads, and OpenMP
     threads of two processes sharing cores wait on each other, so workers that would
-    oversubscribe the cores take turns. `spawn()` returns a LiveWorker its caller has already
-    registered, so an interrupt kills it.
+    oversubscribe the cores take turns. A worker ready early frees its core for the next at
+    once (a third `dynamic` worker sets up in half a second's time). `spawn()` returns a
+    LiveWorker its caller has already registered, so an interrupt kills it.
     """
     cores = os.cpu_count() or 1
     at_once = max(1, cores // (threads or cores))
@@ -181,9 +186,19 @@ def start_side_by_side(spawns: list, timeout: float, threads: int = 0) -> Iterat
     while pending or running:
         while pending and len(running) < at_once:
             key, spawn = pending.pop(0)
-            running.append((key, spawn()))
-        key, worker = running.pop(0)
-        yield key, worker.start(timeout)
+            running.append((key, spawn(), time.monotonic() + timeout))
+        key, worker, deadline = running.pop(first_answered(running))
+        yield key, worker.start(max(0.0, deadline - time.monotonic()))
+
+
+def first_answered(running: list[tuple], poll_s: float = 0.02) -> int:
+    """The index of the first (key, worker, deadline) whose worker has answered or ended, or
+    whose deadline has passed (its `start` then times out at once)."""
+    while True:
+        for i, (_, worker, deadline) in enumerate(running):
+            if worker.answered() or time.monotonic() >= deadline:
+                return i
+        time.sleep(poll_s)
 
 
 def run_fresh(
