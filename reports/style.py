@@ -91,8 +91,7 @@ def fit_table(console, table: Table):
     Rich squeezes a table wider than the terminal by cutting cells to an ellipsis ("mo…", "0.…"),
     which leaves nothing to read; a block per row keeps every figure whole at 80 columns.
     """
-    unbounded = console.options.update_width(10**6)
-    if Measurement.get(console, unbounded, table).minimum <= console.width:
+    if narrowest_width(console, table) <= console.width:
         return table
     headers = [literal(c.header) for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
@@ -106,6 +105,22 @@ def fit_table(console, table: Table):
             block.add_row(header, column[i])
         blocks += [block, Text("")]
     return Group(*blocks)
+
+
+def narrowest_width(console, table: Table) -> int:
+    """The table's narrowest layout: rich's minimum, but a `no_wrap` column at its widest cell.
+
+    Rich measures a no_wrap cell by its longest word ("0.72x" of "0.72x ±0.04"), then cuts the
+    cell it cannot wrap to an ellipsis; such a column is as wide as its widest cell, whole.
+    """
+    unbounded = console.options.update_width(10**6)
+    minimum = Measurement.get(console, unbounded, table).minimum
+    for column in table.columns:
+        if not column.no_wrap:
+            continue
+        cells = [Measurement.get(console, unbounded, c) for c in (column.header, *column.cells)]
+        minimum += max(m.maximum for m in cells) - max(m.minimum for m in cells)
+    return minimum
 
 
 def literal(text) -> Text:

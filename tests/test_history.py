@@ -31,11 +31,11 @@ from tests.test_decode_cmd import run_spec
 K, R = 2, 10  # processes, rounds: decode's default processes
 
 
-def simulated_run(rng, run_sd=0.06, process_sd=0.01, round_sd=0.03, shift=0.0):
+def simulated_run(rng, run_sd=0.06, process_sd=0.01, round_sd=0.03, shift=0.0, k=K):
     """One run's paired window medians (numerator, denominator) and process labels."""
     run = rng.normal(shift, run_sd)
-    labels = [(r % K) + 1 for r in range(R)]
-    effects = {p: rng.normal(0, process_sd) for p in range(1, K + 1)}
+    labels = [(r % k) + 1 for r in range(R)]
+    effects = {p: rng.normal(0, process_sd) for p in range(1, k + 1)}
     y = np.array([run + effects[p] + rng.normal(0, round_sd) for p in labels])
     den = np.full(R, 2.0)
     return list(den * np.exp(y)), list(den), labels
@@ -317,3 +317,40 @@ def test_where_the_pool_refuses_a_comparison_history_weighs_against_its_own_proc
     spread = history_of(rng, 5, run_sd=0.0, process_sd=0.5, round_sd=0.03)
     lent = intervals(windows, cmp, history={"a/b": spread})["a/b"]
     assert lent.variance_from.startswith("history: 5") and lent.process_df == 4
+
+
+def test_earlier_runs_that_vary_more_than_the_run_admits_are_lent_with_fewer_degrees_of_freedom():
+    """Three earlier runs (2 df) against a pool's 10: lent where the runs spread 0.15 in log
+    (an effect the run's processes all share), not where they agree (the test above)."""
+    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from tests.helpers import noisy_fleet
+
+    cmp = [Comparison("a/b", "a", "b")]
+    plan = RoundPlan(12, 12, 0.03, 1e9)
+    six = run_rounds(noisy_fleet(3, 0, {n: 0.02 for n in "abcdef"}), plan, cmp)
+    own = intervals(six, cmp)["a/b"]
+    assert own.process_df == 10
+    rng = np.random.default_rng(2)
+    varied = history_of(rng, MIN_RUNS, run_sd=0.15, process_sd=0.02, round_sd=0.03)
+    lent = intervals(six, cmp, history={"a/b": varied})["a/b"]
+    assert lent.variance_from == (
+        f"history: {MIN_RUNS} earlier runs on this machine, spread wider than this run's own"
+    )
+    assert lent.process_df == MIN_RUNS - 1 and lent.high / lent.low > own.high / own.low
+
+
+def test_a_run_effect_three_processes_cannot_see_is_covered_once_three_runs_are_history():
+    """Three processes (2 df) and three earlier runs (2 df): neither has more degrees of
+    freedom, so only the runs' spread against the run's own interval can lend the history.
+    An F test on 2 df misses some run effects, so coverage is short of 95%, and far above own."""
+    rng = np.random.default_rng(13)
+    own = lent = 0
+    trials = 200
+    for _ in range(trials):
+        calibration = history_of(rng, MIN_RUNS, k=3)
+        num, den, labels = simulated_run(rng, k=3)
+        own += covers(ratio_interval(num, den, labels))
+        lent += covers(ratio_interval(num, den, labels, history=calibration))
+    print(f"coverage of the true ratio: own {own / trials:.0%}, lent {lent / trials:.0%}")
+    assert own / trials < 0.60, "the simulation must hold an effect one run cannot see"
+    assert lent / trials >= 0.85

@@ -411,3 +411,18 @@ def test_two_processes_that_disagree_widely_give_an_open_interval_not_an_overflo
     found = ratio_interval(a, b, [1] * 5 + [2] * 5, 0.95)
     assert found.low >= 0.0 and found.high >= found.estimate
     assert found.low < 1.0 < found.high  # processes this far apart decide nothing
+
+
+def test_a_decided_run_waits_for_no_rounds_on_a_ratio_only_more_processes_would_narrow():
+    """Processes that differ by 30% leave a/b wider than +-10% however many rounds run: once the
+    gates are decided the run stops at the first look, not at the cap."""
+    from tests.helpers import noisy_fleet
+
+    fleet = noisy_fleet(3, 4, {"a": 0.3, "b": 0.3})
+    plan = RoundPlan(3, 30, 0.001, 1e9)
+    cmp = [Comparison("a/b", "a", "b")]
+    got = run_rounds(fleet, plan, cmp, decided=lambda w, c: True)
+    stopped = max(w.round for w in got)
+    found = intervals(got, cmp, look_confidence(plan, stopped))["a/b"]
+    assert found.rel_half_width_unshrinkable > DECIDED_REL_CI, "the case this test is about"
+    assert stopped == looks(plan)[0]

@@ -69,3 +69,31 @@ def test_piped_output_is_160_columns_whatever_columns_says(monkeypatch):
     monkeypatch.setattr(sys, "stdout", io.StringIO())  # piped, whatever runs the suite
     monkeypatch.setenv("COLUMNS", "80")
     assert stdout_console().width == 160
+
+
+def unwrapped_table() -> Table:
+    """decode's table: every column no_wrap, so a cell that does not fit is cut, not folded."""
+    table = Table(title="decode: tiny, cpu float32")
+    for header in ("system", "ms/step (IQR)", "x hf-eager", "x hf-comp", "x floor"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_row("engine-eager", "1.95 (0.16)", "0.72x ±0.03", "0.90x ±0.04", "6.25x ±0.21")
+    table.add_row("hf-eager", "2.71 (0.19)", "1.00x ±0.00", "1.25x ±0.03", "8.66x ±0.29")
+    return table
+
+
+def test_a_no_wrap_column_narrower_than_its_widest_cell_prints_blocks_not_an_ellipsis():
+    """rich measures a no_wrap cell by its longest word, so its minimum fits where the cells
+    do not: a width just under the table's whole one is where rich alone cuts them."""
+    whole = Console(width=500, record=True, file=io.StringIO())
+    whole.print(unwrapped_table())
+    width = max(len(line.rstrip()) for line in whole.export_text().splitlines()) - 2
+    bare = Console(width=width, record=True, file=io.StringIO())
+    bare.print(unwrapped_table())
+    assert "…" in bare.export_text()  # the defect, on rich alone
+    hooked = Console(width=width, record=True, file=io.StringIO())
+    hooked.push_render_hook(FitTables(hooked))
+    hooked.print(unwrapped_table())
+    text = hooked.export_text()
+    assert "…" not in text
+    for cell in ("0.72x ±0.03", "6.25x ±0.21", "8.66x ±0.29", "1.95 (0.16)"):
+        assert cell in text

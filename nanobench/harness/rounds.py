@@ -260,9 +260,10 @@ def run_rounds(
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
     Stop after round r (counting from 1) when r is a look (`looks`) and either every
-    comparison between two live systems has rel_half_width <= rel_ci, or every one has it
-    within DECIDED_REL_CI and `decided(windows, level)` says every gate of the run is decided at
-    that look's level (`look_confidence`);
+    comparison between two live systems has rel_half_width <= rel_ci, or every one that more
+    rounds could narrow to DECIDED_REL_CI has it there and `decided(windows, level)` says every
+    gate of the run is decided at that look's level (`look_confidence`): a ratio whose variance
+    is its processes' or its earlier runs' (`rel_half_width_unshrinkable`) waits for no rounds;
     or when r >= min_rounds and no comparison is open; or r == max_rounds, or budget_s has
     passed. on_round sees the intervals at the level a stop after round r would report;
     `history` lends a comparison its earlier runs' spread, as the rows will (`intervals`).
@@ -287,9 +288,12 @@ def run_rounds(
         if not live or (r >= plan.min_rounds and not open_ones):
             break
         widths = [i.rel_half_width for i in open_ones]
+        narrowable = [
+            i.rel_half_width for i in open_ones if i.rel_half_width_unshrinkable <= DECIDED_REL_CI
+        ]
         if r in schedule and (
             all(w <= plan.rel_ci for w in widths)
-            or (all(w <= DECIDED_REL_CI for w in widths) and decided(windows, level))
+            or (all(w <= DECIDED_REL_CI for w in narrowable) and decided(windows, level))
         ):
             break
         if clock() - start >= plan.budget_s:

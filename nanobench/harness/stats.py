@@ -83,6 +83,12 @@ class Interval:
             return math.inf
         return self.half_width / abs(self.estimate) if self.estimate else math.inf
 
+    @property
+    def rel_half_width_unshrinkable(self) -> float:
+        """About the rel_half_width more rounds alone could reach: the variance they do not
+        shrink (1 - within_share of it) at the same t quantile."""
+        return self.rel_half_width * math.sqrt(max(0.0, 1.0 - self.within_share))
+
 
 def spread(ms: list[float] | np.ndarray) -> Spread | None:
     """Median, 25th/75th percentiles, IQR and std/mean of the samples; None without samples."""
@@ -175,15 +181,17 @@ def ratio_interval(
     lent = lent_interval(history, num_ms, den_ms, processes, confidence)
     if several(processes):
         own = partial(_hierarchical, num_ms, den_ms, processes, confidence, pool)
-        return better_informed(lent, own, processes, pool)
+        return better_informed(lent, own, processes, pool, confidence)
     return lent or _bootstrap(num_ms, den_ms, _geometric_mean_ratio, confidence)
 
 
 def better_informed(
-    lent: Interval | None, own: Callable[[], Interval], processes, pool
-) -> Interval:
+    lent: Interval | None, own: Callable[[], Interval], processes, pool,
+    confidence: float = CONFIDENCE,
+) -> Interval:  # fmt: skip
     """The history's interval where its earlier runs give the variance a run's rounds cannot
-    shrink more degrees of freedom than the run's own processes or pool do, else the run's own
+    shrink more degrees of freedom than the run's own processes or pool do, or where they
+    vary more than the run's own interval admits (`runs_vary_more`); else the run's own
     (`own()`, computed only where the history could lose: its bootstrap is the costly part).
 
     Two processes leave a comparison's own process variance one degree of freedom, so three
@@ -197,7 +205,42 @@ def better_informed(
     if lent.process_df > most:
         return lent
     found = own()
-    return lent if lent.process_df > found.process_df else found
+    if lent.process_df > found.process_df:
+        return lent
+    if runs_vary_more(lent, found, confidence):
+        return replace(
+            lent, variance_from=f"{lent.variance_from}, spread wider than this run's own"
+        )
+    return found
+
+
+RUN_EFFECT_ALPHA = 0.05  # the F test that lends a history for a spread the run cannot see
+
+
+def runs_vary_more(lent: Interval, found: Interval, confidence: float = CONFIDENCE) -> bool:
+    """The earlier runs' variance over the run's own, past F(RUN_EFFECT_ALPHA; runs - 1, df).
+
+    What every process of a run shares (the neighbours that hour, against a floor that does not
+    follow them) is in no interval one run computes: six decode runs' pooled floor intervals
+    (high / low 1.04) held the others' median in 4 of 6 while the runs spread 0.03 in log. The
+    variances are read back from the intervals, (log(high / low) / 2 t_df)^2; the own one's t
+    ignores its bootstrap's small-sample factor, which only makes the test lend less often.
+    """
+    from scipy.stats import f, t
+
+    def variance(i: Interval) -> float:
+        df = i.df if math.isfinite(i.df) and i.df > 0 else 1e6
+        q = float(t.ppf(0.5 + confidence / 2, df))
+        return (math.log(i.high / i.low) / (2 * q)) ** 2
+
+    if not all(math.isfinite(e) and e > 0 for e in (lent.low, lent.high, found.low, found.high)):
+        return False
+    own_var = variance(found)
+    if own_var == 0:
+        return variance(lent) > 0
+    found_df = found.df if math.isfinite(found.df) and found.df > 0 else 1e6
+    crit = float(f.ppf(1 - RUN_EFFECT_ALPHA, lent.process_df, found_df))
+    return variance(lent) / own_var > crit
 
 
 def lent_interval(history, num_ms, den_ms, processes, confidence: float) -> Interval | None:
@@ -225,7 +268,7 @@ def difference_interval(
         return _bootstrap(a_ms, b_ms, _geometric_mean_difference, confidence)
     if several(processes):
         own = partial(_hierarchical, a_ms, b_ms, processes, confidence, pool)
-        ratio = better_informed(ratio, own, processes, pool)
+        ratio = better_informed(ratio, own, processes, pool, confidence)
     gm_b = float(np.exp(np.mean(np.log(np.asarray(b_ms, dtype=float)))))
     low, high = (gm_b * (end - 1) for end in (ratio.low, ratio.high))
     return replace(ratio, estimate=gm_b * (ratio.estimate - 1), low=low, high=high)
