@@ -13,8 +13,9 @@ in decimal megabytes beside a binary one; a table's cell is printed whole at any
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.measure import Measurement
+import io
+
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -85,13 +86,14 @@ def gate_mark(g) -> str:
 
 
 def fit_table(console, table: Table):
-    """`table` when its narrowest layout fits the console; else one block per row, its first
-    cell the block's title and each other column a `header  value` line.
+    """`table` when rich prints it at the console's width with every cell whole (`cuts_cells`);
+    else one block per row, its first cell the block's title and each other column a
+    `header  value` line.
 
     Rich squeezes a table wider than the terminal by cutting cells to an ellipsis ("mo…", "0.…"),
     which leaves nothing to read; a block per row keeps every figure whole at 80 columns.
     """
-    if narrowest_width(console, table) <= console.width:
+    if not cuts_cells(console, table):
         return table
     headers = [literal(c.header) for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
@@ -107,20 +109,20 @@ def fit_table(console, table: Table):
     return Group(*blocks)
 
 
-def narrowest_width(console, table: Table) -> int:
-    """The table's narrowest layout: rich's minimum, but a `no_wrap` column at its widest cell.
+def cuts_cells(console, table: Table) -> bool:
+    """Whether rich, printing `table` at the console's width, cuts a cell to an ellipsis.
 
-    Rich measures a no_wrap cell by its longest word ("0.72x" of "0.72x ±0.04"), then cuts the
-    cell it cannot wrap to an ellipsis; such a column is as wide as its widest cell, whole.
+    Neither of rich's measures says so: a no_wrap cell is measured by its longest word ("0.72x"
+    of "0.72x ±0.04"), and a table too wide collapses its widest wrapping columns first, below
+    their longest word ("eager-after-f…"). So the table is laid out once, off screen, and read.
     """
-    unbounded = console.options.update_width(10**6)
-    minimum = Measurement.get(console, unbounded, table).minimum
-    for column in table.columns:
-        if not column.no_wrap:
-            continue
-        cells = [Measurement.get(console, unbounded, c) for c in (column.header, *column.cells)]
-        minimum += max(m.maximum for m in cells) - max(m.minimum for m in cells)
-    return minimum
+    own = [table.title, *(c.header for c in table.columns)]
+    own += [cell for c in table.columns for cell in c.cells]
+    already = sum(str(t).count("…") for t in own if t is not None)
+    off = Console(width=console.width, file=io.StringIO(), markup=False, emoji=False)
+    with off.capture() as captured:
+        off.print(table)
+    return captured.get().count("…") > already
 
 
 def literal(text) -> Text:
