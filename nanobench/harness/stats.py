@@ -228,9 +228,11 @@ def runs_vary_more(lent: Interval, found: Interval, confidence: float = CONFIDEN
     """
     from scipy.stats import f, t
 
+    def df(i: Interval) -> float:
+        return i.df if math.isfinite(i.df) and i.df > 0 else 1e6  # no df: a normal quantile
+
     def variance(i: Interval) -> float:
-        df = i.df if math.isfinite(i.df) and i.df > 0 else 1e6
-        q = float(t.ppf(0.5 + confidence / 2, df))
+        q = float(t.ppf(0.5 + confidence / 2, df(i)))
         return (math.log(i.high / i.low) / (2 * q)) ** 2
 
     if not all(math.isfinite(e) and e > 0 for e in (lent.low, lent.high, found.low, found.high)):
@@ -238,8 +240,7 @@ def runs_vary_more(lent: Interval, found: Interval, confidence: float = CONFIDEN
     own_var = variance(found)
     if own_var == 0:
         return variance(lent) > 0
-    found_df = found.df if math.isfinite(found.df) and found.df > 0 else 1e6
-    crit = float(f.ppf(1 - RUN_EFFECT_ALPHA, lent.process_df, found_df))
+    crit = float(f.ppf(1 - RUN_EFFECT_ALPHA, lent.process_df, df(found)))
     return variance(lent) / own_var > crit
 
 
