@@ -15,6 +15,7 @@ from nanobench import __version__
 from nanobench.commands import COMMANDS, Command, help_of
 from nanobench.compare.command import compare_command
 from nanobench.harness.console import OneLineErrors
+from nanobench.history.command import history_command
 from nanobench.sweep.command import SWEEP
 
 app = typer.Typer(
@@ -47,8 +48,10 @@ def main(version: VersionOpt = False) -> None:
 
 # compare reads saved runs and measures nothing, so it is no sweep's command: registered here.
 COMPARE = Command("compare", compare_command, doc="docs/measuring.md")
+# history reads and clears earlier runs' records and measures nothing: registered here too.
+HISTORY = Command("history", history_command, doc="docs/measuring.md")
 
-for _c in (*COMMANDS, SWEEP, COMPARE):
+for _c in (*COMMANDS, SWEEP, COMPARE, HISTORY):
     app.command(_c.name, help=help_of(_c))(_c.run)
     for _alias in _c.aliases:
         app.command(_alias, hidden=True, help=help_of(_c))(_c.run)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import colour, gate_mark, interval_sources
+from reports.style import colour, gate_mark, history_lines, interval_sources
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -168,6 +168,8 @@ def row_notes(console, rows: list) -> None:
             console.print(f"{r.mode}: trace {r.trace_index or r.trace_dir}", markup=False)
     for source in interval_sources((r.speedup_variance, r.speedup_df) for r in rows):
         console.print(f"speedup intervals: process variance {source}", markup=False)
+    for line in history_lines((r.mode, r.history) for r in rows):
+        console.print(line, markup=False)
     note = next((r.load_note for r in rows if r.load_note), None)
     if note:
         console.print(f"every row: {note}", markup=False)

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import binary_bytes, colour, gate_mark, interval_sources
+from reports.style import binary_bytes, colour, gate_mark, history_lines, interval_sources
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -123,6 +123,8 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
     pairs = [(getattr(r, f"{c}_variance"), getattr(r, f"{c}_df")) for r in rows for c in columns]
     for source in interval_sources(pairs):
         console.print(f"ratio intervals: process variance {source}", markup=False)
+    for line in history_lines((r.system, r.history) for r in rows):
+        console.print(line, markup=False)
     note = next((r.load_note for r in rows if r.load_note), None)
     if note:
         console.print(f"every row: {note}", markup=False)

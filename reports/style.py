@@ -80,6 +80,16 @@ def interval_sources(pairs) -> list[str]:
     return lines
 
 
+def history_lines(pairs) -> list[str]:
+    """'history of dynamic, static: none yet for this code': each distinct history note among
+    (name, note) pairs, once, with the names it holds for."""
+    by: dict[str, list[str]] = {}
+    for name, note in pairs:
+        if note:
+            by.setdefault(note, []).append(name)
+    return [f"history of {', '.join(names)}: {note}" for note, names in by.items()]
+
+
 def gate_mark(g) -> str:
     """How a gate's verdict reads in every table: pass, FAIL or can't tell."""
     return {"pass": "pass", "fail": "FAIL", "inconclusive": "can't tell"}[g.verdict]

@@ -17,14 +17,9 @@ from nanobench.decode import history as decode_history
 from nanobench.decode.derive import derive
 from nanobench.decode.roofline import PROBE
 from nanobench.decode.rows import SystemRow
-from nanobench.harness.history import (
-    KEEP_RUNS,
-    MIN_RUNS,
-    Calibration,
-    Past,
-    RunHistory,
-    past_of,
-)
+from nanobench.harness.code_identity import CodeIdentity
+from nanobench.harness.history import KEEP_RUNS, MIN_RUNS, Calibration, Past, past_of
+from nanobench.harness.history_store import KeyFacts, RunHistory
 from nanobench.harness.stats import ratio_interval
 from tests.test_decode_cmd import run_spec
 
@@ -42,7 +37,17 @@ def simulated_run(rng, run_sd=0.06, process_sd=0.01, round_sd=0.03, shift=0.0, k
 
 
 def history_of(rng, runs: int, **kw) -> Calibration:
-    return Calibration(tuple(past_of(*simulated_run(rng, **kw)) for _ in range(runs)))
+    """`runs` simulated earlier runs, screened as the store screens them."""
+    return Calibration.of(tuple(past_of(*simulated_run(rng, **kw)) for _ in range(runs)))
+
+
+def at(day: int, hour: int = 0) -> str:
+    return f"2026-12-{day:02d}T{hour:02d}:00:00Z"
+
+
+def facts(comparison: str = "a/b") -> KeyFacts:
+    code = CodeIdentity("", "m", "0.1.0", "n", "e", "5.0")
+    return KeyFacts("compile", comparison, "", "tiny", code, {"cpu": "x"}, {"rows": 1})
 
 
 def covers(interval) -> bool:
@@ -94,7 +99,8 @@ def test_a_run_unlike_its_history_keeps_its_own_interval():
     assert calibration.interval(num, den, labels, 0.95) is None
     num, den, labels = simulated_run(rng, run_sd=0.0)
     found = calibration.interval(num, den, labels, 0.95)
-    assert found is not None and found.variance_from == "history: 8 earlier runs on this machine"
+    assert found is not None
+    assert found.variance_from.startswith("history: 8 earlier runs on this machine since 20")
 
 
 def test_fewer_than_min_runs_lend_nothing():
@@ -105,22 +111,25 @@ def test_fewer_than_min_runs_lend_nothing():
 
 
 def test_tau2_is_the_spread_of_the_estimates_less_their_within_part():
-    pasts = (Past(0.0, 0.001, 10), Past(0.1, 0.001, 10), Past(0.2, 0.001, 10))
+    pasts = tuple(Past(y, 0.001, 10, at(1)) for y in (0.0, 0.1, 0.2))
     # var(0, 0.1, 0.2) with ddof 1 is 0.01, by hand
     assert Calibration(pasts).tau2() == pytest.approx(0.01 - 0.001)
-    assert Calibration((Past(0.0, 0.5, 10),) * 3).tau2() == 0.0, "never below zero"
+    assert Calibration((Past(0.0, 0.5, 10, at(1)),) * 3).tau2() == 0.0, "never below zero"
 
 
 def test_the_store_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path):
-    store = RunHistory(tmp_path)
+    store, key = RunHistory(tmp_path), facts()
     for i in range(KEEP_RUNS + 3):
-        store.record("k", Past(float(i), 0.01, 10))
-    with open(tmp_path / "k.jsonl", "a") as f:
+        store.record(key, Past(i / 100, 0.01, 10, at(1, i % 24)))
+    with open(tmp_path / f"{key.key()}.jsonl", "a") as f:
         f.write('{"log_ratio": 1.0, "within')  # a run killed mid-write
-    found = store.calibration("k")
-    assert found.runs == KEEP_RUNS and found.pasts[0].log_ratio == 3.0
+        f.write('\n{"tool": "not ours"}\n')  # a foreign line
+    found = store.calibration(key.key())
+    assert found.runs == KEEP_RUNS and found.pasts[0].log_ratio == 0.03
+    assert found.skipped == 2 and "2 unreadable lines skipped" in found.source()
     assert store.calibration("absent").runs == 0
-    assert json.loads((tmp_path / "k.jsonl").read_text().splitlines()[0])["rounds"] == 10
+    assert json.loads((tmp_path / f"{key.key()}.jsonl").read_text().splitlines()[0])["rounds"] == 10
+    assert store.facts(key.key()) == key, "the key's facts are kept beside its runs"
 
 
 def steady_windows(rng, systems, rounds=6, run_effect=0.0):
@@ -144,14 +153,15 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
     from nanobench.decode.rows import ProbeRow
 
     probe = ProbeRow("ok", PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3)
+    keys = decode_history.keys(spec, 2, systems)
     for _ in range(MIN_RUNS):
         windows = steady_windows(rng, (*systems, PROBE), run_effect=rng.normal(0, 0.05))
         rows = derive(rows_in, spec, probe, windows)
         # engine-eager: to hf-eager and to the floor; hf-eager: to the floor (never to itself)
-        assert decode_history.record(store, spec, 2, rows, windows) == 3
-    loaded = decode_history.load(store, spec, 2, systems)
+        assert decode_history.record(store, keys, rows, windows) == 3
+    loaded = decode_history.load(store, keys)
     assert loaded[("engine-eager", "ratio_vs_floor")].runs == MIN_RUNS
-    assert loaded[("hf-eager", "ratio_vs_hf_eager")].runs == 0
+    assert ("hf-eager", "ratio_vs_hf_eager") not in loaded, "never a system against itself"
     from nanobench.decode.bench import comparisons
 
     named = decode_history.by_comparison(loaded)
@@ -160,13 +170,18 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
     assert named["engine-eager/floor"] is loaded[("engine-eager", "ratio_vs_floor")]
     windows = steady_windows(rng, (*systems, PROBE))
     row = derive(rows_in, spec, probe, windows, history=loaded)[0]
-    assert row.ratio_vs_floor_variance == f"history: {MIN_RUNS} earlier runs on this machine"
-    assert row.ratio_vs_hf_eager_low <= row.ratio_vs_hf_eager <= row.ratio_vs_hf_eager_high
-    other = decode_history.load(store, run_spec(rows=4), 2, systems)
-    assert other[("engine-eager", "ratio_vs_floor")].runs == 0, "other settings, other key"
-    assert (
-        decode_history.load(store, spec, 3, systems)[("engine-eager", "ratio_vs_floor")].runs == 0
+    assert row.ratio_vs_floor_variance.startswith(
+        f"history: {MIN_RUNS} earlier runs on this machine since 20"
     )
+    assert row.history.startswith(f"{MIN_RUNS} earlier runs of this code since 20")
+    assert row.ratio_vs_hf_eager_low <= row.ratio_vs_hf_eager <= row.ratio_vs_hf_eager_high
+
+    def floor_runs(run, processes) -> int:
+        found = decode_history.load(store, decode_history.keys(run, processes, systems))
+        return found[("engine-eager", "ratio_vs_floor")].runs
+
+    assert floor_runs(run_spec(rows=4), 2) == 0, "other settings, other key"
+    assert floor_runs(spec, 3) == 0
 
 
 def compile_windows(rng, rounds=6, run_effect=0.0):
@@ -193,23 +208,28 @@ def test_compile_records_each_speedup_and_its_rows_and_stop_rule_read_them(tmp_p
         CompileRow(mode="off", status="ok", compile_s=0.0),
         CompileRow(mode="dynamic", status="ok", compile_s=3.0),
     ]
+    keys = compile_history.keys(worker, 2, ("off", "dynamic"))
     for _ in range(MIN_RUNS):
         windows = compile_windows(rng, run_effect=rng.normal(0, 0.05))
         rows = compile_derive(made, 10_000, windows)
-        assert compile_history.record(store, worker, 2, rows, windows) == 1, "off has no speedup"
-    loaded = compile_history.load(store, worker, 2, ("off", "dynamic"))
+        assert compile_history.record(store, keys, rows, windows) == 1, "off has no speedup"
+    loaded = compile_history.load(store, keys)
     assert set(loaded) == {"dynamic"} and loaded["dynamic"].runs == MIN_RUNS
     windows = compile_windows(rng)
     dynamic = compile_derive(made, 10_000, windows, history=loaded)[1]
-    assert dynamic.speedup_variance == f"history: {MIN_RUNS} earlier runs on this machine"
+    assert dynamic.speedup_variance.startswith(f"history: {MIN_RUNS} earlier runs on this machine")
     assert dynamic.speedup_low < 2.5 < dynamic.speedup_high
     # the saving's interval has the speedup's sign: both from the same lent interval
     assert (dynamic.saving_per_step_ms_low > 0) == (dynamic.speedup_low > 1)
     stop_rule = intervals(windows, [Comparison("dynamic", "off", "dynamic")], 0.95, loaded)
     assert stop_rule["dynamic"].variance_from == dynamic.speedup_variance
-    assert compile_history.load(store, worker, 3, ("dynamic",))["dynamic"].runs == 0
-    traced = WorkerSpec(model="tiny", trace="/tmp/x", process=2)
-    assert compile_history.load(store, traced, 2, ("dynamic",))["dynamic"].runs == MIN_RUNS
+
+    def dynamic_runs(worker, processes) -> int:
+        found = compile_history.load(store, compile_history.keys(worker, processes, ("dynamic",)))
+        return found["dynamic"].runs
+
+    assert dynamic_runs(worker, 3) == 0
+    assert dynamic_runs(WorkerSpec(model="tiny", trace="/tmp/x", process=2), 2) == MIN_RUNS
 
 
 def test_a_decode_run_reads_its_earlier_runs_and_says_so_in_the_table(tmp_path, monkeypatch):
@@ -220,10 +240,13 @@ def test_a_decode_run_reads_its_earlier_runs_and_says_so_in_the_table(tmp_path, 
     around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
     monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
     args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
-    for _ in range(MIN_RUNS):
+    for i in range(MIN_RUNS):
         first = runner.invoke(app, args)
         assert first.exit_code == 0, first.output
-        assert "history" not in first.stdout
+        assert "process variance history" not in first.stdout
+        # hf-eager's one ratio is to the floor, which this sweep (no probe) never measures
+        said = ", hf-eager: none yet for this code" if i == 0 else f": {i} earlier run"
+        assert f"history of engine-eager{said}" in first.stdout
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert f"ratio intervals: process variance history: {MIN_RUNS} earlier runs" in result.stdout
@@ -266,15 +289,17 @@ def test_a_compile_run_reads_its_earlier_runs_and_no_history_neither_reads_nor_r
         compile_run, "interleaved_sweep", fake_compile_sweep(np.random.default_rng(9))
     )
     args = ["compile", "--modes", "off,dynamic", "--out", str(tmp_path)]
-    for _ in range(MIN_RUNS):
+    for i in range(MIN_RUNS):
         first = runner.invoke(app, args)
         assert first.exit_code in (0, 1), first.output
-        assert "history" not in first.stdout
+        assert "process variance history" not in first.stdout
+        said = "none yet for this code" if i == 0 else f"{i} earlier run"
+        assert f"history of dynamic: {said}" in first.stdout
     alone = runner.invoke(app, [*args, "--no-history"])
     assert "history" not in alone.stdout, "--no-history reads none"
     result = runner.invoke(app, args)
     assert result.exit_code in (0, 1), result.output
-    said = f"speedup intervals: process variance history: {MIN_RUNS} earlier runs on this machine"
+    said = f"speedup intervals: process variance history: {MIN_RUNS} earlier runs on this machine since"
     assert said in result.stdout, "--no-history recorded none, the three before it did"
 
 
@@ -314,7 +339,9 @@ def test_where_the_pool_refuses_a_comparison_history_weighs_against_its_own_proc
     own = intervals(windows, cmp)["a/b"]
     assert own.variance_from == "own: 3 processes" and own.process_df == 2
     rng = np.random.default_rng(5)
-    spread = history_of(rng, 5, run_sd=0.0, process_sd=0.5, round_sd=0.03)
+    # as recorded, unscreened: this seed's five runs hold one the screen would keep out (1%)
+    noisy = dict(run_sd=0.0, process_sd=0.5, round_sd=0.03)
+    spread = Calibration(tuple(past_of(*simulated_run(rng, **noisy)) for _ in range(5)))
     lent = intervals(windows, cmp, history={"a/b": spread})["a/b"]
     assert lent.variance_from.startswith("history: 5") and lent.process_df == 4
 
@@ -333,9 +360,8 @@ def test_earlier_runs_that_vary_more_than_the_run_admits_are_lent_with_fewer_deg
     rng = np.random.default_rng(2)
     varied = history_of(rng, MIN_RUNS, run_sd=0.15, process_sd=0.02, round_sd=0.03)
     lent = intervals(six, cmp, history={"a/b": varied})["a/b"]
-    assert lent.variance_from == (
-        f"history: {MIN_RUNS} earlier runs on this machine, spread wider than this run's own"
-    )
+    assert lent.variance_from.startswith(f"history: {MIN_RUNS} earlier runs on this machine")
+    assert lent.variance_from.endswith(", spread wider than this run's own")
     assert lent.process_df == MIN_RUNS - 1 and lent.high / lent.low > own.high / own.low
 
 

@@ -1,12 +1,15 @@
 """`compile`'s speedups in the machine's run history: which earlier runs count, recording this one.
 
 What it is: `settings_of` (what makes two compile runs the same: the worker's spec but its mode,
-process and trace root, and the processes), `load` (each compiled mode's speedup calibration,
-`harness.history`, by the name its comparison has in the rounds: the mode) and `record` (a
-finished run's every speedup, its estimate and within-process variance).
-What it is not: the interval (`harness.history.Calibration.interval`) or the rows.
-Invariant: only a plain run (no --vs, --vs-path) reads or writes history, and only one that
-finished: an interrupted run or a failed row records nothing.
+process and trace root, and the processes), `keys` (each compiled mode's `KeyFacts`, the code it
+measures included: the target's sources, the model's files, nanobench's and the engine's),
+`load` (each mode's speedup calibration, `harness.history`, by the name its comparison has in
+the rounds: the mode), `record` (a sound finished run's every speedup, its estimate and
+within-process variance) and `use` (what the run read and recorded, for its history file).
+What it is not: the interval (`harness.history.Calibration.interval`), the files
+(`harness.history_store`) or the rows.
+Invariant: only a plain run (no --vs, --vs-path) reads or writes history, and only a sound one
+is recorded: an interrupted run, a failed row or a gate with no interval records nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import asdict
 
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.history import Calibration, RunHistory, history_key, past_of
+from nanobench.harness.code_identity import code_identity
+from nanobench.harness.history import Calibration, past_of
+from nanobench.harness.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
 from nanobench.harness.rounds import Window, paired_rounds
 
 
@@ -25,32 +30,44 @@ def settings_of(worker: WorkerSpec, processes: int) -> dict:
     return {**{k: v for k, v in asdict(worker).items() if k not in skip}, "processes": processes}
 
 
-def key_of(worker: WorkerSpec, processes: int, mode: str) -> str:
-    return history_key("compile", settings_of(worker, processes), f"{mode} speedup")
+def keys(worker: WorkerSpec, processes: int, modes: tuple[str, ...]) -> dict[str, KeyFacts]:
+    """Each compiled mode's speedup key; the code identity is read once, from the files now."""
+    code = code_identity(worker.target, worker.model)
+    machine, settings = machine_facts(), settings_of(worker, processes)
+    return {
+        m: KeyFacts(
+            "compile", f"{m} speedup", worker.target, worker.model, code, machine, settings
+        )  # fmt: skip
+        for m in modes
+        if m != "off"
+    }
 
 
-def load(
-    store: RunHistory, worker: WorkerSpec, processes: int, modes: tuple[str, ...]
-) -> dict[str, Calibration]:
+def load(store: RunHistory, facts: dict[str, KeyFacts]) -> dict[str, Calibration]:
     """Every compiled mode's earlier speedups (an empty calibration lends nothing)."""
-    return {m: store.calibration(key_of(worker, processes, m)) for m in modes if m != "off"}
+    return {m: store.calibration(f.key()) for m, f in facts.items()}
 
 
 def record(
-    store: RunHistory,
-    worker: WorkerSpec,
-    processes: int,
-    rows: list[CompileRow],
-    windows: list[Window],
+    store: RunHistory, facts: dict[str, KeyFacts], rows: list[CompileRow], windows: list[Window]
 ) -> int:
     """Append each ok row's speedup this run measured with an interval; how many."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
-    recorded = 0
+    entries = []
     for row in rows:
-        if row.mode == "off" or row.status != "ok" or row.speedup_low is None:
+        if row.mode not in facts or row.status != "ok" or row.speedup_low is None:
             continue
         past = past_of(*paired_rounds(timed, "off", row.mode))
         if past is not None:
-            store.record(key_of(worker, processes, row.mode), past)
-            recorded += 1
-    return recorded
+            entries.append((facts[row.mode], past))
+    return store.record_all(entries)
+
+
+def use(
+    facts: dict[str, KeyFacts], loaded: dict[str, Calibration], rows: list[CompileRow]
+) -> tuple[Borrowed, ...]:
+    """Each key the run read, and whether its row's interval came from it."""
+    lent = {r.mode: (r.speedup_variance or "").startswith("history") for r in rows}
+    return tuple(
+        Borrowed.of(f.key(), f.comparison, loaded[m], lent.get(m, False)) for m, f in facts.items()
+    )

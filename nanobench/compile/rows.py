@@ -79,6 +79,7 @@ class CompileRow:
     speedup_high: float | None = None
     speedup_df: float | None = None  # the t quantile's degrees of freedom
     speedup_variance: str | None = None  # rounds, own processes, or pooled over the run's modes
+    history: str | None = None  # this code's earlier runs here: none yet, how many, since when
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     saving_per_step_ms: float | None = None  # gm over rounds of off's medians minus this one's
     saving_per_step_ms_low: float | None = None
@@ -227,7 +228,8 @@ def derive(
         else:
             pool = window_pool(timed, Comparison(r.mode, "off", r.mode))
             lent = (history or {}).get(r.mode)
-            out.append(compared(r, off_ms, mode_ms, horizon, processes, confidence, pool, lent))
+            row = compared(r, off_ms, mode_ms, horizon, processes, confidence, pool, lent)
+            out.append(replace(row, history=lent.describe()) if lent is not None else row)
     return out
 
 

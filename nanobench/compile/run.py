@@ -17,21 +17,20 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from nanobench.compile import history as compile_history
 from nanobench.compile.bench import interleaved_sweep, member_name, members_of
 from nanobench.compile.gates import gates
-from nanobench.compile.history import load as load_history
-from nanobench.compile.history import record as record_history
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
 from nanobench.compile.vs import changes
 from nanobench.cost.compile import classify_guard
 from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
-from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_compile
-from nanobench.harness.history import RunHistory
+from nanobench.harness.history_store import RunHistory, settle
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
 from nanobench.harness.output import finish
 from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
@@ -267,16 +266,15 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
     progress = Progress(spec, where, plan, status, note)
     store = RunHistory() if spec.history and not spec.compared else None
+    facts = compile_history.keys(sides[""], spec.processes, spec.modes) if store is not None else {}
     if store is not None:
-        progress.history = load_history(store, sides[""], spec.processes, spec.modes)
+        progress.history = compile_history.load(store, facts)
     sweep(progress, sides)
     after = sample_load()
     record = with_load(record, after=after)
     write_env(env_path, record)
     progress.note = note or crowded_note(record.threads, after)
     rows_out = progress.save()
-    if store is not None:
-        record_history(store, sides[""], spec.processes, rows_out, progress.windows)
     found_changes = progress.changes(rows_out) if spec.compared else []
     found = progress.gates(rows_out, found_changes)
     head = heading(spec, dtype, rows_out)
@@ -285,6 +283,14 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
         "samples": str(progress.samples_path),
         "env": str(env_path),
     }
+    if store is not None:
+        outputs["history"] = settle(
+            store, where / "compile-history.json", [r.status for r in rows_out], found,
+            partial(compile_history.record, store, facts, rows_out, progress.windows),
+            compile_history.use(facts, progress.history, rows_out),
+        )  # fmt: skip
+        for problem in dict.fromkeys(store.problems):
+            say_warning(problem)
     if spec.compared:
         outputs["changes"] = str(progress.changes_path)
         outputs["png"] = str(draw_compare(as_dicts(rows_out), where / "compare.png", head))

@@ -78,6 +78,7 @@ def derive(
         ok = r.status == "ok" and bool(d.get("ms_per_step"))
         d.update(ratio_fields(r.system, timed, ok, confidence, history or {}))
         d["processes"] = max(1, len({w.process for w in timed if w.system == r.system}))
+        d["history"] = history_note(r.system, history or {})
         if any(d.get(f"{c}_low") is not None for c in INTERVAL_COLUMNS):
             d["ci_level"] = round(confidence, 4)
         d.update(
@@ -124,6 +125,13 @@ def ratio_fields(
             found = ratio_interval(ours_ms, theirs_ms, processes, confidence, pool)
         put_interval(d, column, found)
     return d
+
+
+def history_note(system: str, history: Mapping[tuple[str, str], Calibration]) -> str | None:
+    """The row's history note: of its key with the most earlier runs (a run records all of a
+    row's ratios together, so they differ only where a ratio had no interval)."""
+    mine = [c for (s, _), c in history.items() if s == system]
+    return max(mine, key=lambda c: c.runs + len(c.out)).describe() if mine else None
 
 
 def floor_fields(spec: RunSpec, measured: ProbeRow, timed: list[Window]) -> dict:

@@ -1,12 +1,15 @@
 """`decode`'s ratios in the machine's run history: which earlier runs count, and recording this one.
 
 What it is: `settings_of` (what makes two decode runs the same: the worker's run minus its
-system, the processes, the dtype resolved), `load` (each (system, ratio column)'s calibration,
-`harness.history`; `by_comparison`, the same under the stop rule's names) and `record` (a finished run's every ratio, its estimate and within-process
-variance, appended under the same keys).
-What it is not: the interval (`harness.history.Calibration.interval`) or the rows.
-Invariant: only a plain run (one side) reads or writes history, and only one that finished:
-an interrupted run, a failed row or a row without the ratio records nothing.
+system, the processes, the dtype resolved), `keys` (each (system, ratio column)'s `KeyFacts`,
+the code it measures included: the model's files, nanobench's and the engine's sources and
+transformers' version), `load` (each key's calibration, `harness.history`; `by_comparison`, the
+same under the stop rule's names), `record` (a sound finished run's every ratio, its estimate
+and within-process variance) and `use` (what the run read and recorded, for its history file).
+What it is not: the interval (`harness.history.Calibration.interval`), the files
+(`harness.history_store`) or the rows.
+Invariant: only a plain run (one side) reads or writes history, and only a sound one is
+recorded: an interrupted run, a failed row or probe, or a row without the ratio records nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ from dataclasses import asdict
 
 from nanobench.decode.derive import COMPARED
 from nanobench.decode.rows import DecodeRow, RunSpec
-from nanobench.harness.history import Calibration, RunHistory, history_key, past_of
+from nanobench.harness.code_identity import code_identity
+from nanobench.harness.history import Calibration, past_of
+from nanobench.harness.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
 from nanobench.harness.rounds import Window, paired_rounds
+
+Name = tuple[str, str]  # (system, ratio column)
 
 
 def settings_of(run: RunSpec, processes: int) -> dict:
@@ -24,20 +31,24 @@ def settings_of(run: RunSpec, processes: int) -> dict:
     return {**{k: v for k, v in asdict(run).items() if k != "system"}, "processes": processes}
 
 
-def key_of(run: RunSpec, processes: int, system: str, column: str) -> str:
-    return history_key("decode", settings_of(run, processes), f"{system} {column}")
-
-
-def load(
-    store: RunHistory, run: RunSpec, processes: int, systems: tuple[str, ...]
-) -> dict[tuple[str, str], Calibration]:
-    """Every system's every ratio column's earlier runs (an empty calibration uses none)."""
+def keys(run: RunSpec, processes: int, systems: tuple[str, ...]) -> dict[Name, KeyFacts]:
+    """Every system's every ratio column's key; the code identity is read once, from the files."""
+    code = code_identity("", run.model)
+    machine, settings = machine_facts(), settings_of(run, processes)
     return {
-        (s, c): store.calibration(key_of(run, processes, s, c)) for s in systems for c in COMPARED
+        (s, c): KeyFacts("decode", f"{s} {c}", "", run.model, code, machine, settings)
+        for s in systems
+        for c, theirs in COMPARED.items()
+        if s != theirs and (theirs in systems or c == "ratio_vs_floor")
     }
 
 
-def by_comparison(loaded: dict[tuple[str, str], Calibration]) -> dict[str, Calibration]:
+def load(store: RunHistory, facts: dict[Name, KeyFacts]) -> dict[Name, Calibration]:
+    """Every key's earlier runs (an empty calibration lends nothing)."""
+    return {name: store.calibration(f.key()) for name, f in facts.items()}
+
+
+def by_comparison(loaded: dict[Name, Calibration]) -> dict[str, Calibration]:
     """The same calibrations under the names the rounds give their comparisons
     (`bench.comparisons`: "engine-eager/hf-eager", "engine-eager/floor"), for the stop rule."""
     return {
@@ -47,11 +58,11 @@ def by_comparison(loaded: dict[tuple[str, str], Calibration]) -> dict[str, Calib
 
 
 def record(
-    store: RunHistory, run: RunSpec, processes: int, rows: list[DecodeRow], windows: list[Window]
+    store: RunHistory, facts: dict[Name, KeyFacts], rows: list[DecodeRow], windows: list[Window]
 ) -> int:
     """Append each ok row's every ratio this run measured; how many were recorded."""
     timed = [w for w in windows if w.status == "ok"]
-    recorded = 0
+    entries = []
     for row in rows:
         if row.status != "ok" or not row.ms_per_step:
             continue
@@ -59,7 +70,20 @@ def record(
             if row.system == theirs or getattr(row, f"{column}_low") is None:
                 continue
             past = past_of(*paired_rounds(timed, row.system, theirs))
-            if past is not None:
-                store.record(key_of(run, processes, row.system, column), past)
-                recorded += 1
-    return recorded
+            if past is not None and (row.system, column) in facts:
+                entries.append((facts[(row.system, column)], past))
+    return store.record_all(entries)
+
+
+def use(
+    facts: dict[Name, KeyFacts], loaded: dict[Name, Calibration], rows: list[DecodeRow]
+) -> tuple[Borrowed, ...]:
+    """Each key the run read, and whether its row's interval came from it."""
+    lent = {
+        (r.system, c): (getattr(r, f"{c}_variance") or "").startswith("history")
+        for r in rows
+        for c in COMPARED
+    }
+    return tuple(
+        Borrowed.of(f.key(), f.comparison, loaded[n], lent.get(n, False)) for n, f in facts.items()
+    )

@@ -131,6 +131,7 @@ class DecodeRow:
     ratio_vs_floor_within_share: float | None = None  # of its variance, what more rounds shrink
     ratio_vs_floor_df: float | None = None  # the t quantile's degrees of freedom
     ratio_vs_floor_variance: str | None = None  # rounds, own processes, or pooled
+    history: str | None = None  # this code's earlier runs here: none yet, how many, since when
     ci_level: float | None = None  # the intervals' level: 0.95 less what earlier looks spent
     load_note: str | None = None  # timed while other processes held cores the threads needed
     peak_rss_mb: float | None = None  # the worker's ru_maxrss in MiB

@@ -20,12 +20,10 @@ from functools import partial
 from engine.gguf import find_gguf
 from engine.sources import materialize_gguf
 from nanobench.decode import bench  # bench.sweep looked up per run: the tests' seam
+from nanobench.decode import history as decode_history
 from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_load
 from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
-from nanobench.decode.history import by_comparison
-from nanobench.decode.history import load as load_history
-from nanobench.decode.history import record as record_history
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.samples import sample_text, tokenizer_for
@@ -33,11 +31,11 @@ from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes, member_name
 from nanobench.harness import load  # looked up per run: the tests' seam
 from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
-from nanobench.harness.console import interrupted, stdout_console
+from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_decode
-from nanobench.harness.history import RunHistory
+from nanobench.harness.history_store import RunHistory, settle
 from nanobench.harness.output import finish
 from nanobench.harness.rounds import SAMPLE_COLUMNS, describe, look_confidence, sample_rows
 from nanobench.harness.rows import as_dicts, columns
@@ -216,8 +214,9 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     env_path = write_env(target / "decode-env.json", record)
     progress = Progress(spec, runs, target / "decode.csv", target / "decode-samples.csv", note)
     store = RunHistory() if spec.history and not spec.compared else None
+    facts = decode_history.keys(run, spec.processes, spec.systems) if store is not None else {}
     if store is not None:
-        progress.history = load_history(store, run, spec.processes, spec.systems)
+        progress.history = decode_history.load(store, facts)
 
     def on_round(r: int, found: dict) -> None:
         progress.save()
@@ -236,7 +235,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
             on_window=progress.windows.append,
             on_round=on_round,
             on_probe=progress.on_probe,
-            history=by_comparison(progress.history),
+            history=decode_history.by_comparison(progress.history),
         )
     except KeyboardInterrupt:
         progress.save()
@@ -251,10 +250,26 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     write_env(env_path, record)
     progress.note = progress.note or load.crowded_note(record.threads, after)
     rows_out = add_samples(progress.save(), directory)
-    if store is not None:
-        record_history(store, run, spec.processes, rows_out, progress.windows)
     probe = probes.get("after", probes.get(""))
-    return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check)
+    used = settle_history(store, facts, rows_out, probes, progress)
+    return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check, used)
+
+
+def settle_history(store, facts, rows_out, probes, progress) -> str | None:
+    """A sound run's ratios recorded; what it read and recorded written beside its CSV (the
+    file's path); the store's problems said, one line each."""
+    if store is None:
+        return None
+    statuses = [r.status for r in rows_out] + [p.status for p in probes.values() if p]
+    path = settle(
+        store, progress.csv_path.parent / "decode-history.json", statuses,
+        progress.gates(rows_out, []),
+        partial(decode_history.record, store, facts, rows_out, progress.windows),
+        decode_history.use(facts, progress.history, rows_out),
+    )  # fmt: skip
+    for problem in dict.fromkeys(store.problems):
+        say_warning(problem)
+    return path
 
 
 def sweep(runs: dict[str, RunSpec], systems, plan, **kw) -> tuple[list[SystemRow], dict]:
@@ -265,7 +280,7 @@ def sweep(runs: dict[str, RunSpec], systems, plan, **kw) -> tuple[list[SystemRow
     return bench.sweep_sides(runs, systems, plan, **kw)
 
 
-def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check) -> int:
+def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check, used) -> int:
     """The diagram, the table or the JSON, and the exit code."""
     found_changes = progress.changes(rows_out) if spec.compared else []
     found = progress.gates(rows_out, found_changes)
@@ -289,6 +304,8 @@ def report(spec, run, rows_out, probe, progress, record, env_path, json_mode, ch
     )
     where = progress.csv_path.parent
     outputs = {"csv": str(progress.csv_path), "samples": str(progress.samples_path)}
+    if used:
+        outputs["history"] = used
     if spec.compared:
         outputs["changes"] = str(where / "decode-changes.csv")
         png = draw_compare(public(rows_out), where / "compare.png", heading, DECODE_PANELS)

@@ -321,6 +321,23 @@ OldRun = Annotated[
     ),
 ]
 NewRun = Annotated[str, typer.Argument(help="The after run, of the same command.")]
+HistoryKey = Annotated[
+    str | None,
+    typer.Argument(metavar="KEY", help="One key (its first digits will do): that key's every run."),
+]
+HistoryOf = Annotated[
+    str | None,
+    typer.Option("--of", metavar="OUT", help="A saved compile or decode --out folder: "
+                 "which earlier runs its intervals read, and whether they were lent."),
+]  # fmt: skip
+HistoryTarget = Annotated[
+    str | None,
+    typer.Option("--target", help="Only the keys of this target, as the run named it."),
+]
+ClearOpt = Annotated[
+    bool, typer.Option("--clear", help="Remove the selected keys' runs: a KEY, --target or --all.")
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="With --clear: every key on this machine.")]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")
 ]
