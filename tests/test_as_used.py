@@ -54,7 +54,7 @@ SHORT = {
 ONE_ROUND = ["--rounds", "1", "--max-rounds", "1", "--budget-s", "1"]
 for timed in ("compile", "capture", "decode"):
     SHORT[timed] = [*SHORT[timed], *ONE_ROUND]
-NO_OUT = {"explain"}  # explain writes nothing, so it takes no --out
+NO_OUT = {"explain", "history"}  # they write nothing, so they take no --out
 # Each of these runs a fresh worker process per mode or system (or per point): seconds each.
 SLOW = {"compile", "decode", "sweep", "startup"}
 FORMS = ("preset", "hf", "sharded", "gguf", "gguf-dir", "config-only")
@@ -354,8 +354,10 @@ def test_a_readme_or_docs_command_line_parses(line):
 
 
 def fast(line: str) -> bool:
-    """Arithmetic or one eager forward: the documented lines the suite runs as they are."""
-    return line.split()[0] in ("explain", "buckets", "pool-budget") or line.endswith("--dry-run")
+    """Arithmetic, one eager forward or a read of the history: the documented lines the suite
+    runs as they are."""
+    first = line.split()[0]
+    return first in ("explain", "buckets", "pool-budget", "history") or line.endswith("--dry-run")
 
 
 @pytest.mark.parametrize("doc", [d for d in DOC_LINES if fast(d.line)], ids=lambda d: d.line)

@@ -99,9 +99,17 @@ def key_row(store: RunHistory, key: str) -> KeyRow:
 
 
 def key_rows(store: RunHistory, target: str | None = None) -> list[KeyRow]:
-    """Every key in the folder (those of `target` alone, where given), newest last."""
-    rows = [key_row(store, k) for k in select(store, target=target)]
+    """Every key in the folder (those of `target` alone, where given: maybe none), newest last."""
+    rows = [key_row(store, k) for k in of_target(store, target)]
     return sorted(rows, key=lambda r: (r.last, r.key))
+
+
+def of_target(store: RunHistory, target: str | None) -> list[str]:
+    """The keys whose runs measured `target` as the user named it (every key with None)."""
+    keys = _keys(store)
+    if target is None:
+        return keys
+    return [k for k in keys if (f := store.facts(k)) is not None and f.target == target]
 
 
 def find_key(store: RunHistory, prefix: str) -> str:
@@ -133,14 +141,12 @@ def run_rows(store: RunHistory, key: str) -> list[RunRow]:
 
 
 def select(store: RunHistory, key: str | None = None, target: str | None = None) -> list[str]:
-    """The keys a prefix or a target names (every key with neither)."""
+    """The keys a prefix or a target names (every key with neither); a target with none is
+    bad input, since a --clear of it would remove nothing the user meant."""
     if key:
         return [find_key(store, key)]
-    keys = _keys(store)
-    if target is None:
-        return keys
-    mine = [k for k in keys if (f := store.facts(k)) is not None and f.target == target]
-    if not mine:
+    mine = of_target(store, target)
+    if target is not None and not mine:
         raise BadInput(f"--target {target!r}: no history in {store.root} belongs to it")
     return mine
 
