@@ -41,6 +41,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from nanobench.harness.lifeline import parent_env
 from nanobench.harness.verdicts import INCONCLUSIVE
 
 REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
@@ -302,7 +303,7 @@ def check_startup(seconds_left: Callable[[], float]) -> Iterator[dict]:
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=max(1.0, seconds_left()),
-                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **parent_env()},
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             yield cut_by_budget({"check": "startup", "name": "tiny"}, seconds_left())

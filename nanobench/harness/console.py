@@ -1,7 +1,8 @@
 """Terminal plumbing for commands: error mapping, progress on stderr, the stdout console.
 
 What it is: `run_command()`, a context manager every command body runs in. It turns a user
-mistake into one line on stderr and exit 2, and yields a `status(msg)` callable that shows
+mistake into one line on stderr and exit 2, an interrupt into exit 128 + its signal (SIGTERM
+raising as Ctrl-C does while it runs), and yields a `status(msg)` callable that shows
 progress on stderr only when both streams are terminals and `--quiet` is not set.
 `OneLineErrors`, the app's command group, does the same for what click rejects while parsing
 (`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
@@ -23,6 +24,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
+from nanobench.harness.lifeline import end_with_parent, interrupt_code, terminate_as_interrupt
 
 PIPED_WIDTH = 160  # columns when stdout is not a terminal
 
@@ -81,6 +83,9 @@ def say_error(message: str) -> None:
 
 @contextmanager
 def run_command(quiet: bool = False):
+    """The command's body: SIGTERM ends it as Ctrl-C does (exit 143 for 130), and a command
+    spawned by nanobench (a sweep's point) ends with its parent (`harness.lifeline`)."""
+    end_with_parent()
     live = not quiet and sys.stderr.isatty() and sys.stdout.isatty()
     console = stderr_console()
     status_box = console.status("") if live else None
@@ -90,11 +95,15 @@ def run_command(quiet: bool = False):
             status_box.update(message)
 
     try:
-        if status_box is not None:
-            status_box.start()
-        yield status
+        with terminate_as_interrupt():
+            if status_box is not None:
+                status_box.start()
+            yield status
     except typer.Exit:
         raise
+    except KeyboardInterrupt as e:
+        # A command that keeps no rows: Typer would exit 130 for a SIGTERM too.
+        raise typer.Exit(interrupt_code(e)) from None
     except user_error_types() as e:
         if status_box is not None:
             status_box.stop()
@@ -144,9 +153,10 @@ def report_parse_error(e: typer.TyperException) -> None:
 
 
 def interrupted(finished: int, windows: int, missing: list[str], *paths) -> typer.Exit:
-    """Ctrl-C in a rounds sweep: say what is on disk and what did not run; exit 130."""
+    """Ctrl-C or SIGTERM in a rounds sweep: say what is on disk and what did not run; exit 130
+    or 143, after the KeyboardInterrupt being handled (`lifeline.Terminated` for SIGTERM)."""
     say_error(
         f"interrupted: {finished} rows and {windows} windows are in "
         f"{' and '.join(str(p) for p in paths)}; not run: {', '.join(missing) or 'none'}"
     )
-    return typer.Exit(130)
+    return typer.Exit(interrupt_code(sys.exc_info()[1]))

@@ -12,7 +12,8 @@ a request that names a `pin` core moves the worker's timing thread there (`pin_t
 What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
 `status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
-lost, and killing it kills its whole process group (Inductor's compile workers with it).
+lost, and killing it kills its whole process group (Inductor's compile workers with it); a
+worker whose parent is gone, however it ended, kills its own group (`lifeline.end_with_parent`).
 Dynamo's counters and recompile budget are per code object per process, so a fresh process
 per mode is the only sweep whose rows are independent of each other.
 """
@@ -32,6 +33,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from nanobench.harness.errors import MeasurementFailed
+from nanobench.harness.lifeline import end_with_parent, parent_env
 
 EVENT = "@@nanobench "
 
@@ -58,7 +60,7 @@ class LiveWorker:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), **parent_env()},
             **own_group(),
         )
         self.ended: str | None = None
@@ -263,6 +265,7 @@ def serve_main(open_session: Callable[[dict, Callable[[dict], None]], object]) -
     `open_session(spec, progress)` returns an object with a `ready` row, `serve(request)` and
     `finish()`. Any exception ends the worker with one line on stderr and exit 1.
     """
+    end_with_parent()  # before the session spawns anything (Inductor's compile workers)
     spec = json.loads(sys.stdin.readline())
     started = time.perf_counter()
     try:

@@ -7,7 +7,8 @@ the summary table, the heatmap and `<out>/sweep.csv` (or one JSON document under
 What it is not: the grid and the ledger (`nanobench.sweep.points`), running a point
 (`nanobench.sweep.launchers`) or drawing (`reports.sweep`).
 Invariant: a bad grid is one line and exit 2 with nothing run or written; every point that
-finished before a Ctrl-C is in sweep.csv, and rerunning the same grid runs only the rest.
+finished before a Ctrl-C or a SIGTERM is in sweep.csv, and rerunning the same grid runs only
+the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nanobench.commands import Command
 from nanobench.harness.console import run_command, say_error, stdout_console
 from nanobench.harness.errors import BadInput
 from nanobench.harness.gates import Gate
+from nanobench.harness.lifeline import interrupt_code
 from nanobench.harness.options import (
     Address,
     CheckOpt,
@@ -37,8 +39,6 @@ from nanobench.harness.options import (
 )
 from nanobench.harness.output import finish
 from nanobench.harness.verdicts import INCONCLUSIVE, PASS
-
-EXIT_INTERRUPTED = 130  # the shell's code for a run ended by SIGINT
 
 GridArg = Annotated[
     str | None,
@@ -183,12 +183,12 @@ def run_points(spec: SweepSpec, grid_spec, found: list, ray_options: dict, statu
                 num_cpus=spec.num_cpus or os.cpu_count() or 1,
                 resources=ray_options,
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         say_error(
             f"interrupted: the finished points are in {ledger.out / 'sweep.csv'}; "
             "run the same command again to resume"
         )
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(interrupt_code(e)) from None
     return ledger, len(tasks)
 
 

@@ -7,7 +7,8 @@ run a list of `Task`s and hand each `PointRun` to the caller as it finishes.
 What it is not: a scheduler. Locally, timed points run one at a time and arithmetic points at
 most `jobs` at once; on Ray, Ray places the tasks (a timed one asks for a whole node).
 Invariant: a point that crashes or passes its timeout is a `PointRun` with that status, never
-an exception; on Ctrl-C every point still running is killed with everything it spawned.
+an exception; on Ctrl-C every point still running is killed with everything it spawned, and a
+point whose parent is gone ends itself (`lifeline.end_with_parent`, in its `run_command`).
 Ray is an optional extra and is imported only by `launch_ray`.
 """
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from nanobench.harness.errors import BadInput
+from nanobench.harness.lifeline import parent_env
 
 # Exit codes of a command (nanobench.harness.errors) as point statuses; anything else is a crash.
 STATUS_BY_EXIT = {0: "ok", 1: "failed", 2: "bad-input"}
@@ -105,6 +107,7 @@ def run_point(task: Task, started: Callable[[subprocess.Popen], None] | None = N
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        env={**os.environ, **parent_env()},
         start_new_session=True,
     )
     if started is not None:
