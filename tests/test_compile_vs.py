@@ -170,11 +170,13 @@ def spec_of(name: str) -> str:
 
 
 def vs_run(tmp_path, after: str, before: str, *extra: str):
+    # --max-rounds bounds the run; a short --budget-s could stop it below 5 rounds (no interval)
+    # on a loaded box.
     return runner.invoke(app, [
         "compile", "--target", spec_of(after), "--vs", spec_of(before), "--modes", "off,dynamic",
         "--rows", str(ROWS), "--prompt-len", str(PROMPT), "--steps", str(STEPS),
         "--backend", "eager", "--threads", "1", "--processes", "2", "--rounds", "5",
-        "--max-rounds", "5", "--budget-s", "60", "--out", str(tmp_path), *extra,
+        "--max-rounds", "5", "--budget-s", "600", "--out", str(tmp_path), *extra,
     ])  # fmt: skip
 
 

@@ -140,9 +140,11 @@ def test_a_decode_comparison_asked_wrongly_is_one_line_and_exit_2(args, says, tm
 
 @pytest.mark.slow
 def test_a_real_comparison_of_two_dtypes_checks_each_sides_tokens_on_its_own_side(tmp_path):
+    # --max-rounds bounds the run; a short --budget-s stopped it at 2 rounds (no interval) on a
+    # box a second suite was loading.
     result = runner.invoke(app, [
         "decode", "--systems", "engine-eager,hf-eager", "--vs-dtype", "bfloat16", "--steps", "4",
-        "--rounds", "5", "--max-rounds", "5", "--budget-s", "30", "--threads", "1",
+        "--rounds", "5", "--max-rounds", "5", "--budget-s", "600", "--threads", "1",
         "--out", str(tmp_path), "--json",
     ])  # fmt: skip
     assert result.exit_code in (0, 1), result.output
