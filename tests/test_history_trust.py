@@ -227,7 +227,7 @@ def test_nanobench_history_lists_shows_tells_what_a_run_borrowed_and_clears(tmp_
     borrowed = json.loads(runner.invoke(app, ["history", "--of", str(out), "--json"]).stdout)
     assert borrowed["read"][0]["runs"] == MIN_RUNS and borrowed["recorded"] == 1
     said = runner.invoke(app, ["history", "--of", str(out)])
-    assert "this run recorded 1 ratios" in said.stdout, said.output
+    assert "this run recorded 1 ratio in" in said.stdout, said.output
     cleared = runner.invoke(app, ["history", "--clear", keys[0]["key"][:8]])
     assert cleared.exit_code == 0 and f"({MIN_RUNS + 1} runs)" in cleared.stdout
     assert json.loads(runner.invoke(app, ["history", "--json"]).stdout)["keys"] == []

@@ -72,7 +72,8 @@ def run_history(store, key, of, target, clear: bool, every: bool, json_mode: boo
     console = stdout_console()
     if of:
         used, rows = listing.borrowed_rows(of)
-        said = (f"this run recorded {used.recorded} ratios in {used.root}" if not used.not_recorded
+        ratios = f"{used.recorded} ratio{'s' if used.recorded != 1 else ''}"
+        said = (f"this run recorded {ratios} in {used.root}" if not used.not_recorded
                 else f"this run was not recorded: {used.not_recorded}")  # fmt: skip
         if not json_mode:
             render_borrowed(console, rows, f"history read by the run in {of}", said)
