@@ -51,6 +51,10 @@ def _load_file(path: Path, spec: str):
     name = f"nanobench_target_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return sys.modules[name]
+    # As `python file.py` does: the file's folder first on sys.path, so a sibling import resolves.
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     loader = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(loader)
     # Registered before running: dataclasses and pickling look the module up by name.
