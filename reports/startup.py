@@ -20,7 +20,7 @@ from rich.text import Text
 
 from reports.change import changed, field, value
 from reports.csvio import save_figure
-from reports.style import gate_mark
+from reports.style import counted, gate_mark
 
 LABELS = {
     "cache_key": "cache key",
@@ -181,7 +181,7 @@ def render_changes(console, changes: list, rows: list[dict], gates, title: str, 
     console.print(
         "seconds: each side's mean over its runs; the change is the geometric mean of after / "
         f"before, run i of each side paired (started back to back), with its t interval over "
-        f"{runs} runs at {at} each, the {len(timed)} intervals held together at 95%; faster or "
+        f"{counted(runs, 'run')} at {at} each, the {len(timed)} intervals held together at 95%; faster or "
         f"slower only when it excludes 1. Phases under {SHOWN_S:g} s on both sides are in "
         "startup-changes.csv only.",
         markup=False,

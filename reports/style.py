@@ -80,6 +80,16 @@ def interval_sources(pairs) -> list[str]:
     return lines
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """'1 process', '3 processes', '1 run': a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + ('es' if noun.endswith('s') else 's')}"
+
+
+def article(word: str) -> str:
+    """'an explain', 'a compile': the indefinite article a word takes (by its first letter)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def history_lines(pairs) -> list[str]:
     """'history of dynamic, static: none yet for this code': each distinct history note among
     (name, note) pairs, once, with the names it holds for."""

@@ -156,8 +156,10 @@ def test_a_comparisons_gates_fail_each_member_that_failed_then_the_named_columns
         (["--vs-path", "unplanned", "--check"], "--check on a comparison gates the columns"),
         (["--vs-path", "unplanned", "--no-more", "bogus"], "'bogus': expected some of"),
         (["--vs-path", "unplanned", "--no-slower", "ready_s"], "--no-slower ready_s: this command"),
+        (["--target", f"{CORPUS / 'static_kv'}.py:factory", "--vs", "nope.py:factory"],
+         "nanobench: error: --vs 'nope.py:factory': no such file nope.py"),
     ],
-)
+)  # fmt: skip
 def test_a_comparison_asked_wrongly_is_one_line_and_exit_2(args, says, tmp_path):
     result = runner.invoke(app, ["compile", *args, "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output

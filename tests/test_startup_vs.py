@@ -141,7 +141,7 @@ VS = ["--target", AFTER, "--vs", BEFORE]
                            "and/or --no-slower"),
         ([*VS, "--max-warm-s", "5"], "--max-warm-s with --vs: a comparison gates the columns"),
         ([*VS, "--artifacts", "x.bin"], "--artifacts with --vs: each side's hot start loads"),
-        (["--target", AFTER, "--vs", "/nonexistent/old.py:factory"], "--vs: "),
+        (["--target", AFTER, "--vs", "/nonexistent/old.py:factory"], "--vs '/nonexistent/old.py:factory': no such file"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_before_any_start(tmp_path, fake, args, says):

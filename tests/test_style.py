@@ -34,3 +34,16 @@ def test_interval_sources_name_each_source_once_with_its_df_range():
         "own: 2 processes, 1.3 df",
         "pooled: 3 systems x 3 processes, 15 to 27 df",
     ]
+
+
+def test_a_count_takes_its_noun_in_the_right_number_and_a_word_its_article():
+    from reports.style import article, counted
+
+    assert [counted(n, "process") for n in (1, 3)] == ["1 process", "3 processes"]
+    assert [counted(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
+    assert counted(2, "key", "keys") == "2 keys"
+    assert [article(w) for w in ("explain", "compile", "Ollama")] == [
+        "an explain",
+        "a compile",
+        "an Ollama",
+    ]

@@ -28,6 +28,7 @@ from nanobench.harness.env_record import EnvRecord
 from nanobench.harness.errors import BadInput
 from nanobench.harness.rounds import Window
 from nanobench.harness.saved import read_document, read_rows, read_windows
+from reports.style import article
 
 # The CSV each command leaves under --out, in the order they are looked for.
 SAVED = {"compile": "compile.csv", "explain": "explain.csv", "decode": "decode.csv"}
@@ -81,7 +82,7 @@ def _row_type(command: str) -> type:
         from nanobench.decode.rows import DecodeRow
 
         return DecodeRow
-    raise BadInput(f"compare reads compile, explain and decode runs, not a {command} run")
+    raise BadInput(f"compare reads compile, explain and decode runs, not {article(command)} run")
 
 
 def _from_dir(where: Path, command: str) -> SavedRun:
@@ -108,7 +109,7 @@ def _from_document(path: Path) -> SavedRun:
 
 def check_comparable(old: SavedRun, new: SavedRun) -> None:
     if old.command != new.command:
-        raise BadInput(f"{old.where} is a {old.command} run and {new.where} a {new.command} run: "
+        raise BadInput(f"{old.where} is {article(old.command)} run and {new.where} {article(new.command)} run: "
                        "compare reads two runs of one command")  # fmt: skip
     for run in (old, new):
         if any(getattr(r, "side", "") for r in run.rows):

@@ -28,7 +28,7 @@ from nanobench.cost.compile import classify_guard
 from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
 from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
-from nanobench.harness.errors import BadInput
+from nanobench.harness.errors import BadInput, as_vs
 from nanobench.harness.export import export_compile
 from nanobench.harness.history_store import RunHistory, settle
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
@@ -49,7 +49,7 @@ from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.change import draw_compare, render_changes
 from reports.compile import draw_compiled_decode, render_compile
 from reports.csvio import write_rows
-from reports.style import title
+from reports.style import counted, title
 
 
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:
@@ -110,7 +110,7 @@ def worker_specs(spec: CompileSpec, trace: str) -> tuple[str, dict[str, WorkerSp
         try:
             dtype, directory = resolve(side_spec)
         except BadInput as e:
-            raise BadInput(f"--vs: {e}" if side == "before" and spec.vs else str(e)) from None
+            raise (as_vs(e) if side == "before" and spec.vs else e) from None
         sides[side] = side_spec.worker(directory, dtype, trace)
     return dtype, sides
 
@@ -245,7 +245,8 @@ def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,
-        steps=f"{spec.steps} x {rounds_run} rounds in {spec.processes} processes",
+        steps=f"{spec.steps} x {counted(rounds_run, 'round')} in "
+        f"{counted(spec.processes, 'process')}",
         shapes="bucketed" if spec.bucketed else "open",
         inductor_cache=spec.cache,
         backend=spec.backend,

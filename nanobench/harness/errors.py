@@ -22,3 +22,10 @@ class BadInput(ValueError):
 
 class MeasurementFailed(RuntimeError):
     """A measurement that ran but cannot be trusted; its message is the row's status."""
+
+
+def as_vs(e: BadInput) -> BadInput:
+    """The before side's error as the user typed it: that side is `--vs`, not `--target`
+    ("--vs 'nope.py:factory': no such file nope.py"), else said to be the before side's."""
+    said = str(e)
+    return BadInput(said.replace("--target", "--vs", 1) if "--target" in said else f"--vs: {said}")

@@ -80,10 +80,13 @@ def run_history(store, key, of, target, clear: bool, every: bool, json_mode: boo
         return {"of": of, "recorded": used.recorded, "not_recorded": used.not_recorded,
                 "read": [asdict(r) for r in rows]}  # fmt: skip
     if clear:
+        from reports.style import counted
+
         keys = listing.select(store, key, target)
         runs = listing.clear(store, keys)
         if not json_mode:
-            console.print(f"cleared {len(keys)} keys ({runs} runs) from {store.root}", markup=False)
+            said = f"cleared {counted(len(keys), 'key')} ({counted(runs, 'run')})"
+            console.print(f"{said} from {store.root}", markup=False)
         return {"cleared": keys, "runs": runs, "root": str(store.root)}
     if key:
         found = listing.find_key(store, key)

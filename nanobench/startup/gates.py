@@ -14,6 +14,7 @@ from nanobench.harness.gates import Gate
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 from nanobench.startup.rows import StartRow, paired_t
 from nanobench.startup.spec import StartupSpec
+from reports.style import counted
 
 
 def caches_hit(rows: list[StartRow]) -> Gate:
@@ -42,7 +43,7 @@ def warm_under(rows: list[StartRow], mode: str, max_s: float) -> Gate:
         verdict, span = INCONCLUSIVE, f"{mean:.2f} s over 1 run (an interval needs --runs 2)"
     else:
         verdict = PASS if high < max_s else FAIL if low > max_s else INCONCLUSIVE
-        span = f"{mean:.2f} s [{low:.2f}, {high:.2f}] over {len(times)} runs"
+        span = f"{mean:.2f} s [{low:.2f}, {high:.2f}] over {counted(len(times), 'run')}"
     detail = f"{span}; the target is under {max_s:g} s"
     if verdict == INCONCLUSIVE:
         detail += "; can't tell at this noise (more --runs)"

@@ -23,7 +23,7 @@ from nanobench.compile.run import resolve
 from nanobench.harness.change import Change, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
-from nanobench.harness.errors import BadInput
+from nanobench.harness.errors import BadInput, as_vs
 from nanobench.harness.export import export_startup
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.load import sample_load
@@ -39,7 +39,7 @@ from nanobench.startup.spec import KINDS, StartJob, StartupSpec
 from nanobench.startup.vs import changes, interleaved
 from reports.csvio import write_rows
 from reports.startup import draw_startup, render_changes, render_startup
-from reports.style import title
+from reports.style import counted, title
 
 WORKER = "nanobench.startup.session"
 
@@ -151,7 +151,7 @@ def heading(spec: StartupSpec, dtype: str) -> str:
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,
-        steps=f"{spec.steps} in the first pass, {spec.runs} runs",
+        steps=f"{spec.steps} in the first pass, {counted(spec.runs, 'run')}",
         backend=spec.backend,
         pgo="on" if spec.pgo else "off (pinned)",
     )
@@ -245,7 +245,7 @@ def worker_specs(spec: StartupSpec) -> tuple[str, dict]:
         try:
             dtype, directory = resolve_model(side_spec)
         except BadInput as e:
-            raise BadInput(f"--vs: {e}" if side == "before" else str(e)) from None
+            raise (as_vs(e) if side == "before" else e) from None
         workers[side] = side_spec.worker(directory, dtype)
     return dtype, workers
 
