@@ -44,7 +44,7 @@ from nanobench.harness.rounds import (
 )
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS, target_option
-from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir
+from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir, out_file
 from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.change import draw_compare, render_changes
 from reports.compile import draw_compiled_decode, render_compile
@@ -259,6 +259,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
         raise BadInput("--check on a comparison gates the columns you name: give --no-more "
                        "and/or --no-slower")  # fmt: skip
     where = out_dir(spec.out)
+    out_file(spec.export_json, "--export-json")
     dtype, sides = worker_specs(spec, str(trace_root(where)) if spec.trace else "")
     record = collect_env(spec.threads, sys.argv)
     before, note = look_before_timing(record.threads)

@@ -45,6 +45,7 @@ from nanobench.harness.validate import (
     fits_option,
     model_option,
     out_dir,
+    out_file,
 )
 from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.change import DECODE_PANELS, draw_compare, render_changes
@@ -205,6 +206,7 @@ def run_specs(spec: DecodeSpec, status, check: bool) -> tuple[dict[str, RunSpec]
 
 def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
     """Validate everything, then the sweep; the exit code `finish` picks."""
+    out_file(spec.export_json, "--export-json")
     runs, directory = run_specs(spec, status, check)
     run = runs.get("after", runs.get(""))
     target = out_dir(spec.out)

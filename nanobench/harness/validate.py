@@ -178,3 +178,20 @@ def out_dir(path: str) -> Path:
     except OSError as e:
         raise BadInput(f"--out {path}: cannot write there ({e.strerror or e})") from None
     return directory
+
+
+def out_file(path: str, option: str) -> None:
+    """A file the run writes at its end (`--export-json`), tried before anything is measured:
+    a run is never spent on an output it cannot write. Leaves no file it did not find."""
+    if not path:
+        return
+    target = Path(path)
+    existed = target.exists()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a"):
+            pass
+    except OSError as e:
+        raise BadInput(f"{option} {path}: cannot write there ({e.strerror or e})") from None
+    if not existed:
+        target.unlink(missing_ok=True)

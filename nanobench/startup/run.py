@@ -30,7 +30,7 @@ from nanobench.harness.load import sample_load
 from nanobench.harness.output import finish
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS
-from nanobench.harness.validate import out_dir
+from nanobench.harness.validate import out_dir, out_file
 from nanobench.startup.caches import CacheRoot, check_artifacts, start_env
 from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES
@@ -190,6 +190,7 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
                        "and/or --no-slower")  # fmt: skip
     if spec.artifacts:
         check_artifacts(spec.artifacts)
+    out_file(spec.export_json, "--export-json")
     dtype, workers = worker_specs(spec)
     where = out_dir(spec.out)
     record = collect_env(spec.threads, sys.argv)
