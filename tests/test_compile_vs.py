@@ -264,3 +264,15 @@ def test_the_exported_records_read_back_as_the_rows_in_the_oss_benchmark_format(
         row["speedup_low"],
         row["speedup_high"],
     )
+
+
+def test_a_side_with_no_figure_is_not_measured_and_a_figure_without_interval_cant_tell():
+    from nanobench.harness.change import NOT_MEASURED, count_change, timing_change
+    from reports.change import changed
+
+    # --processes 1 measures no warm seconds on either side: nothing to tell about
+    warm = timing_change("dynamic", "compile_warm_s", None, None, None)
+    assert warm.verdict == NOT_MEASURED and changed(warm) == "not measured"
+    assert count_change("dynamic", "builds", 3, None).verdict == NOT_MEASURED
+    undecided = timing_change("dynamic", "step_ms", 2.0, 1.9, None)
+    assert undecided.verdict == CANT_TELL and changed(undecided) == "0.95x (no CI)"

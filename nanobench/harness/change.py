@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # the statistics load numpy, which the CLI must not pay for a
     from nanobench.harness.stats import Interval
 
 FASTER, SLOWER, CANT_TELL = "faster", "slower", "can't tell"
+# A side with no figure at all (warm seconds over one process): nothing measured to tell about.
+NOT_MEASURED = "not measured"
 FEWER, MORE, SAME, CHANGED = "fewer", "more", "same", "changed"
 # Timings where a larger after / before ratio is better: a speedup; a step time is the other way.
 HIGHER_IS_BETTER = ("speedup",)
@@ -37,7 +39,9 @@ class Change:
 
     `change` is after - before for a count, after / before for a timing (with `low`, `high` its
     interval at `level`); `verdict` is fewer / more / same, faster / slower / can't tell, or
-    changed / same for a value; `note` says why a timing has no interval.
+    changed / same for a value, and "not measured" where a side has no figure at all (can't
+    tell is for what was measured and stayed undecided); `note` says why a timing has no
+    interval.
     """
 
     member: str
@@ -58,7 +62,7 @@ class Change:
 def count_change(member: str, column: str, before, after) -> Change:
     """A count (graphs, breaks, builds; fell back as 0/1): after - before, fewer / more / same."""
     if before is None or after is None:
-        return Change(member, column, "count", before, after, None, verdict=CANT_TELL,
+        return Change(member, column, "count", before, after, None, verdict=NOT_MEASURED,
                       note="not measured on both sides")  # fmt: skip
     diff = int(after) - int(before)
     verdict = FEWER if diff < 0 else MORE if diff > 0 else SAME
@@ -72,6 +76,9 @@ def timing_change(
     ratio = after / before if before and after is not None else None
     if before == after == 0:  # nothing on either side (off's compile seconds): nothing changed
         return Change(member, column, "timing", before, after, verdict=SAME)
+    if before is None or after is None:
+        return Change(member, column, "timing", before, after, verdict=NOT_MEASURED,
+                      note="not measured on both sides")  # fmt: skip
     if interval is None or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
         why = note or (f"{interval.rounds} paired rounds: no interval yet" if interval else "")
         return Change(member, column, "timing", before, after, _round(ratio), verdict=CANT_TELL,
