@@ -210,6 +210,9 @@ def test_check_single_graph():
     check_single_graph(1, 0)
     with pytest.raises(CompileUnsound, match="13 graphs with 12 breaks"):
         check_single_graph(13, 12)
+    # inside explain the breaks are in the table it just printed: no "run nanobench explain"
+    with pytest.raises(CompileUnsound, match="2 graphs with 1 break, .*named in the breaks above"):
+        check_single_graph(2, 1)
 
 
 def test_check_no_fallback():

@@ -209,8 +209,9 @@ def check_single_graph(graphs: int, breaks: int) -> None:
     """One decode forward traces to exactly one graph with no breaks."""
     if graphs != 1 or breaks != 0:
         raise CompileUnsound(
-            f"decode forward traced to {graphs} graphs with {breaks} breaks, expected 1 and 0: "
-            "each break is a line dynamo ran in the interpreter; run `nanobench explain`"
+            f"decode forward traced to {graphs} graph{'s' * (graphs != 1)} with {breaks} "
+            f"break{'s' * (breaks != 1)}, expected 1 and 0: "
+            "each break is a line dynamo ran in the interpreter, named in the breaks above"
         )
 
 
