@@ -120,3 +120,36 @@ def render_before_after(
 def _change(c) -> str:
     """after - before and its verdict: "-1 fewer", "+0 same"."""
     return f"{c.verdict}" if c.change is None else f"{c.change:+d} {c.verdict}"
+
+
+def draw_explain(rows: list, path: Path, title: str) -> Path:
+    """explain.png: per explained forward (a depth, a path or a target's step, each side under
+    --vs), its graphs and breaks as dynamo counted them, and the guards on Python values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from reports.csvio import save_figure
+
+    names = [_name(r) for r in rows]
+    x = range(len(rows))
+    fig, (counts, guards) = plt.subplots(1, 2, figsize=(11, 4.5))
+    width = 0.4
+    counts.bar([i - width / 2 for i in x], [r.graphs for r in rows], width, label="graphs")
+    counts.bar([i + width / 2 for i in x], [r.graph_breaks for r in rows], width, label="breaks")
+    counts.set_title("graphs and breaks of one forward (dynamo)")
+    guards.bar(list(x), [r.value_guards for r in rows], 0.6, color="tab:red")
+    guards.set_title("guards on Python values")
+    for ax in (counts, guards):
+        ax.set_xticks(list(x), names, rotation=30 if len(rows) > 3 else 0, ha="right")
+    counts.legend()
+    fig.suptitle(title, wrap=True)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _name(r) -> str:
+    """'2 layers', 'target step 3', 'before 2 layers': a forward's x-axis label."""
+    what = f"{r.layers} layers" if r.layers is not None else r.path
+    return f"{r.side} {what}".strip()

@@ -56,3 +56,22 @@ def test_a_missing_column_is_refused_by_name(tmp_path):
     path = write_rows(tmp_path / "explain.csv", written, keep)
     with pytest.raises(BadInput, match="no column 'graph_breaks'"):
         read_rows(path, ExplainRow)
+
+
+def test_explain_writes_what_its_help_promises_and_compare_reads_its_env(tmp_path):
+    """--out's help promises the CSV, the diagram and the env record; `compare` of two explain
+    runs on one machine then names no missing record and no interval spread (explain has none)."""
+    runner = CliRunner()
+    for name, path in (("old", "planned"), ("new", "unplanned")):
+        result = runner.invoke(app, ["explain", "--layers", "2", "--path", path, "--out",
+                                     str(tmp_path / name)])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        written = sorted(p.name for p in (tmp_path / name).iterdir())
+        assert written == ["explain-env.json", "explain.csv", "explain.png"]
+    env = json.loads((tmp_path / "old" / "explain-env.json").read_text())
+    assert env["threads"] >= 1 and env["torch_version"]
+    compared = runner.invoke(app, ["compare", str(tmp_path / "old"), str(tmp_path / "new"),
+                                   "--out", str(tmp_path / "cmp")])  # fmt: skip
+    assert compared.exit_code == 0, compared.output
+    assert "no env record" not in compared.stdout and "runs taken apart" not in compared.stdout
+    assert "load (1 min average" not in compared.stdout, "explain times nothing"

@@ -193,8 +193,10 @@ def decode_changes(old: SavedRun, new: SavedRun) -> list[Change]:
 
 
 def drift_notes(old: SavedRun, new: SavedRun) -> list[str]:
-    """Runs apart carry the machine's drift; each differing env fact and row setting, named."""
-    notes = [APART]
+    """Runs apart carry the machine's drift; each differing env fact and row setting, named.
+    Explain's counts have no interval, so the note about intervals is not theirs."""
+    timed = old.command != "explain"
+    notes = [APART] if timed else []
     if old.env and new.env:
         for fact in FACTS:
             x, y = getattr(old.env, fact), getattr(new.env, fact)
@@ -202,8 +204,9 @@ def drift_notes(old: SavedRun, new: SavedRun) -> list[str]:
                 notes.append(f"differs: {fact}: {x} (old) vs {y} (new): not the same machine "
                              "or software; a change here may be that, not yours")  # fmt: skip
         loads = [(e.load_avg_1m_before, e.load_avg_1m_after) for e in (old.env, new.env)]
-        notes.append(f"load (1 min average, before / after timing): old {_pair(loads[0])}, "
-                     f"new {_pair(loads[1])}")  # fmt: skip
+        if timed:
+            notes.append(f"load (1 min average, before / after timing): old {_pair(loads[0])}, "
+                         f"new {_pair(loads[1])}")  # fmt: skip
     else:
         missing = [r.where for r in (old, new) if r.env is None]
         notes.append(f"no env record in {', '.join(missing)}: the machines cannot be compared")

@@ -215,7 +215,7 @@ def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check:
     changed = changes(sides) if sides else []
     checked = gates(spec, found, changed)
     csv_path = write_rows(directory / "explain.csv", as_dicts(found), columns(ExplainRow))
-    outputs = {"csv": str(csv_path)}
+    outputs = {"csv": str(csv_path), **side_outputs(spec, found, directory, threads)}
     extra = None
     if sides is not None:
         extra = {"changes": as_dicts(changed), **differences(sides)}
@@ -229,6 +229,20 @@ def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check:
         render=lambda: render(spec, found, sides, changed, checked, outputs, scaling),
         extra=extra,
     )
+
+
+def side_outputs(spec: ExplainSpec, found, directory, threads: int) -> dict[str, str]:
+    """What --out holds beside the CSV: the diagram and the env record (which `compare` reads
+    to say whether two explain runs ran on the same machine and software)."""
+    import sys
+
+    from nanobench.harness.env_record import collect_env, write_env
+    from reports.explain import draw_explain
+
+    what = spec.target or f"the engine, {spec.path} path"
+    png = draw_explain(found, directory / "explain.png", f"explain: {what}")
+    env = write_env(directory / "explain-env.json", collect_env(threads, sys.argv))
+    return {"png": str(png), "env": str(env)}
 
 
 def render(spec: ExplainSpec, found, sides: Sides | None, changed, checked, outputs, scaling):
