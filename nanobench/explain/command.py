@@ -193,9 +193,13 @@ def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check:
     from nanobench.explain.before_after import changes, differences, explain_sides
     from nanobench.harness.dynamo_explain import ExplainRow, scaling
     from nanobench.harness.rows import as_dicts, columns
+    from nanobench.harness.third_party import to_log
     from reports.csvio import write_rows
 
-    with threads_applied(spec.threads) as threads:
+    with (
+        to_log(directory / "explain-warnings.log") as logged,
+        threads_applied(spec.threads) as threads,
+    ):
         if spec.vs or spec.vs_path:
             sides = explain_sides(spec, status, explain_target_rows, explain_engine_rows)
         else:
@@ -216,6 +220,8 @@ def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check:
     checked = gates(spec, found, changed)
     csv_path = write_rows(directory / "explain.csv", as_dicts(found), columns(ExplainRow))
     outputs = {"csv": str(csv_path), **side_outputs(spec, found, directory, threads)}
+    if logged.by_source:
+        outputs["warnings"] = str(logged.path)  # torch's and transformers' own, kept whole
     extra = None
     if sides is not None:
         extra = {"changes": as_dicts(changed), **differences(sides)}
