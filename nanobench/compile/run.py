@@ -253,6 +253,19 @@ def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
     )
 
 
+def settle_history(store, facts, rows_out, found, progress: Progress) -> str:
+    """A sound run's speedups recorded; what it read and recorded written beside its CSV (the
+    file's path); the store's problems said, one line each."""
+    path = settle(
+        store, progress.where / "compile-history.json", [r.status for r in rows_out], found,
+        partial(compile_history.record, store, facts, rows_out, progress.windows),
+        compile_history.use(facts, progress.history, rows_out),
+    )  # fmt: skip
+    for problem in dict.fromkeys(store.problems):
+        say_warning(problem)
+    return path
+
+
 def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> int:
     """Resolve the model, run the sweep in rounds, write the outputs; the gates' exit code."""
     if check and spec.compared and not (spec.no_more or spec.no_slower):
@@ -286,13 +299,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
         "env": str(env_path),
     }
     if store is not None:
-        outputs["history"] = settle(
-            store, where / "compile-history.json", [r.status for r in rows_out], found,
-            partial(compile_history.record, store, facts, rows_out, progress.windows),
-            compile_history.use(facts, progress.history, rows_out),
-        )  # fmt: skip
-        for problem in dict.fromkeys(store.problems):
-            say_warning(problem)
+        outputs["history"] = settle_history(store, facts, rows_out, found, progress)
     if spec.compared:
         outputs["changes"] = str(progress.changes_path)
         outputs["png"] = str(draw_compare(as_dicts(rows_out), where / "compare.png", head))

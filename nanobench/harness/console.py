@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
 from nanobench.harness.lifeline import end_with_parent, interrupt_code, terminate_as_interrupt
+from nanobench.harness.versions import warn_untested_torch
 
 PIPED_WIDTH = 160  # columns when stdout is not a terminal
 
@@ -86,6 +87,7 @@ def run_command(quiet: bool = False):
     """The command's body: SIGTERM ends it as Ctrl-C does (exit 143 for 130), and a command
     spawned by nanobench (a sweep's point) ends with its parent (`harness.lifeline`)."""
     end_with_parent()
+    warn_untested_torch(say_warning)
     live = not quiet and sys.stderr.isatty() and sys.stdout.isatty()
     console = stderr_console()
     status_box = console.status("") if live else None

@@ -6,7 +6,7 @@ loads the model with `AutoModelForCausalLM` (safetensors, offline), prefills see
 into a `StaticCache` or a `DynamicCache` outside any traced region, and steps one token per
 call: `forward` is the model itself, `step_inputs(step)` the next token, its cache position
 and the cache, passed as `past_key_values`: the name every transformers pyproject allows reads
-(`LlamaForCausalLM.forward` names only it in 4.45.0 and 5.17.0; 5.24.0, the lock's, renames it
+(`LlamaForCausalLM.forward` names only it in 5.6.0 and 5.17.0; 5.24.0, the lock's, renames it
 `cache` and keeps `past_key_values` as an alias until 5.40). A model that does not know a
 keyword swallows it in `**kwargs` and runs with no history, so the name matters.
 What it is not: generation. The next token is seeded, not sampled from the logits: the
@@ -66,13 +66,26 @@ class HFDecode:
         # cache_position), so the cache is cropped back to what it held before this step.
         held = int(self.cache.get_seq_length())
         if held > at:
-            self.cache.crop(at - held)
+            rewind(self.cache, held - at)
         return (), {
             "input_ids": self.ids[:, at : at + 1],  # (B, 1)
             "past_key_values": self.cache,
             "cache_position": torch.tensor([at], device=self.device),  # (1,)
             "use_cache": True,
         }
+
+
+def rewind(cache, tokens: int) -> None:
+    """Drop the cache's last `tokens` tokens, in every transformers pyproject allows.
+
+    A dynamic layer's `crop` takes a negative count in all of 5.x; a static layer has `crop` only
+    from 5.24, and before it counts its length in `cumulative_length`, a tensor at a static
+    address, which 5.24's `crop` moves back in place: so that is what is done without it."""
+    for layer in cache.layers:
+        if hasattr(layer, "crop"):
+            layer.crop(-tokens)
+        else:
+            layer.cumulative_length.sub_(tokens)
 
 
 def hf_static(*, model: str, rows: int, prompt_len: int, steps: int, device: str, dtype: str):

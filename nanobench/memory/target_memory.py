@@ -202,10 +202,13 @@ def _fused(as_device, torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=F
             q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
     if attn_mask is not None and attn_mask.dtype == torch.bool:
-        # As sdpa converts a boolean mask before its kernel: where(mask, 0, -inf).
-        zero = torch.scalar_tensor(0.0, dtype=q.dtype)
-        neg = torch.scalar_tensor(-float("inf"), dtype=q.dtype)
-        attn_mask = torch.where(attn_mask, zero, neg)  # mask's shape, q's dtype
+        # As sdpa converts a boolean mask before its kernel: where(mask, 0, -inf), the two
+        # scalars freed before the kernel allocates (held to its peak, they would be priced).
+        attn_mask = torch.where(
+            attn_mask,
+            torch.scalar_tensor(0.0, dtype=q.dtype),
+            torch.scalar_tensor(-float("inf"), dtype=q.dtype),
+        )  # mask's shape, q's dtype
     aten = torch.ops.aten
     if as_device == "cpu":
         return aten._scaled_dot_product_flash_attention_for_cpu(
