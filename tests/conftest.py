@@ -60,3 +60,12 @@ def own_history(tmp_path_factory, monkeypatch):
     # A run records its ratios in the machine's history and the next run with its settings
     # reads them (nanobench.harness.history): every test starts with none, whatever ran before.
     monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path_factory.mktemp("history")))
+
+
+@pytest.fixture(autouse=True)
+def same_working_folder():
+    # A test that leaves another working folder breaks every later test of its worker that
+    # starts `python -m tests.<worker>` (the fleet's, the faults'): they no longer find `tests`.
+    before = os.getcwd()
+    yield
+    assert os.getcwd() == before, "the test changed the working folder: use monkeypatch.chdir"

@@ -44,7 +44,7 @@ def target_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_targets_identity_is_its_file_and_the_siblings_it_imports(tmp_path):
+def test_a_targets_identity_is_its_file_and_the_siblings_it_imports(tmp_path, monkeypatch):
     folder = target_folder(tmp_path)
     spec = f"{folder / 'step.py'}:factory"
     assert [p.name for p in target_files(spec)] == ["helper.py", "step.py"]
@@ -53,7 +53,7 @@ def test_a_targets_identity_is_its_file_and_the_siblings_it_imports(tmp_path):
     assert code_identity(spec, "") == before, "a sibling it never imports is not its code"
     (folder / "helper.py").write_text("def make(rows):\n    return rows + 0\n")
     assert code_identity(spec, "").target_sha != before.target_sha
-    os.chdir(folder)  # module:factory resolves from the working folder, as load_factory does
+    monkeypatch.chdir(folder)  # module:factory resolves from the working folder, as load does
     assert [p.name for p in target_files("step:factory")] == ["helper.py", "step.py"]
     assert target_files("hf-static") == [] and target_files("") == []
 
