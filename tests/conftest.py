@@ -55,17 +55,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_cpu_triton)
 
 
+WORKING_FOLDER = os.getcwd()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    # After every fixture is finalised (monkeypatch's chdir undone): a test that leaves another
+    # working folder breaks every later test of its worker that starts `python -m tests.<worker>`
+    # (the fleet's, the faults'), which then no longer find `tests`. It fails here, by name.
+    yield
+    if os.getcwd() != WORKING_FOLDER:
+        left = os.getcwd()
+        os.chdir(WORKING_FOLDER)
+        raise AssertionError(
+            f"{item.nodeid} left the working folder at {left}: use monkeypatch.chdir"
+        )
+
+
 @pytest.fixture(autouse=True)
 def own_history(tmp_path_factory, monkeypatch):
     # A run records its ratios in the machine's history and the next run with its settings
     # reads them (nanobench.harness.history): every test starts with none, whatever ran before.
     monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path_factory.mktemp("history")))
-
-
-@pytest.fixture(autouse=True)
-def same_working_folder():
-    # A test that leaves another working folder breaks every later test of its worker that
-    # starts `python -m tests.<worker>` (the fleet's, the faults'): they no longer find `tests`.
-    before = os.getcwd()
-    yield
-    assert os.getcwd() == before, "the test changed the working folder: use monkeypatch.chdir"
