@@ -255,14 +255,12 @@ def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
 
 def settle_history(store, facts, rows_out, found, progress: Progress) -> str:
     """A sound run's speedups recorded; what it read and recorded written beside its CSV (the
-    file's path); the store's problems said, one line each."""
+    file's path); the store's problems said, one line each (`settle`)."""
     path = settle(
         store, progress.where / "compile-history.json", [r.status for r in rows_out], found,
         partial(compile_history.record, store, facts, rows_out, progress.windows),
-        compile_history.use(facts, progress.history, rows_out),
+        compile_history.use(facts, progress.history, rows_out), say_warning,
     )  # fmt: skip
-    for problem in dict.fromkeys(store.problems):
-        say_warning(problem)
     return path
 
 

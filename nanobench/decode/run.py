@@ -259,7 +259,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
 
 def settle_history(store, facts, rows_out, probes, progress) -> str | None:
     """A sound run's ratios recorded; what it read and recorded written beside its CSV (the
-    file's path); the store's problems said, one line each."""
+    file's path); the store's problems said, one line each (`settle`)."""
     if store is None:
         return None
     statuses = [r.status for r in rows_out] + [p.status for p in probes.values() if p]
@@ -267,10 +267,8 @@ def settle_history(store, facts, rows_out, probes, progress) -> str | None:
         store, progress.csv_path.parent / "decode-history.json", statuses,
         progress.gates(rows_out, []),
         partial(decode_history.record, store, facts, rows_out, progress.windows),
-        decode_history.use(facts, progress.history, rows_out),
+        decode_history.use(facts, progress.history, rows_out), say_warning,
     )  # fmt: skip
-    for problem in dict.fromkeys(store.problems):
-        say_warning(problem)
     return path
 
 

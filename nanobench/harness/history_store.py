@@ -121,12 +121,16 @@ def unsound(statuses: list[str], gates: list) -> str:
 
 
 def settle(store: RunHistory, path: Path, statuses: list[str], gates: list, record,
-           read: tuple[Borrowed, ...]) -> str:  # fmt: skip
+           read: tuple[Borrowed, ...], say) -> str:  # fmt: skip
     """A finished run's end with the history: `record()` (which appends, and says how many)
-    only where the run is sound; what it read and recorded written to `path`; the path."""
+    only where the run is sound; what it read and recorded written to `path`; each problem
+    the store met `say`'d once (the command's warning line); the path."""
     why_not = unsound(statuses, gates)
     recorded = 0 if why_not else record()
-    return str(HistoryUse(str(store.root), read, recorded, why_not).write(path))
+    written = str(HistoryUse(str(store.root), read, recorded, why_not).write(path))
+    for problem in dict.fromkeys(store.problems):
+        say(problem)
+    return written
 
 
 @contextmanager
