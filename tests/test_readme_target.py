@@ -24,6 +24,7 @@ def folder(tmp_path, monkeypatch):
     (tmp_path / "entry.py").write_text("from my_step import factory  # a module beside it\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the target's folder is put first
+    sys.modules.pop("my_step", None)  # another page's my_step, imported by an earlier test
     yield tmp_path
     sys.modules.pop("my_step", None)
 

@@ -76,7 +76,7 @@ def timing_change(
     ratio = after / before if before and after is not None else None
     if before == after == 0:  # nothing on either side (off's compile seconds): nothing changed
         return Change(member, column, "timing", before, after, verdict=SAME)
-    if before is None or after is None:
+    if interval is None and (before is None or after is None):
         return Change(member, column, "timing", before, after, verdict=NOT_MEASURED,
                       note="not measured on both sides")  # fmt: skip
     if interval is None or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
