@@ -114,6 +114,19 @@ def spawned():
             pass
 
 
+@pytest.fixture
+def sigint_heard():
+    """Children start with SIGINT's default action, however this process was started.
+
+    A shell starts a background job (`make test &` beside another) with SIGINT ignored, exec
+    keeps an ignored signal, and Python then installs no KeyboardInterrupt handler: the
+    child would never hear the test's Ctrl-C. A handled signal is reset to its default at
+    exec, so with a handler here for the test's length every child starts as a terminal's."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
 def test_a_killed_worker_becomes_a_row_and_the_sweep_goes_on(tmp_path):
     proc = start(tmp_path, "--modes", "off,dynamic", "--steps", "40")
     wait_for(lambda: len(rows_on_disk(tmp_path)) == 1)
@@ -129,7 +142,9 @@ def test_a_killed_worker_becomes_a_row_and_the_sweep_goes_on(tmp_path):
     assert "Traceback" not in err
 
 
-def test_an_interrupted_sweep_keeps_finished_rows_and_says_what_did_not_run(tmp_path, spawned):
+def test_an_interrupted_sweep_keeps_finished_rows_and_says_what_did_not_run(
+    tmp_path, spawned, sigint_heard
+):
     proc = start(tmp_path, "--modes", "off,dynamic,static", "--steps", "40")
     wait_for(lambda: len(rows_on_disk(tmp_path)) == 1)
     # off's worker stays alive for the rounds; the second child is dynamic's, setting up.
@@ -198,7 +213,7 @@ def test_a_timeout_kills_the_worker_and_its_grandchildren(spawned):
     assert_group_gone(spawned["group"])
 
 
-def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned):
+def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned, sigint_heard):
     """SIGINT to the process running run_fresh (as Ctrl-C reaches the CLI), not to the group."""
     driver = (
         "import json, sys\n"
