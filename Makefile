@@ -119,8 +119,9 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Options pass through: `make bench ARGS="--threads 1"`.
 bench: setup
-	$(BIN)/nanobench compile
+	$(BIN)/nanobench compile $(ARGS)
 
 # No setup: a GPU machine's own python (a CUDA torch, Triton, pytest) runs it, installing nothing.
 gpu-check:

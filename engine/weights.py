@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import zlib
@@ -23,20 +22,13 @@ from pathlib import Path
 
 import torch
 
-from engine.config import ConfigError, ModelConfig, Preset
+from engine.config import ConfigError, ModelConfig, Preset, cache_root
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class CheckpointError(ValueError):
     """A checkpoint directory that cannot be loaded, with the file or tensor named."""
-
-
-def cache_root() -> Path:
-    if os.environ.get("NANOBENCH_CACHE"):
-        return Path(os.environ["NANOBENCH_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nanobench"
 
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:

@@ -245,6 +245,8 @@ def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
     """Top right: one step of the longest run as the rectangle the forward computes; the step with the most padded columns (just past a bucket edge), so both kinds of padding show. Returns the real rows."""
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
+    from reports.figure_text import fit_title
+
     shown = max(
         range(len(trace["lens"])),
         key=lambda i: (trace["bucketed_shapes"][i][1] - trace["lens"][i], -i),
@@ -298,9 +300,11 @@ def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
         [f"row {r}" if r < real else f"pad {r}" for r in range(graph_rows)], fontsize=8
     )
     ax_rect.set_xlabel("width (dotted: the run's bucket widths)")
-    ax_rect.set_title(
+    # Wider than the panel at long histories: wrapped, never past the figure's edge.
+    fit_title(
+        ax_rect,
         f"step {shown + 1} of {run['steps']} bucketed: {real} rows -> {graph_rows}, "
-        f"history {ctx} -> {graph_width} (hatched: padding)"
+        f"history {ctx} -> {graph_width} (hatched: padding)",
     )
     return real
 
@@ -351,7 +355,10 @@ def tradeoff_panel(ax_trade, capture: list[dict], max_shapes: int, max_waste: fl
     )
     for c, s, w in zip(capture, shapes, wastes, strict=True):
         label = f"x{c['width_multiple']}: {s}" + (" (chosen)" if c["chosen"] else "")
-        ax_trade.annotate(label, (s, w), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        # The rightmost point's label reads leftwards: to its right is the axes' edge.
+        last = s == max(shapes)
+        ax_trade.annotate(label, (s, w), textcoords="offset points", xytext=(-6 if last else 6, 4),
+                          ha="right" if last else "left", fontsize=8)  # fmt: skip
     tri = capture[0]["shapes_triton"]
     ax_trade.plot(
         [tri],

@@ -242,10 +242,13 @@ def plot_capture(path: Path, rows: list, heading: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from reports.figure_text import fit_suptitle
+
     runs = [r for r in rows if r.table == "run"]
     pools = [r for r in rows if r.table == "pool" and r.kernel == "reference"]
     held = [r for r in rows if r.table == "held"]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), layout="constrained")
     (ax_ms, ax_count), (ax_pool, ax_held) = axes
     step_panel(ax_ms, runs)
     count_panel(ax_count, runs)
@@ -253,8 +256,7 @@ def plot_capture(path: Path, rows: list, heading: str) -> Path:
         pool_panel(ax_pool, pools)
     if held:
         held_panel(ax_held, held)
-    fig.suptitle(heading)
-    fig.tight_layout()
+    fit_suptitle(fig, heading)
     return save_figure(fig, path)
 
 
@@ -359,10 +361,10 @@ def step_panel(ax, runs: list) -> None:
         whiskers = [[m - lo for m, lo in zip(medians, q1)], [hi - m for m, hi in zip(medians, q3)]]
         ax.bar([x + offset for x in xs], medians, 0.4, yerr=whiskers, capsize=3, label=side,
                color=colour(name))  # fmt: skip
-    for x, r in zip(xs, runs, strict=True):
-        top = max(r.step_ms_eager_q3 or 0.0, r.step_ms_replayed_q3 or 0.0)
-        ax.annotate(ratio_cell(r), (x, top), ha="center", va="bottom", fontsize=7,
-                    xytext=(0, 3), textcoords="offset points")  # fmt: skip
+    from reports.figure_text import bar_labels
+
+    tops = [max(r.step_ms_eager_q3 or 0.0, r.step_ms_replayed_q3 or 0.0) for r in runs]
+    bar_labels(ax, xs, tops, [ratio_cell(r) for r in runs], slots=len(runs), fontsize=7)
     ax.set_xticks(xs, [str(r.steps) for r in runs])
     ax.set_xlabel("decode steps in a run")
     ax.set_ylabel("ms per decode step (median, IQR)")

@@ -26,10 +26,12 @@ from reports.style import colour, gate_mark
 HEADERS = {
     "graphs": "graphs",
     "breaks": "breaks",
+    "break_sites": "break sites",
     "ops": "ops",
     "guards": "guards",
     "value_guards": "value guards",
     "builds": "builds",
+    "recompiles": "recompiles",
     "fell_back": "fell back",
     "shapes": "shapes",
     "compile_s": "compile s",
@@ -152,23 +154,29 @@ def draw_compare(rows: list, path: Path, title: str, panels=COMPILE_PANELS) -> P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from reports.figure_text import fit_suptitle, fit_ticks, fit_title
+
     ok = [r for r in rows if r.get("status") == "ok"]
     names = list(dict.fromkeys(_name(r) for r in ok))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False,
+                             layout="constrained")  # fmt: skip
     for ax, (key, ends, heading) in zip(axes[0], panels):
         for i, side in enumerate(("before", "after")):
             by = {_name(r): r for r in ok if r.get("side") == side}
             _bars(ax, names, by, i, side, key, ends)
-        ax.set_title(heading, fontsize=9)
+        fit_title(ax, heading, fontsize=9)
         if key in ("speedup", "ratio_vs_floor"):
             ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(names)), names, fontsize=8)
+        fit_ticks(ax, names, fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fit_suptitle(fig, title, fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)
+
+
+FELL_BACK = "fell back to eager"
 
 
 def _name(row: dict) -> str:
@@ -176,8 +184,10 @@ def _name(row: dict) -> str:
 
 
 def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str]) -> None:
-    """One side's bars, offset left (before) or right (after), hatched after."""
-    xs, heights, lows, highs, colours = [], [], [], [], []
+    """One side's bars, offset left (before) or right (after), hatched after; a mode that fell
+    back to eager past dynamo's recompile limit (its row's `fell_back`) cross-hatched and
+    outlined in red, named once in the legend: its bar is eager's time, not the compiled one's."""
+    xs, heights, lows, highs, colours, fell = [], [], [], [], [], []
     for x, m in enumerate(modes):
         r = by.get(m)
         if r is None or r.get(key) is None:
@@ -188,6 +198,15 @@ def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str
         lows.append(r[key] - low)
         highs.append(high - r[key])
         colours.append(colour(m))
-    if xs:
-        ax.bar(xs, heights, width=0.38, yerr=[lows, highs], capsize=4, color=colours,
-               hatch="//" if side == "after" else None, edgecolor="black", label=side)  # fmt: skip
+        fell.append(bool(r.get("fell_back")))
+    if not xs:
+        return
+    bars = ax.bar(xs, heights, width=0.38, yerr=[lows, highs], capsize=4, color=colours,
+                  hatch="//" if side == "after" else None, edgecolor="black", label=side)  # fmt: skip
+    for bar, eager in zip(bars, fell):
+        if eager:
+            bar.set_hatch("xx")
+            bar.set_edgecolor("tab:red")
+            bar.set_linewidth(1.5)
+            if FELL_BACK not in ax.get_legend_handles_labels()[1]:
+                bar.set_label(FELL_BACK)

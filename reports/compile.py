@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import colour, gate_mark, history_lines, interval_sources
+from reports.style import colour, counted, gate_mark, history_lines, interval_sources
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -118,13 +118,36 @@ def worth(r) -> str:
     return f"{cold} cold / {warm} warm"
 
 
+def counts_line(r) -> str:
+    """'dynamic: one call: 3 graphs, 2 breaks, 1 break site (f.py:12, 2 hits); the run: 2
+    builds, 1 recompile (limit 8)': every count under the name `explain` and `--vs` give it."""
+    call = ""
+    if r.graphs_per_call is not None:
+        sites = ", ".join(
+            f"{Path(line).name}, {counted(n, 'hit')}"
+            for line, n in zip(r.break_lines or [], r.break_hits or [])
+        )
+        call = (
+            f"one call: {counted(r.graphs_per_call, 'graph')}, "
+            f"{counted(r.breaks_per_call, 'break')}, {counted(r.break_sites, 'break site')}"
+            + (f" ({sites})" if sites else "")
+            + "; "
+        )
+    return (
+        f"{r.mode}: {call}the run: {counted(r.builds, 'build')}, "
+        f"{counted(r.recompiles or 0, 'recompile')} (limit {r.recompile_limit})"
+    )
+
+
 def row_notes(console, rows: list) -> None:
     """What each row says beyond its cells, one line each, in the order of the rows."""
     for r in rows:
+        if r.builds is not None and r.mode != "off":
+            console.print(counts_line(r), markup=False)
         reasons = r.recompile_reasons or []
         if reasons:
             console.print(
-                f"{r.mode}: {len(reasons)} recompiles ({r.guard_kind} guards); "
+                f"{r.mode}: {counted(len(reasons), 'recompile')} ({r.guard_kind} guards); "
                 f"first: {reasons[0]}; last: {reasons[-1]}",
                 markup=False,
             )
@@ -181,36 +204,39 @@ def draw_compiled_decode(rows: list, path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from reports.figure_text import fit_suptitle
+
     measured = [r for r in rows if r.status == "ok"]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), layout="constrained")
     builds_panel(axes[0][0], measured)
     cumulative_panel(axes[0][1], measured)
     step_panel(axes[1][0], measured)
     saving_panel(axes[1][1], measured)
-    fig.suptitle(title)
-    fig.tight_layout()
+    fit_suptitle(fig, title)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)
 
 
 def builds_panel(ax, measured: list) -> None:
     """Builds (frames compiled) per mode, each bar labelled with its reuse."""
+    from reports.figure_text import bar_labels, fit_ticks
+
     modes = [r.mode for r in measured]
     builds = [r.builds or 0 for r in measured]
-    bars = ax.bar(modes, builds, color=[colour(m) for m in modes])
-    for bar, r in zip(bars, measured):
-        ax.annotate(
-            f"reuse {(r.reuse or 0):.0%}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-        )
+    xs = range(len(measured))
+    ax.bar(xs, builds, color=[colour(m) for m in modes])
+    fit_ticks(ax, modes)
+    reuse = [f"reuse {(r.reuse or 0):.0%}" for r in measured]
+    bar_labels(ax, xs, builds, reuse, slots=len(measured), fontsize="medium")
     ax.set_title("builds (frames compiled) per mode")
     ax.set_ylabel("builds")
 
 
 def cumulative_panel(ax, measured: list) -> None:
     """Cumulative builds per decode step, against the recompile limit."""
+    from reports.figure_text import fit_title
+
     for r in measured:
         per_step = r.builds_per_step or []
         total, xs, ys = 0, [], []
@@ -224,9 +250,11 @@ def cumulative_panel(ax, measured: list) -> None:
     for limit in limits:
         ax.axhline(limit, color="red", linestyle="--", label=f"recompile_limit {limit}")
     first_reason = next((r.recompile_reasons[0] for r in measured if r.recompile_reasons), "")
-    ax.set_title(
+    # The reason whole, wrapped to the panel: its tail (expected, actual) is what it says.
+    fit_title(
+        ax,
         "cumulative builds per decode step"
-        + (f"\nfirst recompile: {first_reason[:60]}" if first_reason else ""),
+        + (f"\nfirst recompile: {first_reason}" if first_reason else ""),
         fontsize=9,
     )
     ax.set_xlabel("decode step")
@@ -236,25 +264,26 @@ def cumulative_panel(ax, measured: list) -> None:
 
 def step_panel(ax, measured: list) -> None:
     """Median steady step per mode, IQR whiskers, speedup against off with its interval."""
+    from reports.figure_text import bar_labels, fit_ticks, fit_title
+
     timed = [r for r in measured if r.step_ms]
     # The bar is the median; the whisker spans the quartiles of every round's steady steps.
     whiskers = [
         [r.step_ms - (r.step_ms_q1 or r.step_ms) for r in timed],
         [(r.step_ms_q3 or r.step_ms) - r.step_ms for r in timed],
     ]
-    labels = [r.mode + ("\n(eager after fall-back)" if r.fell_back else "") for r in timed]
-    ax.bar(
-        labels,
-        [r.step_ms for r in timed],
-        yerr=whiskers,
-        capsize=6,
-        color=[colour(r.mode) for r in timed],
-    )
-    for label, r in zip(labels, timed):
-        if r.speedup:
-            text = interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x")
-            ax.annotate(text, (label, r.step_ms_q3 or r.step_ms), ha="center", va="bottom")
-    ax.set_title("median steady step (ms), whisker: IQR; speedup vs off [95% interval]")
+    labels = [r.mode + (" (eager after fall-back)" if r.fell_back else "") for r in timed]
+    xs = range(len(timed))
+    ax.bar(xs, [r.step_ms for r in timed], yerr=whiskers, capsize=6,
+           color=[colour(r.mode) for r in timed])  # fmt: skip
+    fit_ticks(ax, labels)
+    # Above the whisker, inside the axes: a label over the top bar never reaches the title.
+    said = [
+        interval(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x") if r.speedup else ""
+        for r in timed
+    ]
+    bar_labels(ax, xs, [r.step_ms_q3 or r.step_ms for r in timed], said, slots=len(timed))
+    fit_title(ax, "median steady step (ms), whisker: IQR; speedup vs off [95% interval]")
     ax.set_ylabel("ms")
 
 

@@ -139,11 +139,14 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from reports.figure_text import bar_labels, fit_suptitle
+
     timed = [r for r in rows if r.status == "ok" and r.ms_per_step]
     names = [r.system for r in timed]
     colors = [colour(r.system) for r in timed]
     hatches = ["//" if r.tokens_match is False else "" for r in timed]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
     ax = axes[0]
     # The bar is the median; the whisker spans the quartiles of every round's steps.
     whiskers = [
@@ -151,11 +154,12 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
         [(r.ms_q3 or r.ms_per_step) - r.ms_per_step for r in timed],
     ]
     bars = ax.bar(names, [r.ms_per_step for r in timed], yerr=whiskers, capsize=6, color=colors)
-    for bar, r, hatch in zip(bars, timed, hatches):
+    for bar, hatch in zip(bars, hatches):
         bar.set_hatch(hatch)
-        label = ratio_cell(r, "ratio_vs_hf_eager") + "\nx hf-eager"
-        top = r.ms_q3 or bar.get_height()  # above the whisker, not through it
-        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, top), ha="center", va="bottom")
+    # Above the whisker, not through it, and inside the axes: never in the title's space.
+    labels = [ratio_cell(r, "ratio_vs_hf_eager") + "\nx hf-eager" for r in timed]
+    tops = [r.ms_q3 or r.ms_per_step for r in timed]
+    bar_labels(ax, range(len(timed)), tops, labels, slots=len(timed))
     floored = next((r for r in timed if r.floor_ms), None)
     if floored is not None:
         ax.axhline(
@@ -198,7 +202,6 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_title("decode tokens per second (rows / step time)")
     ax.set_ylabel("tokens/s")
     ax.tick_params(axis="x", rotation=20)
-    fig.suptitle(f"{title} (hatched: tokens differ from the reference)")
-    fig.tight_layout()
+    fit_suptitle(fig, f"{title} (hatched: tokens differ from the reference)")
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)

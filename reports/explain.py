@@ -5,8 +5,9 @@ What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`
 are the JSON's), and `render_before_after`, over (member, before row, after row) pairs, their
 count `Change`s (read by attribute) and the one-side-only break reasons and value guards.
 What it is not: explaining or comparing; nothing here runs dynamo or subtracts a count.
-Invariant: dynamo's counts print as dynamo gave them; a disagreement is flagged, not fixed; a
-change prints as the `Change` says it.
+Invariant: dynamo's counts print as dynamo gave them, under the names every command uses
+(graphs, breaks, break sites, hits: docs/measuring.md, "The counts"); a change prints as the
+`Change` says it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reports.style import gate_mark
 BEFORE_AFTER = {
     "graphs": "graphs",
     "breaks": "graph_breaks",
+    "break_sites": "break_sites",
     "ops": "ops",
     "guards": "guards",
     "value_guards": "value_guards",
@@ -30,26 +32,33 @@ def render_explain(console, rows: list, verdict: str, gates, outputs: dict | Non
     targets = sorted({r.target for r in rows if r.target})
     named = f": {', '.join(targets)}" if targets else ""
     table = Table(title=f"one decode forward, torch._dynamo.explain{named}")
-    for col in ("layers", "path", "graphs", "breaks", "counted", "ops", "guards", "value guards"):
+    for col in (
+        "layers",
+        "path",
+        "graphs",
+        "breaks",
+        "break sites",
+        "ops",
+        "guards",
+        "value guards",
+    ):
         table.add_column(col, justify="right")
     for r in rows:
-        counted = str(r.counted_breaks) + ("" if r.breaks_agree else " (!)")
         table.add_row(
             "-" if r.layers is None else str(r.layers),
             r.path,
             str(r.graphs),
             str(r.graph_breaks),
-            counted,
+            str(r.break_sites),
             str(r.ops),
             str(r.guards),
             str(r.value_guards),
         )
     console.print(table)
-    if any(not r.breaks_agree for r in rows):
-        console.print(
-            "(!) dynamo's graph_break_count is graphs - 1; the counted, deduplicated break "
-            "reasons disagree with it"
-        )
+    console.print(
+        "graphs: built for one call; breaks: graphs - 1 (dynamo's count); break sites: source "
+        "lines a break stopped a graph at; hits: times one call passed a site"
+    )
     if len(rows) > 1:
         console.print(f"break scaling: {verdict}")
     last = rows[-1]
@@ -57,11 +66,11 @@ def render_explain(console, rows: list, verdict: str, gates, outputs: dict | Non
     if last.target:
         console.print(f"target: {last.target}", markup=False)
     if last.break_reasons:
-        reasons = Table(title=f"break reasons at {at}")
-        for col in ("count", "reason", "frame", "source"):
+        reasons = Table(title=f"break sites at {at}")
+        for col in ("hits", "reason", "frame", "source"):
             reasons.add_column(col)
         for b in last.break_reasons:
-            reasons.add_row(str(b["count"]), b["reason"], b["frame"], b["source"])
+            reasons.add_row(str(b["hits"]), b["reason"], b["frame"], b["source"])
         console.print(reasons)
     if last.value_guard_text:
         console.print(
@@ -103,10 +112,10 @@ def render_before_after(
             console.print(f"{what}: none", markup=False)
             continue
         table = Table(title=what)
-        for col in ("member", "count", "reason", "source"):
+        for col in ("member", "hits", "reason", "source"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["member"], str(r["count"]), r["reason"], r["source"])
+            table.add_row(r["member"], str(r["hits"]), r["reason"], r["source"])
         console.print(table)
     for key, what in (("value_guards_gone", "value guards gone"),
                       ("value_guards_new", "value guards new")):  # fmt: skip

@@ -149,7 +149,10 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 6))
+    from reports.figure_text import fit_suptitle
+
+    # Constrained layout keeps the legend beside the axes and the wrapped title above them.
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 6), layout="constrained")
     xs = list(range(len(rows)))
     bottoms = [0.0] * len(rows)
     layers = [(name, [part(r) for r in rows]) for name, part in STACK]
@@ -170,7 +173,9 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
     ax.set_xticks(xs, [label(r) + ("" if r.fits else "\n(does not fit)") for r in rows])
     ax.set_ylabel("GiB")
     first = rows[0]
-    ax.set_title(
+    # The figure's title, not the axes': centred on the figure, it has the legend's width too.
+    fit_suptitle(
+        fig,
         title(
             "where the device's bytes go, per capture list",
             model=model,
@@ -178,10 +183,9 @@ def plot_pool_budget(path: Path, rows: list, *, model: str) -> Path:
             dtype=first.dtype,
             max_batch=first.max_batch,
             max_model_len=first.max_model_len,
-        )
+        ),
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
     return save_figure(fig, path)
 
 
@@ -242,7 +246,10 @@ def plot_target_budget(path: Path, sizes: list, fit) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(sizes) + 3), 5))
+    from reports.figure_text import fit_suptitle, fit_ticks
+
+    # Constrained layout keeps the legend beside the axes and the wrapped title above them.
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(sizes) + 3), 5), layout="constrained")
     xs = list(range(len(sizes)))
     state = [r.state_bytes / 2**30 for r in sizes]
     pool = [max(r.workspace_bytes for r in sizes[: i + 1]) / 2**30 for i in xs]
@@ -255,16 +262,16 @@ def plot_target_budget(path: Path, sizes: list, fit) -> Path:
     tops = [a + b for a, b in zip(state, pool, strict=True)]
     ax.bar(xs, outs, 0.6, bottom=tops, label="outputs kept")
     ax.axhline(fit.usable_bytes / 2**30, color="black", linestyle="--", label="utilisation cap")
-    ax.set_xticks(xs, [f"up to {r.rows}" for r in sizes])
+    fit_ticks(ax, [f"up to {r.rows}" for r in sizes])
     ax.set_ylabel("GiB")
-    ax.set_title(
+    fit_suptitle(
+        fig,
         title(
             "capture list prefixes against the device",
             model=fit.target,
             device=binary_bytes(fit.device_bytes),
             dtype=fit.dtype,
-        )
+        ),
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
     return save_figure(fig, path)

@@ -165,6 +165,9 @@ def run_of(points) -> dict[str, str]:
     return found
 
 
+COLOUR_BAR_PT = 72  # the colour bar, its ticks and its label, beside the heatmap
+
+
 def draw_sweep(
     records, axes: list[tuple[str, tuple]], figure: Figure, command: str, run: dict[str, str]
 ):
@@ -178,6 +181,8 @@ def draw_sweep(
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib import patheffects
+
+    from reports.figure_text import fit_ticks, fit_title
 
     lead = list(axes[:2])
     while len(lead) < 2:
@@ -196,7 +201,9 @@ def draw_sweep(
         if pf.value is not None:
             values[y, x] = pf.value / figure.scale
         texts[y][x] = cell_text(figure, pf, point_verdict(record.gates), record.status)
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(x_values), 1.4 + 1.0 * len(y_values)))
+    # Constrained layout gives a wrapped title its lines even in a one-row grid's short figure.
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(x_values), 1.4 + 1.0 * len(y_values)),
+                           layout="constrained")  # fmt: skip
     # A point without the figure (crashed, timed out) is a grey cell, not a colour.
     cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, aspect="auto")
@@ -213,13 +220,16 @@ def draw_sweep(
                 color="white",
                 path_effects=[patheffects.withStroke(linewidth=2, foreground="black")],
             )
-    ax.set_xticks(range(len(x_values)), [str(v) for v in x_values])
-    ax.set_yticks(range(len(y_values)), [str(v) for v in y_values])
+    # A target's path is a long tick label: wrapped to its column, never into its neighbour's.
+    fit_ticks(ax, x_values, beside_pt=COLOUR_BAR_PT)
+    fit_ticks(ax, y_values, axis="y")
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
     more = f"; best point over {', '.join(n for n, _ in axes[2:])}" if len(axes) > 2 else ""
-    ax.set_title(title(f"nanobench sweep {command}, {figure.label}{more}", **run), fontsize=9)
     fig.colorbar(image, ax=ax, label=f"{figure.column}{figure.unit}")
+    # Wrapped to what the colour bar leaves: a small grid's title is wider than its figure.
+    text = title(f"nanobench sweep {command}, {figure.label}{more}", **run)
+    fit_title(ax, text, fontsize=9, beside_pt=COLOUR_BAR_PT)
     return fig
 
 

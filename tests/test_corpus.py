@@ -181,7 +181,7 @@ def test_explain_reports_what_dynamo_explains(idiom):
     assert table.exit_code == result.exit_code and "Traceback" not in table.output, table.output
     cells = table_cells(table.output, f"target step {STEP}")
     assert [int(c) for c in cells[2:8]] == [
-        row["graphs"], row["graph_breaks"], row["counted_breaks"], row["ops"], row["guards"],
+        row["graphs"], row["graph_breaks"], row["break_sites"], row["ops"], row["guards"],
         row["value_guards"],
     ]  # fmt: skip
 

@@ -70,8 +70,13 @@ def test_the_row_carries_dynamos_numbers(one_layer):
     assert one_layer.graph_breaks == out.graph_break_count == out.graph_count - 1
     assert one_layer.ops == out.op_count
     assert one_layer.guards == len(out.out_guards)
-    assert one_layer.counted_breaks == len(out.break_reasons) > 0
-    assert one_layer.breaks_agree == (len(out.break_reasons) == out.graph_break_count)
+    # A break site is a distinct (reason, source line): dynamo's reasons, one per graph that
+    # stopped at a break, folded by where they stopped.
+    sites = {
+        (r.reason.splitlines()[0].strip(), r.user_stack[-1].filename, r.user_stack[-1].lineno)
+        for r in out.break_reasons
+    }
+    assert one_layer.break_sites == len(sites) > 0
     # Every break is raised in the reference kernel; the first one dynamo meets is traced from
     # the engine's unplanned view (later ones are re-met inside resumed frames, whose stacks
     # start at the kernel).

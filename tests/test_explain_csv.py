@@ -21,15 +21,15 @@ from nanobench.harness.saved import read_rows
 from reports.csvio import write_rows
 
 CORPUS = Path(__file__).parent / "corpus"
-BREAK = {"count": 2, "reason": 'Unsupported "x, y"', "frame": "a.py:3", "source": "n = x.item()"}
+BREAK = {"hits": 2, "reason": 'Unsupported "x, y"', "frame": "a.py:3", "source": "n = x.item()"}
 ROWS = [
     ExplainRow(layers=2, path="unplanned", attention="reference", graphs=3, graph_breaks=2,
-               counted_breaks=2, breaks_agree=True, ops=40, guards=17, value_guards=1,
+               break_sites=1, ops=40, guards=17, value_guards=1,
                value_guard_text=["L['view'].n == 13"], break_reasons=[BREAK],
                remedies=["plan outside"], graph_dtypes=["float32"], dtype="float32", threads=4,
                side="before"),
     ExplainRow(layers=None, path="target step 0", attention="", graphs=1, graph_breaks=0,
-               counted_breaks=0, breaks_agree=False, ops=0, guards=0, value_guards=0,
+               break_sites=0, ops=0, guards=0, value_guards=0,
                value_guard_text=[], break_reasons=[], target="x.py:factory"),
 ]  # fmt: skip
 

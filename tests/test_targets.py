@@ -113,7 +113,8 @@ def test_a_spec_that_does_not_load_is_one_line(spec, needle):
 
 def test_a_file_that_raises_on_import_is_one_line(tmp_path):
     broken = tmp_path / "broken.py"
-    broken.write_text("raise ImportError('needs vllm')\n")
+    # It defines its factory (below the raise): read unrun, it may bind it, so it is imported.
+    broken.write_text("raise ImportError('needs vllm')\n\n\ndef factory(**kw):\n    pass\n")
     with pytest.raises(BadInput, match="importing .* raised ImportError: needs vllm"):
         target_option(f"{broken}:factory")
 

@@ -48,6 +48,7 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
+from nanobench.harness.validate import out_dir_tried
 
 
 def buckets(
@@ -115,7 +116,7 @@ def buckets(
             dtype="float32" if dtype == "auto" else dtype,
             record_s_per_graph=record_s_per_graph,
         ).validate()
-
+        out_dir_tried(out)  # before torch loads
         # Heavy on purpose: the engine's cache and the reports load when the command runs.
         from nanobench.buckets.run import run_buckets
 

@@ -43,7 +43,7 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
-from nanobench.harness.validate import out_dir
+from nanobench.harness.validate import out_dir, out_dir_tried, step_named
 
 
 def capture(
@@ -89,6 +89,8 @@ def capture(
     Example: nanobench capture --run-lengths 8,32 --threads 1
     """
     with run_command(quiet) as status:
+        # The names first, with nothing imported: a built-in target's check loads torch.
+        step_named(model, target)
         spec = CaptureSpec(
             model=model,
             rows=rows,
@@ -112,6 +114,7 @@ def capture(
             out=out,
             target=target,
         ).validate()
+        out_dir_tried(out)
         # Heavy on purpose: torch and the engine load when the command runs, not at the CLI's start.
         if spec.target:
             from nanobench.capture.target import capture_target

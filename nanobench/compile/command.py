@@ -5,7 +5,8 @@ into a spec and hands to `compile/run.py`.
 What it is not: the spec (`compile/spec.py`), the gates (`compile/gates.py`), the measurement
 (`compile/bench.py`, `compile/session.py`), the row (`compile/rows.py`) or the report
 (`reports.compile`).
-Invariant: every input is checked before a worker starts; importing this loads no torch.
+Invariant: every input is checked before a worker starts, a mistaken name or path before torch
+is imported; importing this loads no torch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 from nanobench.compile.spec import CompileSpec
 from nanobench.harness import options as o
 from nanobench.harness.console import run_command
+from nanobench.harness.validate import out_dir_tried, out_file, step_named
 
 D = CompileSpec()
 
@@ -73,8 +75,17 @@ def compile_command(
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
         spec = CompileSpec(**options).validate()
-        # Heavy on purpose: torch and the workers' code load when the command runs, not at start.
+        names_checked(spec)
+        # Heavy on purpose: torch and the workers' code load once the names are checked.
         from nanobench.compile.run import run_compile
 
         code = run_compile(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def names_checked(spec: CompileSpec) -> None:
+    """What a typing mistake spoils, checked before torch loads (`run_compile` checks the rest,
+    in this order): --out (tried, left as found), --export-json, each side's target, the model."""
+    out_dir_tried(spec.out)
+    out_file(spec.export_json, "--export-json")
+    step_named(spec.model, spec.target, spec.vs)

@@ -62,6 +62,7 @@ def first_pass(
         shapes=shapes,
         predicted_shapes=predicted_shapes,
         builds=counters["frames"]["ok"],
+        recompiles=len(reasons),
         unique_graphs=counters["stats"]["unique_graphs"],
         calls_captured=counters["stats"]["calls_captured"],
         graph_breaks=sum(counters["graph_break"].values()),

@@ -56,6 +56,13 @@ class CompileRow:
     shapes: int | None = None
     predicted_shapes: int | None = None
     builds: int | None = None  # counters["frames"]["ok"]
+    recompiles: int | None = None  # builds after a frame's first: dynamo's recompile reasons
+    # One call of a fresh forward, as `explain` counts it (the first worker's probe; None else)
+    graphs_per_call: int | None = None
+    breaks_per_call: int | None = None  # dynamo's graph_break_count: graphs - 1
+    break_sites: int | None = None  # source lines a break happened at
+    break_lines: list[str] | None = None  # each site's file:line, most hit first
+    break_hits: list[int] | None = None  # times one call passed each site
     reuse: float | None = None
     fell_back: bool | None = None
     predicted_fall_back: bool | None = None
@@ -133,6 +140,7 @@ class FirstPass:
     shapes: int
     predicted_shapes: int
     builds: int
+    recompiles: int
     unique_graphs: int
     calls_captured: int
     graph_breaks: int
@@ -209,8 +217,9 @@ def derive(
             step_kind="eager"
             if r.mode == "off"
             else ("eager-after-fall-back" if r.fell_back else "compiled"),
-            # Past the limit dynamo still walks every cached entry's guards before running eagerly.
-            guard_sets_checked=r.builds if r.fell_back else None,
+            # Past the limit dynamo still walks the frame's cached entries' guards (as many as
+            # the limit) before running it eagerly; builds count every frame's, so not those.
+            guard_sets_checked=r.recompile_limit if r.fell_back else None,
             **{k: None for k in (*INTERVAL_FIELDS, "worth_compiling", "suspect")},
         )
         spread_rows.append(replace(r, abs_latency=r.step_ms, compilation_latency=r.compile_s))

@@ -29,6 +29,7 @@ from nanobench.harness.change import Change, comparison_gates, side_samples, sid
 from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput, as_vs
+from nanobench.harness.eta import announce
 from nanobench.harness.export import export_compile
 from nanobench.harness.history_store import RunHistory, settle
 from nanobench.harness.load import crowded_note, look_before_timing, sample_load
@@ -282,6 +283,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     facts = compile_history.keys(sides[""], spec.processes, spec.modes) if store is not None else {}
     if store is not None:
         progress.history = compile_history.load(store, facts)
+    timer = announce("compile", spec, status)  # the estimate's line, before any worker
     sweep(progress, sides)
     after = sample_load()
     record = with_load(record, after=after)
@@ -307,6 +309,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
         render = partial(render_compile, stdout_console(), rows_out, found, head)
     if spec.export_json:
         outputs["export_json"] = str(export_compile(spec, dtype, rows_out, record))
+    timer.done(all(r.status == "ok" for r in rows_out))
     return finish(
         "compile",
         as_dicts(rows_out),

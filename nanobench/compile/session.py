@@ -37,7 +37,15 @@ from nanobench.compile.ledger import first_pass
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.target_session import TargetSession
 from nanobench.compile.windows import WindowServer
-from nanobench.harness.dynamo_explain import seeded_prompts, value_guards
+from nanobench.harness.dynamo_call import trace_call
+from nanobench.harness.dynamo_explain import (
+    ExplainRow,
+    break_table,
+    explained_counts,
+    per_call,
+    seeded_prompts,
+    value_guards,
+)
 from nanobench.harness.finite import FiniteWatch
 from nanobench.harness.fresh import serve_main
 from nanobench.harness.rounds import time_steps
@@ -61,8 +69,9 @@ def build_stepper(spec: WorkerSpec, **extra) -> Engine:
     )
 
 
-def probe_guard_kind(engine: Engine, tokens: list[int]) -> tuple[str, list[str]]:
-    """Before compiling: explain one step; guards on step-varying Python values mean `value`."""
+def probe_guard_kind(engine: Engine, tokens: list[int]) -> tuple[str, list[str], dict]:
+    """Before compiling: explain one step; guards on step-varying Python values mean `value`.
+    Also the step's one-call counts (`dynamo_explain.per_call`), as `explain` reports them."""
     rows = engine.active_rows
     input_ids = torch.tensor(tokens, device=engine.cache.device).view(-1, 1)  # (B, 1)
     if engine.config.decode_path == "unplanned":
@@ -73,9 +82,10 @@ def probe_guard_kind(engine: Engine, tokens: list[int]) -> tuple[str, list[str]]
             engine.cache, list(rows), engine.buckets, engine.inputs, engine.width_free
         )
         fn = engine.planned_forward
-    out = torch._dynamo.explain(fn)(input_ids, view)
+    out = trace_call(fn, input_ids, view)
     found = value_guards(out.out_guards)
-    return ("value" if found else "shape"), found
+    counts = explained_counts(out, break_table(out), found)
+    return ("value" if found else "shape"), found, per_call(ExplainRow(None, "", "", **counts))
 
 
 @contextmanager
@@ -120,7 +130,7 @@ class CompileSession(WindowServer):
     def __init__(self, spec: WorkerSpec, progress: Callable[[dict], None] = lambda e: None):
         quiet_dynamo()
         self.spec = spec
-        guard_kind_expected, expected_guards = "shape", []
+        guard_kind_expected, expected_guards, self.counts = "shape", [], {}
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
         if spec.mode != "off" and spec.process == 1:
             probe = build_stepper(spec)
@@ -128,7 +138,7 @@ class CompileSession(WindowServer):
                 spec.rows, spec.prompt_len, probe.model_config.vocab_size, spec.seed
             )
             tokens = probe.prefill(prompts).argmax(-1).tolist()
-            guard_kind_expected, expected_guards = probe_guard_kind(probe, tokens)
+            guard_kind_expected, expected_guards, self.counts = probe_guard_kind(probe, tokens)
             del probe
         prediction = predict(spec, guard_kind_expected)
         shortcut = spec.process > 2 and spec.mode != "off" and spec.backend == "inductor"
@@ -201,7 +211,7 @@ class CompileSession(WindowServer):
             predicted_guard_kind=kind_expected,
             expected_value_guards=expected,
         )
-        return asdict(row)
+        return {**asdict(row), **self.counts}
 
 
 if __name__ == "__main__":

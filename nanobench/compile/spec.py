@@ -119,7 +119,7 @@ class CompileSpec:
         )
 
 
-COUNTS = ("graphs", "breaks", "builds", "fell_back", "shapes")  # what --no-more may name here
+COUNTS = ("graphs", "breaks", "break_sites", "builds", "recompiles", "fell_back", "shapes")
 TIMINGS = ("step_ms", "speedup")  # and --no-slower: a cold compile is one sample a side
 
 

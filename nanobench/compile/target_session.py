@@ -27,6 +27,7 @@ from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
+from nanobench.harness.dynamo_explain import per_call
 from nanobench.harness.remedies import Growth, remedies_for, value_guard
 from nanobench.harness.target_bench import call_step, probe_target
 from nanobench.harness.targets import (
@@ -173,6 +174,7 @@ class TargetSession(WindowServer):
             "target": self.spec.target,
             "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
             "remedies": [r.text() for r in remedies],
+            **per_call(row),
         }
 
     def serve(self, request: dict) -> dict:

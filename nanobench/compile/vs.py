@@ -1,7 +1,7 @@
 """`compile --vs`: the two sides of one interleaved run, and what changed between them.
 
-What it is: `changes(rows, windows, level)` (per mode, before and after: graphs,
-breaks, builds, fell back, shapes as exact counts; step ms and speedup as after / before with
+What it is: `changes(rows, windows, level)` (per mode, before and after: graphs, breaks and
+break sites of one call, builds, recompiles, fell back, shapes as exact counts; step ms and speedup as after / before with
 intervals paired by round, the same rounds the fleet interleaved; compile seconds, breakeven
 and worth compiling beside them) and `vs_gates` (`--no-more`, `--no-slower`).
 What it is not: the fleet (`compile.bench` runs both sides as members of one) or the table
@@ -27,11 +27,14 @@ from nanobench.harness.rounds import Comparison, Window, intervals
 from nanobench.harness.stats import ratio_interval
 
 SIDES = ("before", "after")
-# Change column -> the row's field: PyTorch's dynamo harness names where they exist.
+# Change column -> the row's field, each count under the one name every command gives it
+# (docs/measuring.md, "The counts"): graphs, breaks and break sites of one call, as `explain`
+# counts them (eager `off` has none), then builds and recompiles over the run.
+PER_CALL = {"graphs": "graphs_per_call", "breaks": "breaks_per_call", "break_sites": "break_sites"}
 COUNTS = {
-    "graphs": "unique_graphs",
-    "breaks": "graph_breaks",
+    **PER_CALL,
     "builds": "builds",
+    "recompiles": "recompiles",
     "fell_back": "fell_back",
     "shapes": "shapes",
 }
@@ -49,6 +52,8 @@ def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list
     for mode in modes:
         before, after = by[("before", mode)], by[("after", mode)]
         for column, field in COUNTS.items():
+            if mode == "off" and column in PER_CALL:
+                continue
             found.append(count_change(mode, column, _count(before, field), _count(after, field)))
         found.append(step_change(mode, before, after, timed, level))
         if mode != "off":

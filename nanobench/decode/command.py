@@ -5,7 +5,8 @@ rows)` (tokens, warm-up and the target ratios, each judged on its 95% interval) 
 which validates, runs `decode_bench.sweep`, derives the rows and writes the CSV, figure and env.
 What it is not: the measurement (`decode_bench`, `decode_session`) or the report
 (`reports.decode`).
-Invariant: every user mistake is refused before a worker starts; a row's columns are its type's.
+Invariant: every user mistake is refused before a worker starts, a mistaken name or path before
+torch is imported; a row's columns are its type's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.console import run_command
+from nanobench.harness.errors import BadInput
 from nanobench.harness.options import (
     Backend,
     BudgetS,
@@ -45,6 +47,7 @@ from nanobench.harness.options import (
     VsModel,
     WidthMultiple,
 )
+from nanobench.harness.validate import model_named, out_dir_tried, out_file
 
 
 def decode_command(
@@ -122,9 +125,24 @@ def decode_command(
         no_slower=no_slower,
         margin=margin,
     )
-    # Heavy on purpose: torch and the workers' code load when the command runs, not at start.
-    from nanobench.decode.run import run_decode
-
     with run_command(quiet) as status:
+        names_checked(spec)
+        # Heavy on purpose: torch and the workers' code load once the names are checked.
+        from nanobench.decode.run import run_decode
+
         code = run_decode(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def names_checked(spec: DecodeSpec) -> None:
+    """What a typing mistake spoils, checked before torch loads (`run_decode` checks the rest,
+    in this order): --export-json, the rules across options, each side's model, --out."""
+    out_file(spec.export_json, "--export-json")
+    spec.validate()
+    if spec.vs_model:
+        try:
+            model_named(spec.vs_model)
+        except BadInput as e:
+            raise BadInput(str(e).replace("--model", "--vs-model", 1)) from None
+    model_named(spec.model)
+    out_dir_tried(spec.out)

@@ -34,6 +34,7 @@ from nanobench.harness.change import Change, comparison_gates, side_samples, sid
 from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
+from nanobench.harness.eta import announce
 from nanobench.harness.export import export_decode
 from nanobench.harness.history_store import RunHistory, settle
 from nanobench.harness.output import finish
@@ -224,6 +225,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
         progress.save()
         status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
+    timer = announce("decode", spec, status)  # the estimate's line, before any worker
     try:
         system_rows, probes = sweep(
             runs,
@@ -254,6 +256,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     rows_out = add_samples(progress.save(), directory)
     probe = probes.get("after", probes.get(""))
     used = settle_history(store, facts, rows_out, probes, progress)
+    timer.done(all(r.status == "ok" for r in rows_out))
     return report(spec, run, rows_out, probe, progress, record, env_path, json_mode, check, used)
 
 

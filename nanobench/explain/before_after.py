@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the row's module imports torch
 COLUMNS = {
     "graphs": "graphs",
     "breaks": "graph_breaks",
+    "break_sites": "break_sites",
     "ops": "ops",
     "guards": "guards",
     "value_guards": "value_guards",

@@ -9,7 +9,8 @@ the tables (`reports.explain`).
 Invariant: explain runs in this process (one `torch._dynamo.explain` call a side, nothing
 compiled), in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input
 is checked before anything is built or written; each row carries the dtype it was built in and
-the thread count torch reported while it ran.
+the thread count torch reported while it ran. A mistake in a name (the model, a target's file or
+factory, --out) is said before torch is imported.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import typer
 
 from nanobench.harness import options as o
 from nanobench.harness.console import run_command, stdout_console
-from nanobench.harness.errors import BadInput
+from nanobench.harness.errors import BadInput, as_vs
 from nanobench.harness.gates import Gate, gate
 from nanobench.harness.output import finish
 from nanobench.harness.threads import threads_applied
@@ -31,13 +32,21 @@ from nanobench.harness.validate import (
     fits_option,
     model_option,
     out_dir,
+    step_named,
 )
 
 if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
     from nanobench.explain.before_after import Sides
     from nanobench.harness.dynamo_explain import ExplainRow
 
-MEASURED = ("graphs", "breaks", "ops", "guards", "value_guards")  # what --no-more may name
+MEASURED = (
+    "graphs",
+    "breaks",
+    "break_sites",
+    "ops",
+    "guards",
+    "value_guards",
+)  # what --no-more may name
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,23 @@ class ExplainSpec:
             raise BadInput(f"--vs-path {self.vs_path}: --prefill has no decode path to compare")
         check_columns("--no-more", self.no_more, MEASURED)
         device_option(self.device)
+        sides_named(self)
         return replace(self, dtype=dtype_option(self.dtype, self.model, self.device))
+
+
+def sides_named(spec: ExplainSpec) -> None:
+    """The model and each side's target: first as named, with nothing imported (a preset or a
+    path; a file that binds its factory), then each target imported and its factory checked."""
+    from nanobench.harness.targets import target_option
+
+    step_named(spec.model, spec.target, spec.vs)
+    if spec.vs:
+        try:
+            target_option(spec.vs)
+        except BadInput as e:
+            raise as_vs(e) from None
+    if spec.target:
+        target_option(spec.target)
 
 
 def gates(spec: ExplainSpec, rows: list[ExplainRow], changes=()) -> list[Gate]:

@@ -21,10 +21,12 @@ LAUNCHERS = ("local", "ray")
 COUNT_COLUMNS = (
     "graphs",
     "breaks",
+    "break_sites",
     "ops",
     "guards",
     "value_guards",
     "builds",
+    "recompiles",
     "fell_back",
     "shapes",
     "fx_misses",  # startup's: a start's cache answers and the shared libraries it built

@@ -2,8 +2,10 @@
 
 What it is: `run_command()`, a context manager every command body runs in. It turns a user
 mistake into one line on stderr and exit 2, an interrupt into exit 128 + its signal (SIGTERM
-raising as Ctrl-C does while it runs), and yields a `status(msg)` callable that shows
-progress on stderr only when both streams are terminals and `--quiet` is not set.
+raising as Ctrl-C does while it runs), and yields a `Status`, the `status(msg)` callable that
+shows progress on stderr only when both streams are terminals and `--quiet` is not set; once a
+run's estimate is known (`Status.expect`, from `harness.eta`) the line ends with the time
+elapsed and the time left, redrawn as the spinner turns.
 `OneLineErrors`, the app's command group, does the same for what click rejects while parsing
 (`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
 `stdout_console()` is the console every report prints on (tables fitted to its width).
@@ -16,14 +18,17 @@ or `[red]` is text), so a report styles a cell with `rich.text.Text`, never with
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
 
 import typer
 from rich.console import Console, RenderHook
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
+from nanobench.harness.eta import progress_note
 from nanobench.harness.lifeline import end_with_parent, interrupt_code, terminate_as_interrupt
 from nanobench.harness.versions import warn_untested_torch
 
@@ -61,12 +66,20 @@ def stderr_console() -> Console:
     return Console(stderr=True, markup=False, emoji=False)
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-    from engine.config import ConfigError
-    from engine.engine import EngineLimitError
-    from engine.weights import CheckpointError
+# The engine's errors that are the user's mistake, by module: read only once their module is loaded.
+ENGINE_USER_ERRORS = (
+    ("engine.config", "ConfigError"),
+    ("engine.weights", "CheckpointError"),
+    ("engine.engine", "EngineLimitError"),
+)
 
-    return (BadInput, ConfigError, CheckpointError, EngineLimitError)
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """BadInput, and the engine's user errors whose modules are loaded: one can only have been
+    raised once its module was, and importing engine.engine to name it would load torch after a
+    mistake found before any of it (the one line would wait seconds)."""
+    loaded = (getattr(sys.modules.get(m), name, None) for m, name in ENGINE_USER_ERRORS)
+    return (BadInput, *(t for t in loaded if t is not None))
 
 
 def say_warning(message: str) -> None:
@@ -82,6 +95,32 @@ def say_error(message: str) -> None:
     sys.stderr.flush()
 
 
+class Status:
+    """The run's progress line: `status(msg)` shows msg in the live box (None: shown nowhere);
+    rendered afresh on every refresh, so the elapsed and ~left it ends with keep moving."""
+
+    def __init__(self, box, quiet: bool) -> None:
+        self.box, self.quiet = box, quiet
+        self.message = ""
+        self.started = self.expected = None
+
+    def __call__(self, message: str) -> None:
+        self.message = str(message)
+        if self.box is not None:
+            self.box.update(self)
+
+    def expect(self, seconds: float) -> None:
+        """The run's estimate: from now, the line says the time elapsed and the time left."""
+        self.started, self.expected = time.monotonic(), seconds
+
+    def __rich__(self) -> Text:
+        # Text, not markup: a user's "[red]" in a message is text (the module's invariant).
+        if self.expected is None:
+            return Text(self.message)
+        note = progress_note(time.monotonic() - self.started, self.expected)
+        return Text(f"{self.message} ({note})" if self.message else note)
+
+
 @contextmanager
 def run_command(quiet: bool = False):
     """The command's body: SIGTERM ends it as Ctrl-C does (exit 143 for 130), and a command
@@ -91,10 +130,7 @@ def run_command(quiet: bool = False):
     live = not quiet and sys.stderr.isatty() and sys.stdout.isatty()
     console = stderr_console()
     status_box = console.status("") if live else None
-
-    def status(message: str) -> None:
-        if status_box is not None:
-            status_box.update(message)
+    status = Status(status_box, quiet)
 
     try:
         with terminate_as_interrupt():

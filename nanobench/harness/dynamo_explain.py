@@ -6,14 +6,13 @@ seeded random weights: explain needs shapes, not values), prepares one step, and
 `ExplainRow` is its result (and a `--target`'s, `target_bench.explain_target`).
 What it is not: a compile. explain's backend never runs Inductor, and it sees one call, so it
 cannot show a recompile; it shows the guards that will cause one (`value_guards`).
-Invariant: dynamo's own numbers are reported as dynamo gives them; where its
-`graph_break_count` (graphs - 1) and the counted break reasons disagree, the row says so.
+Invariant: dynamo's own numbers are reported as dynamo gives them (graphs, breaks = graphs - 1,
+ops, guards: `dynamo_call.trace_call` traces as `torch._dynamo.explain` does); a break site is
+a source line, and its hits are the times one call passed it (docs/measuring.md, "The counts").
 """
 
 from __future__ import annotations
 
-import linecache
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +21,7 @@ from engine.attention import UnplannedDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from engine.plan import plan_decode
+from nanobench.harness.dynamo_call import Traced, hits, trace_call
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,9 @@ class ExplainRow:
     layers: int | None  # None for a --target (its depth is its own)
     path: str  # planned | unplanned | prefill | "target step K"
     attention: str  # the kernel the engine resolved ("" for a target)
-    graphs: int
-    graph_breaks: int
-    counted_breaks: int
-    breaks_agree: bool
+    graphs: int  # graphs dynamo built for one call
+    graph_breaks: int  # dynamo's graph_break_count: graphs - 1
+    break_sites: int  # source lines a break happened at; break_reasons holds each one's hits
     ops: int
     guards: int
     value_guards: int
@@ -72,18 +71,12 @@ def value_guards(out_guards) -> list[str]:
     return sorted(set(found))
 
 
-def break_table(break_reasons) -> list[dict]:
-    counts: Counter = Counter()
-    for r in break_reasons:
-        frame = r.user_stack[-1] if r.user_stack else None
-        where = f"{frame.filename}:{frame.lineno}" if frame else "?"
-        source = (
-            (frame.line or linecache.getline(frame.filename, frame.lineno)).strip() if frame else ""
-        )
-        counts[(r.reason.splitlines()[0].strip(), where, source)] += 1
+def break_table(traced: Traced) -> list[dict]:
+    """One entry per break site, most hit first: reason, file:line, source line, hits per call."""
+    by_site = sorted(hits(traced).items(), key=lambda item: -item[1])
     return [
-        {"reason": reason, "frame": where, "source": source, "count": n}
-        for (reason, where, source), n in counts.most_common()
+        {"reason": reason, "frame": where, "source": source, "hits": n}
+        for (reason, where, source), n in by_site
     ]
 
 
@@ -126,8 +119,8 @@ def explain_forward(
                 (input_ids, UnplannedDecode(engine.cache, engine.active_rows)),
             )
     with torch.no_grad():
-        out = torch._dynamo.explain(fn)(*args)
-    breaks = break_table(out.break_reasons)
+        out = trace_call(fn, *args)
+    breaks = break_table(out)
     vguards = value_guards(out.out_guards)
     return ExplainRow(
         layers=layers,
@@ -137,20 +130,31 @@ def explain_forward(
     )
 
 
-def explained_counts(out, breaks: list[dict], vguards: list[str]) -> dict:
-    """The row fields `torch._dynamo.explain`'s output decides, for the engine and a target."""
-    counted = sum(b["count"] for b in breaks)
+def explained_counts(out: Traced, breaks: list[dict], vguards: list[str]) -> dict:
+    """The row fields one traced call decides, for the engine and a target."""
     return dict(
         graphs=out.graph_count,
         graph_breaks=out.graph_break_count,
-        counted_breaks=counted,
-        breaks_agree=counted == out.graph_break_count,
+        break_sites=len(breaks),
         ops=out.op_count,
         guards=len(out.out_guards or ()),
         value_guards=len(vguards),
         value_guard_text=vguards,
         break_reasons=breaks,
         graph_dtypes=graph_dtypes(out.graphs),
+    )
+
+
+def per_call(row: ExplainRow | None) -> dict:
+    """The one-call counts a compile row carries from its probe, under compile's column names."""
+    if row is None:
+        return {}
+    return dict(
+        graphs_per_call=row.graphs,
+        breaks_per_call=row.graph_breaks,
+        break_sites=row.break_sites,
+        break_lines=[b["frame"] for b in row.break_reasons],
+        break_hits=[b["hits"] for b in row.break_reasons],
     )
 
 

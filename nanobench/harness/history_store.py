@@ -32,7 +32,7 @@ def history_root() -> Path:
     """NANOBENCH_HISTORY, else `history/` under the nanobench cache."""
     if os.environ.get(HISTORY_ENV):
         return Path(os.environ[HISTORY_ENV])
-    from engine.weights import cache_root
+    from engine.config import cache_root  # no torch: `history` answers at once
 
     return cache_root() / "history"
 

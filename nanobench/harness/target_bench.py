@@ -13,9 +13,11 @@ row (`TargetError`), never a traceback.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
+from nanobench.harness.dynamo_call import trace_call
 from nanobench.harness.dynamo_explain import ExplainRow, break_table, explained_counts
 from nanobench.harness.remedies import ValueGuard, quote_dynamic_row, remedies_for, symbolic_source
 from nanobench.harness.targets import Target, TargetError, inputs_at
@@ -57,7 +59,7 @@ def _explain_steps(target: Target, step: int):
         outs = []
         for k in (step, step + 1):
             args, kwargs = inputs_at(target, k)
-            outs.append(call_step(target, k, torch._dynamo.explain(target.forward), args, kwargs))
+            outs.append(call_step(target, k, partial(trace_call, target.forward), args, kwargs))
     return outs
 
 
@@ -81,7 +83,7 @@ def probe_target(target: Target, step: int) -> tuple[ExplainRow, list, set[str]]
     """The explained row at `step`, its guards that change by step K+1 (`ValueGuard`s) and the
     source of every guard dynamo installed (what the step reads)."""
     out, following = _explain_steps(target, step)
-    breaks = break_table(out.break_reasons)
+    breaks = break_table(out)
     varying = step_value_guards(out.out_guards, following.out_guards)
     remedies = remedies_for(fell_back=False, guard_kind="none", breaks=breaks, value_guards=varying)
     row = ExplainRow(

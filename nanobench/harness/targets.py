@@ -3,10 +3,11 @@
 What it is: the target protocol. A factory is called with keyword-only `rows, prompt_len, steps,
 device, dtype` and returns an object with `forward` (the callable to compile: an nn.Module or a
 function) and `step_inputs(step) -> (args, kwargs)` (decode step `step`, 0-based, built outside
-the traced region). `target_option` imports and inspects a factory without calling it (the
-parent's validation, `BadInput`); `make_target` calls it (in a worker); `inputs_at` calls one step;
-`shape_signature` and `growing_dims` read the shape history of the step inputs,
-`scalar_signature` and `changing_scalars` the Python values in them.
+the traced region). `target_named` reads a spec and its file without importing anything (no
+torch: a mistyped name is said at once), `target_option` then imports and inspects the factory
+without calling it (the parent's validation, `BadInput`); `make_target` calls it (in a
+worker); `inputs_at` calls one step; `shape_signature` and `growing_dims` read the shape
+history of the step inputs, `scalar_signature` and `changing_scalars` the Python values in them.
 The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.hf_targets`) also take `model`.
 What it is not: a runner. Explaining a target lives in `target_bench`; compiling and timing
 one in `nanobench.compile.target_session`.
@@ -16,6 +17,7 @@ Invariant: every way a target can be wrong (import, signature, factory, step) is
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -46,8 +48,6 @@ class Target:
 
 
 def _load_file(path: Path, spec: str):
-    if not path.is_file():
-        raise TargetError(f"--target {spec!r}: no such file {path}")
     name = f"nanobench_target_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return sys.modules[name]
@@ -67,16 +67,78 @@ def _load_file(path: Path, spec: str):
     return module
 
 
-def load_factory(spec: str) -> Callable:
-    """The factory a spec names: a built-in name, `package.module:factory` or `file.py:factory`."""
-    resolved = BUILTINS.get(spec, spec)
-    where, sep, attr = resolved.rpartition(":")
+def path_binds(path: Path, name: str) -> bool:
+    """Whether the file, read and parsed but not run, may bind `name` at its top level: a
+    missing factory is refused before its imports (torch's seconds) run. True when unsure (a
+    file that does not parse or read, `import *`, a module `__getattr__`, a `global`): the
+    import decides."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global) and name in node.names:
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return True
+    return bool({name, "__getattr__"} & _top_level_names(tree.body))
+
+
+def _top_level_names(body: list) -> set[str]:
+    """The names statements bind at module level, through if/try/with/for blocks, not into a
+    function or class body."""
+    found: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            continue
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                found.add(child.id)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            found |= _top_level_names(getattr(node, field, None) or [])
+    return found
+
+
+def _named(spec: str) -> tuple[str, str]:
+    """(where, factory) of a spec, read but nothing imported: its form; a file that exists and
+    binds the factory."""
+    where, sep, attr = BUILTINS.get(spec, spec).rpartition(":")
     if not sep or not where or not attr:
         raise TargetError(
             f"--target {spec!r}: expected package.module:factory, path/to/file.py:factory, "
             f"or one of {', '.join(BUILTINS)}"
         )
-    if where.endswith(".py") or "/" in where:
+    if is_file_spec(where):
+        if not Path(where).is_file():
+            raise TargetError(f"--target {spec!r}: no such file {where}")
+        if not path_binds(Path(where), attr):
+            raise TargetError(f"--target {spec!r}: {where} has no callable {attr!r}")
+    return where, attr
+
+
+def is_file_spec(where: str) -> bool:
+    return where.endswith(".py") or "/" in where
+
+
+def target_named(spec: str) -> str:
+    """--target as written, checked with nothing imported (so with no torch): BadInput at once
+    for a malformed spec, a missing file or a file with no such factory. `target_option` then
+    imports it and checks the factory's signature."""
+    try:
+        _named(spec)
+    except TargetError as e:
+        raise BadInput(str(e)) from None
+    return spec
+
+
+def load_factory(spec: str) -> Callable:
+    """The factory a spec names: a built-in name, `package.module:factory` or `file.py:factory`."""
+    where, attr = _named(spec)
+    if is_file_spec(where):
         module = _load_file(Path(where), spec)
     else:
         # As `python -m` would: a module beside the user resolves from where they run.

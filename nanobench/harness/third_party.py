@@ -73,8 +73,12 @@ class _CountingHandler(logging.Handler):
         self.logged = logged
 
     def emit(self, record: logging.LogRecord) -> None:
+        # The traceback a record carries (torch logs one with a failure it recovers from) too.
+        trace = (
+            f"\n{logging.Formatter().formatException(record.exc_info)}" if record.exc_info else ""
+        )
         self.write(record.name.split(".")[0], f"{record.levelname} {record.name}: "
-                   f"{record.getMessage()}")  # fmt: skip
+                   f"{record.getMessage()}{trace}")  # fmt: skip
 
     def write(self, source: str, text: str) -> None:
         self.logged.by_source[source] = self.logged.by_source.get(source, 0) + 1

@@ -3,20 +3,24 @@
 What it is: validators that turn a user mistake into `BadInput` (one line, exit 2) and return
 the value to use: `positive`, `choice`, `device_option`, `dtype_option` (auto resolved to a
 dtype), `capture_sizes_option`, `record_s_option`, `device_memory_bytes`, `model_option` and
-`config_option` (a preset, checkpoint or GGUF resolved), `fits_option` (the weights against
-the device's memory) and `out_dir` (a directory that can be written).
+`config_option` (a preset, checkpoint or GGUF resolved; `model_named` the name alone and
+`step_named` with a --target's and a --vs's, no torch loaded), `fits_option` (the weights
+against the device's memory), `out_dir` (a directory that can be written; `out_dir_tried`,
+tried and left as found) and `out_file` (a file the run writes at its end).
 What it is not: the options' declarations (`options`, where Typer refuses a range or a choice
 itself) or the rules across options (each command's spec `validate()`, which calls these).
 Invariant: validation happens before anything is measured; a mistake is `BadInput`, never a
-traceback.
+traceback. This module imports no torch: what a check needs of it is imported inside the
+check, after the checks that need none (a typing mistake is said at once, not after seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
-from nanobench.harness.errors import BadInput
+from nanobench.harness.errors import BadInput, as_vs
 
 
 def positive(name: str, value: int) -> int:
@@ -85,6 +89,35 @@ def device_option(device: str) -> str:
     return device
 
 
+def model_named(model: str) -> str:
+    """--model names a preset or a path that exists: checked with no torch loaded, so the
+    mistake is said at once; what the path holds is `model_option`'s and `config_option`'s."""
+    from engine.config import PRESETS  # the presets' names: no torch
+
+    if model not in PRESETS and not Path(model).exists():
+        raise BadInput(
+            f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
+        )
+    return model
+
+
+def step_named(model: str, target: str, vs: str = "") -> None:
+    """--vs, --target and --model as named, nothing imported (`targets.target_named`,
+    `model_named`), in the order a run resolves them: the before side first. The model is the
+    engine's, or a built-in target's."""
+    from nanobench.harness.targets import BUILTINS, target_named
+
+    if vs:
+        try:
+            target_named(vs)
+        except BadInput as e:
+            raise as_vs(e) from None
+    if target:
+        target_named(target)
+    if not target or BUILTINS.keys() & {target, vs}:
+        model_named(model)
+
+
 def model_option(model: str):
     """A preset name, a checkpoint directory or a GGUF file whose weights a worker will load.
 
@@ -93,19 +126,15 @@ def model_option(model: str):
     refuse NaN/Inf before measuring (a GGUF's are checked as the worker dequantizes them).
     """
     from engine.config import PRESETS, ConfigError
+
+    model_named(model)
+    # Heavy on purpose: torch loads once the name is known to be a preset or a path.
     from engine.gguf import find_gguf
     from engine.sources import inspect_model, materialize_preset
     from engine.weights import CheckpointError, scan_finite
 
     try:
-        if model in PRESETS:
-            directory = materialize_preset(model)
-        else:
-            directory = Path(model)
-            if not directory.exists():
-                raise BadInput(
-                    f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
-                )
+        directory = materialize_preset(model) if model in PRESETS else Path(model)
         config = inspect_model(directory)
         if find_gguf(directory) is None:
             scan_finite(directory)
@@ -120,15 +149,13 @@ def config_option(model: str):
     For commands that only do arithmetic: no weights are read, synthesized or written, so a
     directory holding only `config.json` is enough and a preset is never materialised.
     """
-    from engine.config import PRESETS, ConfigError
+    from engine.config import ConfigError
+
+    model_named(model)
     from engine.sources import model_config
     from engine.weights import CheckpointError
 
     try:
-        if model not in PRESETS and not Path(model).exists():
-            raise BadInput(
-                f"--model {model!r}: not a preset ({', '.join(PRESETS)}) and no such directory"
-            )
         return model_config(model)
     except (CheckpointError, ConfigError) as e:
         raise BadInput(f"--model: {e}") from None
@@ -169,15 +196,28 @@ def device_memory_bytes(text: str, device: str) -> int:
     return value
 
 
-def out_dir(path: str) -> Path:
+def out_dir(path: str, option: str = "--out") -> Path:
     directory = Path(path)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
             pass
     except OSError as e:
-        raise BadInput(f"--out {path}: cannot write there ({e.strerror or e})") from None
+        raise BadInput(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     return directory
+
+
+def out_dir_tried(path: str, option: str = "--out") -> None:
+    """A directory option tried as `out_dir` makes it, then left as it was found: a command
+    whose later checks load torch says a bad --out at once, and bad input writes nothing."""
+    directory = Path(path)
+    made = [p for p in (directory, *directory.parents) if not p.exists()]  # deepest first
+    try:
+        out_dir(path, option)
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def out_file(path: str, option: str) -> None:

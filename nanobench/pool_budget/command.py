@@ -36,7 +36,7 @@ from nanobench.harness.options import (
     Target,
     WidthMultiples,
 )
-from nanobench.harness.validate import out_dir
+from nanobench.harness.validate import out_dir, out_dir_tried, step_named
 from nanobench.pool_budget.spec import OUT, PoolBudgetSpec
 
 
@@ -75,6 +75,8 @@ def pool_budget(
     Example: nanobench pool-budget --width-multiples 128,2048 --record-s-per-graph 0.4
     """
     with run_command(quiet) as status:
+        # The names first, with nothing imported: a built-in target's check loads torch.
+        step_named(model, target)
         spec = PoolBudgetSpec(
             model=model,
             device_memory=device_memory,
@@ -91,6 +93,7 @@ def pool_budget(
             target=target,
             record_s_per_graph=record_s_per_graph,
         ).validate()
+        out_dir_tried(out)
         # Heavy on purpose: the tracer and the engine load when the command runs.
         from nanobench.pool_budget.run import run_budget
 

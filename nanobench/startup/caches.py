@@ -4,7 +4,8 @@ What it is: `CacheRoot` (the run's directory, its own under `--cache-dir` or a t
 locked so two runs never fill one cache at once), `start_env(...)` (the variables that point
 every cache a start reads at its directory: Inductor's FX graph and AOTAutograd caches, the
 C++ and Triton builds, dynamo's PGO state, pinned off unless asked) and `check_artifacts(path)`
-(a saved artifact file torch can read, or one line naming what is wrong with it).
+(a saved artifact file torch can read, or one line naming what is wrong with it; torch's own
+warning in a log, off the terminal), whose first half, `artifact_bytes`, needs no torch.
 What it is not: a cache: torch owns the files; this only names their directories.
 Invariant: a cold start's directory is empty when it starts; a warm start reads its run's cold
 directory and nothing else (in a `--vs` run, its own side's: each side has its own tree); a hot start's directory is empty and gets only the artifacts.
@@ -93,23 +94,38 @@ def start_env(cache: Path, pgo: bool) -> dict[str, str]:
     }
 
 
-def check_artifacts(path: str) -> Path:
-    """A saved artifact file this torch reads (not truncated, not foreign), or exit 2."""
-    file = Path(path)
+def artifact_bytes(path: str) -> bytes:
+    """--artifacts read: a file that exists, can be read and is not empty (no torch needed)."""
     try:
-        blob = file.read_bytes()
+        blob = Path(path).read_bytes()
     except OSError as e:
         raise BadInput(f"--artifacts {path}: cannot read it ({e.strerror or e})") from None
     if not blob:
         raise BadInput(f"--artifacts {path}: the file is empty; expected the bytes of "
                        "torch.compiler.save_cache_artifacts()")  # fmt: skip
+    return blob
+
+
+def check_artifacts(path: str) -> Path:
+    """A saved artifact file this torch reads (not truncated, not foreign), or exit 2. What torch
+    logs while it tries (a warning and its traceback) goes to a log the one line names, never
+    onto the terminal: there is no run yet, so the log is a temporary one, not --out's."""
+    blob = artifact_bytes(path)
     from torch.compiler._cache import CacheArtifactManager
 
-    if CacheArtifactManager.deserialize(blob) is None:
+    from nanobench.harness.third_party import to_log
+
+    folder = Path(tempfile.mkdtemp(prefix="nanobench-artifacts-"))
+    with to_log(folder / "torch-warnings.log") as logged:
+        read = CacheArtifactManager.deserialize(blob)
+    if not logged.by_source:
+        folder.rmdir()
+    if read is None:
         import torch
 
+        where = f"; torch's own warning is in {logged.path}" if logged.by_source else ""
         raise BadInput(
             f"--artifacts {path}: torch {torch.__version__} cannot read it (truncated, or not "
-            "written by torch.compiler.save_cache_artifacts() of this version)"
+            f"written by torch.compiler.save_cache_artifacts() of this version){where}"
         )
-    return file
+    return Path(path)

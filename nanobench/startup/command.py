@@ -4,7 +4,8 @@ What it is: the command: its options (each defaulting to `StartupSpec`'s), which
 into a spec and hands to `startup/run.py`.
 What it is not: the spec (`startup/spec.py`), a start (`startup/session.py`), the phases
 (`startup/phases.py`), the rows (`startup/rows.py`) or the report (`reports.startup`).
-Invariant: every input is checked before a start runs; importing this loads no torch.
+Invariant: every input is checked before a start runs, a mistaken name or path before torch is
+imported; importing this loads no torch.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import typer
 
 from nanobench.harness import options as o
 from nanobench.harness.console import run_command
+from nanobench.harness.validate import out_dir_tried, out_file, step_named
+from nanobench.startup.caches import artifact_bytes
 from nanobench.startup.spec import StartupSpec
 
 D = StartupSpec()
@@ -71,8 +74,22 @@ def startup_command(
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
         spec = StartupSpec(**options).validate()
-        # Heavy on purpose: torch loads when the command runs, not at CLI start.
+        names_checked(spec)
+        # Heavy on purpose: torch loads once the names are checked, not at CLI start.
         from nanobench.startup.run import run_startup
 
         code = run_startup(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def names_checked(spec: StartupSpec) -> None:
+    """What a typing mistake spoils, checked before torch loads (`run_startup` checks the rest,
+    in this order): --artifacts read, --export-json, each side's target, the model, then the
+    directories --out and --cache-dir (tried, left as found)."""
+    if spec.artifacts:
+        artifact_bytes(spec.artifacts)
+    out_file(spec.export_json, "--export-json")
+    step_named(spec.model, spec.target, spec.vs)
+    out_dir_tried(spec.out)
+    if spec.cache_dir:
+        out_dir_tried(spec.cache_dir, "--cache-dir")

@@ -24,6 +24,7 @@ from nanobench.harness.change import Change, vs_gates
 from nanobench.harness.console import interrupted, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput, as_vs
+from nanobench.harness.eta import announce
 from nanobench.harness.export import export_startup
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.load import sample_load
@@ -198,6 +199,7 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
     env_path = write_env(where / "startup-env.json", record)
     starts = Starts(where, spec.compared)
     started = time.time()
+    timer = announce("startup", spec, status)  # the estimate's line, before any start
     measure(spec, workers, starts, status)
     elapsed = time.time() - started
     record = with_load(record, after=sample_load())
@@ -225,6 +227,7 @@ def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> i
         found = gates(spec, rows)
         render = partial(render_startup, stdout_console(), dicts, START_PHASES, found, head,
                          elapsed)  # fmt: skip
+    timer.done(all(r.status == "ok" for r in rows))
     return finish(
         "startup",
         dicts,

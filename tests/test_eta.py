@@ -1,0 +1,139 @@
+"""A long command's estimate: the cost model by hand, the machine's earlier runs, the line.
+
+The model's constants are patched to round numbers here, so each expected value is a sum done
+by hand, not the module's own arithmetic; the earlier runs are written into the store as a
+file, not through `Durations.record`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.compile.spec import CompileSpec
+from nanobench.harness import eta
+from nanobench.harness.console import Status
+from nanobench.harness.durations import FILE, Durations, settings_key
+from nanobench.harness.fleet import Fleet
+from nanobench.harness.history_store import RunHistory
+
+ROUND_COSTS = {"START_S": 10.0, "COLD_COMPILE_S": 100.0, "WARM_COMPILE_S": 10.0,
+               "LATER_S": 20.0, "WINDOW_S": 1.0, "STEP_S": 0.5}  # fmt: skip
+
+
+def round_costs(monkeypatch) -> None:
+    for name, value in ROUND_COSTS.items():
+        monkeypatch.setattr(eta, name, value)
+
+
+def test_the_cost_model_is_its_formula_done_by_hand(monkeypatch):
+    round_costs(monkeypatch)
+    # rounds: 3 windows x (1 + 4 x 0.5) = 9 s a round; 5 of them (45 s) within budget 100 + 9
+    plan = eta.Plan(starts=3, cold_compiles=2, warm_compiles=1, later=6, cores=4, windows=3,
+                    steps=4, max_rounds=5, budget_s=100.0)  # fmt: skip
+    assert eta.model_s(plan) == 30 + 200 + 10 + 2 * 20 + 45
+    # 30 rounds would be 270 s: the budget (20 s) stops the round that passes it, 20 + 9
+    budgeted = eta.Plan(1, 0, 0, windows=3, steps=4, max_rounds=30, budget_s=20.0)
+    assert eta.model_s(budgeted) == 10 + 29
+
+
+def test_the_compile_plan_counts_the_default_run():
+    # off, dynamic, static: three first workers, two of them compiling cold with Inductor; two
+    # later workers each (--processes 3), set up two at a time on two cores
+    plan = eta.plan_of("compile", CompileSpec(), cores=2)
+    assert plan == eta.Plan(3, 2, 0, 6, 2, 3, 16, 30, 120.0)
+    warm = eta.plan_of("compile", CompileSpec(cache="warm", backend="inductor"), cores=2)
+    assert (warm.cold_compiles, warm.warm_compiles) == (0, 2)
+
+
+def test_three_earlier_runs_give_their_median_and_a_torn_line_is_skipped(tmp_path):
+    key = settings_key("compile", {"steps": 2})
+    lines = [json.dumps({"key": key, "wall_s": 200.0, "at": "x"}),
+             '{"key": "' + key + '", "wall_s": 99',  # cut short by a killed run
+             json.dumps({"key": "another", "wall_s": 5.0, "at": "x"}),
+             json.dumps({"key": key, "wall_s": 290.0, "at": "x"}),
+             "not json at all",
+             json.dumps({"key": key, "wall_s": 230.0, "at": "x"})]  # fmt: skip
+    (tmp_path / FILE).parent.mkdir()
+    (tmp_path / FILE).write_text("\n".join(lines) + "\n")
+    walls = Durations(tmp_path).walls(key)
+    assert walls == [200.0, 290.0, 230.0]  # median 230 s, mean 240 s
+    line = eta.Estimate.of(walls, None).line(len(walls))
+    assert "about 3 min 50 s" in line and "from 3 earlier runs" in line, line
+    assert "3 min 20 s to 4 min 50 s" in line and "model" not in line, line
+
+
+def test_a_missing_or_unreadable_store_is_the_model_and_quiet_says_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path))
+    (tmp_path / FILE).mkdir(parents=True)  # a folder where the file is: unreadable, not fatal
+    status = Status(None, quiet=False)
+    eta.announce("compile", CompileSpec(), status, cores=2)
+    said = capsys.readouterr()
+    assert said.out == "" and "by a model (3 starts x" in said.err, said
+    assert "no earlier run of these settings on this machine" in said.err
+    model = eta.model_s(eta.plan_of("compile", CompileSpec(), 2))
+    assert abs(status.expected - model) <= 5, (status.expected, model)  # to 10 s, no finer
+    eta.announce("compile", CompileSpec(), Status(None, quiet=True), cores=2)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_finished_run_is_recorded_and_a_failed_one_is_not(tmp_path, monkeypatch):
+    timer = eta.Timer("k", time.monotonic() - 5)
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path))
+    timer.done(ok=False)
+    assert not (tmp_path / FILE).exists()
+    timer.done(ok=True)
+    (wall,) = Durations(tmp_path).walls("k")
+    assert 5 <= wall < 60
+    assert RunHistory(tmp_path).keys() == []  # beside the history, never one of its keys
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path / FILE / "under-a-file"))
+    timer.done(ok=True)  # not writable: the run is not recorded, and goes on
+
+
+def test_the_progress_line_ends_with_the_time_elapsed_and_left():
+    assert eta.progress_note(65, 200) == "1 min 05 s elapsed, ~2 min 15 s left"
+    assert eta.progress_note(300, 200) == "5 min 00 s elapsed, past the ~3 min 20 s estimated"
+    status = Status(None, quiet=False)
+    status("round 2: [red] dynamic/off 0.80x")
+    assert status.__rich__().plain == "round 2: [red] dynamic/off 0.80x"  # text, not markup
+    status.expect(200)
+    assert status.__rich__().plain == (
+        "round 2: [red] dynamic/off 0.80x (0 s elapsed, ~3 min 20 s left)"
+    )
+
+
+def test_a_compile_says_its_estimate_before_its_first_worker_and_records_its_time(
+    tmp_path, monkeypatch
+):
+    spawn = Fleet.spawn
+
+    def marked(self, name, process, *args, **kwargs):
+        import sys
+
+        sys.stderr.write(f"SPAWN {name} {process}\n")
+        return spawn(self, name, process, *args, **kwargs)
+
+    monkeypatch.setattr(Fleet, "spawn", marked)
+    args = ["compile", "--modes", "off,dynamic", "--backend", "eager", "--steps", "2",
+            "--rounds", "1", "--max-rounds", "1", "--processes", "1", "--no-history",
+            "--threads", "1", "--json", "--out", str(tmp_path / "o")]  # fmt: skip
+    started = time.monotonic()
+    result = CliRunner().invoke(app, args)
+    took = time.monotonic() - started
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout stays one JSON document
+    lines = result.stderr.splitlines()
+    said = [i for i, ln in enumerate(lines) if ln.startswith("nanobench: this run takes about")]
+    spawned = [i for i, ln in enumerate(lines) if ln.startswith("SPAWN ")]
+    assert len(said) == 1 and spawned and said[0] < spawned[0], result.stderr
+    assert "by a model" in lines[said[0]], lines[said[0]]
+    stored = Path(os.environ["NANOBENCH_HISTORY"]) / FILE
+    (doc,) = [json.loads(ln) for ln in stored.read_text().splitlines()]
+    assert 0 < doc["wall_s"] <= took
