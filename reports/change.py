@@ -95,18 +95,17 @@ def changed(c) -> str:
 
 
 def change_table(changes: list, title: str) -> Table:
+    """A row per member and measure: before, after, change. Measures run down, not across, so
+    the table keeps five columns however many a command measures (the counts alone are seven)."""
     members = list(dict.fromkeys(field(c, "member") for c in changes))
-    present = [k for k in HEADERS if any(field(c, "column") == k for c in changes)]
     table = Table(title=Text(title))
-    table.add_column("")
-    table.add_column("side")
-    for k in present:
-        table.add_column(HEADERS[k], justify="right")
+    for col in ("", "measure", "before", "after", "change"):
+        table.add_column(col, justify="left" if col in ("", "measure") else "right")
     for m in members:
         by = {field(c, "column"): c for c in changes if field(c, "member") == m}
-        for side, text in (("before", _before), ("after", _after), ("change", changed)):
-            cells = [text(by[k]) if k in by else "-" for k in present]
-            table.add_row(m if side == "before" else "", side, *cells)
+        for i, k in enumerate(k for k in HEADERS if k in by):
+            table.add_row(m if i == 0 else "", HEADERS[k], _before(by[k]), _after(by[k]),
+                          changed(by[k]))  # fmt: skip
         table.add_section()
     return table
 

@@ -118,7 +118,7 @@ def worth(r) -> str:
     return f"{cold} cold / {warm} warm"
 
 
-def counts_line(r) -> str:
+def counts_line(r, name: str) -> str:
     """'dynamic: one call: 3 graphs, 2 breaks, 1 break site (f.py:12, 2 hits); the run: 2
     builds, 1 recompile (limit 8)': every count under the name `explain` and `--vs` give it."""
     call = ""
@@ -134,31 +134,41 @@ def counts_line(r) -> str:
             + "; "
         )
     return (
-        f"{r.mode}: {call}the run: {counted(r.builds, 'build')}, "
+        f"{name}: {call}the run: {counted(r.builds, 'build')}, "
         f"{counted(r.recompiles or 0, 'recompile')} (limit {r.recompile_limit})"
     )
+
+
+def why(r) -> list[str]:
+    """Why a mode measured what it did, a line each: its counts, its recompiles and their
+    guards, the fall-back and the guard that sent it there, the remedies. Named by side where
+    the row has one, so a before/after run (`--vs`, `compare`) says each side's why."""
+    name = f"{r.side} {r.mode}" if getattr(r, "side", "") else r.mode
+    lines = []
+    if r.builds is not None and r.mode != "off":
+        lines.append(counts_line(r, name))
+    reasons = r.recompile_reasons or []
+    if reasons:
+        lines.append(
+            f"{name}: {counted(len(reasons), 'recompile')} ({r.guard_kind} guards); "
+            f"first: {reasons[0]}; last: {reasons[-1]}"
+        )
+    if r.fell_back:
+        lines.append(
+            f"{name}: dynamo hit recompile_limit ({r.recompile_limit}) and runs this frame "
+            "eagerly from then on, silently; its step time is eager-after-fall-back (each call "
+            f"still checks {r.guard_sets_checked} cached guard sets), never a compiled speed"
+            + (f"; the guard that sent it there: {reasons[-1]}" if reasons else "")
+        )
+    lines += [f"{name}: remedy {remedy}" for remedy in r.remedies or ()]
+    return lines
 
 
 def row_notes(console, rows: list) -> None:
     """What each row says beyond its cells, one line each, in the order of the rows."""
     for r in rows:
-        if r.builds is not None and r.mode != "off":
-            console.print(counts_line(r), markup=False)
-        reasons = r.recompile_reasons or []
-        if reasons:
-            console.print(
-                f"{r.mode}: {counted(len(reasons), 'recompile')} ({r.guard_kind} guards); "
-                f"first: {reasons[0]}; last: {reasons[-1]}",
-                markup=False,
-            )
-        if r.fell_back:
-            console.print(
-                f"{r.mode}: dynamo hit recompile_limit ({r.recompile_limit}) and runs "
-                "this frame eagerly from then on, silently; its step time is eager-after-fall-back "
-                f"(each call still checks {r.guard_sets_checked} cached guard sets), "
-                "never a compiled speed",
-                markup=False,
-            )
+        for line in why(r):
+            console.print(line, markup=False)
         if r.worth_compiling == "can't tell at this noise":
             console.print(
                 f"{r.mode}: can't tell whether compiling pays off at this noise"
@@ -185,8 +195,6 @@ def row_notes(console, rows: list) -> None:
                 f"re-records {r.cudagraph_rerecords} (torch's own counts)",
                 markup=False,
             )
-        for remedy in r.remedies or ():
-            console.print(f"{r.mode}: remedy {remedy}", markup=False)
         if r.trace_index or r.trace_dir:
             console.print(f"{r.mode}: trace {r.trace_index or r.trace_dir}", markup=False)
     for source in interval_sources((r.speedup_variance, r.speedup_df) for r in rows):

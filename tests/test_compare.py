@@ -27,9 +27,10 @@ from reports.csvio import write_rows
 runner = CliRunner()
 
 
-def saved_run(where, seed: int, scale: float, cpu: str, breaks: int):
+def saved_run(where, seed: int, scale: float, cpu: str, breaks: int, fell_back: bool = False):
     """A compile --out directory: off and dynamic over 3 processes x 4 rounds, dynamic's step
-    `scale` times off's, with dynamic's graph breaks and the env's CPU as given."""
+    `scale` times off's, with dynamic's graph breaks (of one call), its fall-back and the env's
+    CPU as given."""
     rng = np.random.default_rng(seed)
     windows = []
     for r in range(1, 13):
@@ -42,7 +43,12 @@ def saved_run(where, seed: int, scale: float, cpu: str, breaks: int):
                    backend="inductor", cache="cold", device="cpu",
                    recompile_reasons=[], builds_per_step=[0, 0]),
         CompileRow(mode="dynamic", status="ok", builds=1 + breaks, unique_graphs=1 + breaks,
-                   graph_breaks=breaks, fell_back=False, shapes=4, compile_s=30.5,
+                   graph_breaks=breaks, graphs_per_call=1 + breaks, breaks_per_call=breaks,
+                   break_sites=min(breaks, 1), break_lines=["/a/step.py:7"] if breaks else [],
+                   break_hits=[breaks] if breaks else [], recompiles=1, recompile_limit=8,
+                   guard_kind="shape", guard_sets_checked=8 if fell_back else None,
+                   remedies=["static: mark the width dynamic"] if fell_back else [],
+                   fell_back=fell_back, shapes=4, compile_s=30.5,
                    step_ms=10 * scale, speedup=round(1 / scale, 4), threads=1,
                    backend="inductor", cache="cold", device="cpu", worth_compiling="no",
                    recompile_reasons=["0/1: L['x'].size()[1] == 17"], builds_per_step=[1, 0]),
@@ -57,7 +63,7 @@ def saved_run(where, seed: int, scale: float, cpu: str, breaks: int):
 
 @pytest.fixture
 def two_runs(tmp_path):
-    old = saved_run(tmp_path / "old", 0, 0.9, "Xeon A", breaks=2)
+    old = saved_run(tmp_path / "old", 0, 0.9, "Xeon A", breaks=2, fell_back=True)
     new = saved_run(tmp_path / "new", 1, 0.6, "EPYC B", breaks=0)
     return tmp_path, old, new
 
@@ -100,7 +106,19 @@ def test_compare_names_the_differing_fact_and_gives_each_timing_its_apart_interv
     table = runner.invoke(app, ["compare", str(where / "old"), str(where / "new"),
                                 "--out", str(where / "out")])  # fmt: skip
     assert "cpu_model: Xeon A (old) vs EPYC B (new)" in table.output.replace("\n", " ")
-    assert any("-2 fewer" in line and "change" in line for line in table.output.splitlines())
+    assert any("│ breaks " in line and "-2 fewer" in line for line in table.output.splitlines())
+    # Each side's why, as the rows written say it: counts, recompiles, the fall-back's guard.
+    said = " ".join(table.output.split())
+    assert (
+        "old dynamic: one call: 3 graphs, 2 breaks, 1 break site (step.py:7, 2 hits); "
+        "the run: 3 builds, 1 recompile (limit 8)"
+    ) in said
+    assert "new dynamic: one call: 1 graph, 0 breaks, 0 break sites; the run: 1 build" in said
+    assert "old dynamic: 1 recompile (shape guards); first: 0/1: L['x'].size()[1] == 17" in said
+    assert "old dynamic: dynamo hit recompile_limit (8)" in said
+    assert "the guard that sent it there: 0/1: L['x'].size()[1] == 17" in said
+    assert "old dynamic: remedy static: mark the width dynamic" in said
+    assert "new dynamic: dynamo hit" not in said and "new dynamic: remedy" not in said
 
 
 def test_compare_gates_hold_a_change_in_ci(two_runs):

@@ -35,6 +35,7 @@ def rows(compile_s: float = 2.0, fell_back: bool = False, builds: int = 1, step_
             compile_s=compile_s,
             fell_back=fell_back,
             step_ms=static_ms,
+            recompile_limit=8,
         ),
     ]
 
@@ -83,8 +84,10 @@ def test_a_slower_compiled_step_never_breaks_even():
 
 
 def test_the_static_arm_past_the_limit_is_labelled_eager_after_fall_back():
+    # Two frames built, one of them up to the limit: a call checks that frame's 8 cached guard
+    # sets, not one per build.
     got = derive(
-        rows(fell_back=True, builds=8), 10_000, windows({"off": [10.0] * 5, "static": [10.0] * 5})
+        rows(fell_back=True, builds=10), 10_000, windows({"off": [10.0] * 5, "static": [10.0] * 5})
     )
     assert got[1].step_kind == "eager-after-fall-back"
     assert got[1].guard_sets_checked == 8

@@ -227,7 +227,7 @@ def test_the_comparison_gates_hold_a_change_in_ci_and_the_table_says_it(tmp_path
                   "breaks,builds")  # fmt: skip
     assert gone.exit_code == 0, gone.output
     assert "pass no_more[breaks dynamic]: breaks 1 -> 0 (fewer)" in gone.output
-    cells = [line for line in gone.output.splitlines() if "│ change" in line]
+    cells = [line for line in gone.output.splitlines() if "│ breaks " in line]
     assert any("-1 fewer" in line for line in cells), gone.output
     assert "static_kv.py:factory (after) vs" in gone.output.replace("\n", "")
     back = vs_run(tmp_path / "b", "item_in_step", "static_kv", "--check", "--no-more", "breaks")

@@ -23,7 +23,7 @@ from nanobench.harness.targets import make_target
 
 runner = CliRunner()
 STEPS = 4
-STEP = '''
+STEP = """
 import torch
 
 LAYERS = {layers}
@@ -52,7 +52,7 @@ class Step:
 
 def factory(*, rows, prompt_len, steps, device, dtype):
     return Step(rows, prompt_len)
-'''
+"""
 ITEM_LINE = 15  # the `.item()` line in STEP, counted from the file's first line
 
 
@@ -76,9 +76,7 @@ def dynamo_explain(spec: str, step: int = 0):
 
 
 @pytest.mark.parametrize("layers", [2, 3])
-def test_a_traced_call_counts_as_dynamo_explains_and_hits_the_site_once_per_layer(
-    tmp_path, layers
-):
+def test_a_traced_call_counts_as_dynamo_explains_and_hits_the_site_once_per_layer(tmp_path, layers):
     spec = write_step(tmp_path, layers)
     peer = dynamo_explain(spec)
     target = made(spec)
@@ -153,7 +151,9 @@ def test_compile_reports_the_same_counts_under_the_same_names(tmp_path):
     assert result.exit_code == 0, result.output
     row = pd.read_csv(tmp_path / "c" / "compile.csv").set_index("mode").loc["static"]
     assert (row["graphs_per_call"], row["breaks_per_call"], row["break_sites"]) == (
-        peer.graph_count, peer.graph_break_count, 1
+        peer.graph_count,
+        peer.graph_break_count,
+        1,
     )
     assert (row["builds"], row["recompiles"]) == (builds, recompiles)
     line = re.sub(r"\s+", " ", result.output)

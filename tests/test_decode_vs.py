@@ -116,7 +116,7 @@ def test_a_comparison_writes_both_sides_its_changes_and_holds_its_gates(tmp_path
     assert sides == {(side, s) for side in ("before", "after") for s in SYSTEMS}
     table = runner.invoke(app, args)
     assert table.exit_code == 1 and "FAIL no_slower[step_ms engine-eager]" in table.output
-    assert any("slower" in line and "change" in line for line in table.output.splitlines())
+    assert any("│ step ms " in line and "slower" in line for line in table.output.splitlines())
     assert "tiny float32 (after) vs tiny bfloat16 (before)" in table.output.replace("\n", " ")
     monkeypatch.setattr(bench, "sweep_sides", fake_sides(after_ms=3.0))
     assert runner.invoke(app, args).exit_code == 0

@@ -27,6 +27,7 @@ from nanobench.harness.output import finish
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.validate import out_dir
 from reports.change import COMPILE_PANELS, DECODE_PANELS, draw_compare, render_changes
+from reports.compile import why
 from reports.csvio import write_rows
 
 PANELS = {"compile": COMPILE_PANELS, "decode": DECODE_PANELS}  # compare.png's, by command
@@ -76,7 +77,7 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
         ]
         png = draw_compare(as_dicts(sided), where / "compare.png", title, PANELS[old.command])
         outputs["png"] = str(png)
-    lines = [*notes, *difference_lines(differences)]
+    lines = [*notes, *difference_lines(differences), *sides_why(old, new)]
     return finish(
         "compare",
         as_dicts(found),
@@ -87,6 +88,18 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
         render=lambda: render_changes(stdout_console(), found, gates, title, lines),
         extra={"old": old.where, "new": new.where, "notes": notes, **differences},
     )
+
+
+def sides_why(old, new) -> list[str]:
+    """Each compile run's why (`reports.compile.why`), named old and new as the title names them."""
+    if old.command != "compile":
+        return []
+    return [
+        line
+        for side, run in (("old", old), ("new", new))
+        for r in run.rows
+        for line in why(replace(r, side=side))
+    ]
 
 
 def difference_lines(differences: dict) -> list[str]:

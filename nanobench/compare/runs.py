@@ -140,14 +140,14 @@ def speedups(windows: list[Window], mode: str) -> list[list[float]]:
 
 def compile_changes(old: SavedRun, new: SavedRun) -> list[Change]:
     """Per mode both runs measured: counts, timings with their runs-apart intervals, verdicts."""
-    from nanobench.compile.vs import COUNTS
+    from nanobench.compile.vs import count_columns
 
     a = {r.mode: r for r in old.rows}
     b = {r.mode: r for r in new.rows}
     found: list[Change] = []
     for mode in [m for m in a if m in b]:
         before, after = a[mode], b[mode]
-        for column, field in COUNTS.items():
+        for column, field in count_columns(mode).items():
             found.append(count_change(mode, column, getattr(before, field), getattr(after, field)))
         timed = old.windows and new.windows
         step = apart_interval(per_process(old.windows, mode), per_process(new.windows, mode))

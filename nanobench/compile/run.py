@@ -48,7 +48,7 @@ from nanobench.harness.targets import BUILTINS, target_option
 from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir, out_file
 from nanobench.harness.verdicts import INCONCLUSIVE
 from reports.change import draw_compare, render_changes
-from reports.compile import draw_compiled_decode, render_compile
+from reports.compile import draw_compiled_decode, render_compile, why
 from reports.csvio import write_rows
 from reports.style import counted, title
 
@@ -303,7 +303,10 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     if spec.compared:
         outputs["changes"] = str(progress.changes_path)
         outputs["png"] = str(draw_compare(as_dicts(rows_out), where / "compare.png", head))
-        render = partial(render_changes, stdout_console(), as_dicts(found_changes), found, head)
+        whys = [line for r in rows_out for line in why(r)]
+        render = partial(
+            render_changes, stdout_console(), as_dicts(found_changes), found, head, whys
+        )
     else:
         outputs["png"] = str(draw_compiled_decode(rows_out, where / "compiled-decode.png", head))
         render = partial(render_compile, stdout_console(), rows_out, found, head)

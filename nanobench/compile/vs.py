@@ -38,6 +38,13 @@ COUNTS = {
     "fell_back": "fell_back",
     "shapes": "shapes",
 }
+
+
+def count_columns(mode: str) -> dict[str, str]:
+    """The counts a mode has: eager `off` traces no call, so it has no per-call counts."""
+    return {c: f for c, f in COUNTS.items() if not (mode == "off" and c in PER_CALL)}
+
+
 ONE_COMPILE = "one compile a side: no interval (nanobench startup times starts in runs)"
 
 
@@ -51,9 +58,7 @@ def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list
     found: list[Change] = []
     for mode in modes:
         before, after = by[("before", mode)], by[("after", mode)]
-        for column, field in COUNTS.items():
-            if mode == "off" and column in PER_CALL:
-                continue
+        for column, field in count_columns(mode).items():
             found.append(count_change(mode, column, _count(before, field), _count(after, field)))
         found.append(step_change(mode, before, after, timed, level))
         if mode != "off":
