@@ -50,8 +50,17 @@ test-numerics: setup
 # numerical ones under ATEN_CPU_CAPABILITY=avx2, what most CPUs report.
 HOST_TESTS := tests/test_inductor_cache.py
 
+# Where the host's own kernels are already the ones asked for (an AVX2-only CPU under
+# ATEN_CPU_CAPABILITY=avx2), `make test` ran the numerical tests under them: only the host ones rerun.
 test-host: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile $(NUMERIC_TESTS) $(HOST_TESTS)
+	@native=$$(env -u ATEN_CPU_CAPABILITY $(BIN)/python -c \
+		'import torch; print(torch.backends.cpu.get_cpu_capability().lower())'); \
+	if [ "$$native" = "$${ATEN_CPU_CAPABILITY:-$$native}" ]; then \
+		echo "test-host: this host's own kernels are $$native: make test ran the numerical tests"; \
+		$(BIN)/python -m pytest -n 2 --dist loadfile $(HOST_TESTS); \
+	else \
+		$(BIN)/python -m pytest -n 2 --dist loadfile $(NUMERIC_TESTS) $(HOST_TESTS); \
+	fi
 
 # The tests that touch transformers (its model classes, caches, tokenizers, generate, GGUF
 # conversion, the hf-* systems and targets) again under the oldest transformers pyproject allows:
