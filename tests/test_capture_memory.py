@@ -134,9 +134,10 @@ def test_pool_budget_prices_a_70b_config_json_in_seconds_writing_nothing(tmp_pat
     cache.mkdir()
     args = ["pool-budget", "--model", str(bare), "--dtype", "bfloat16", "--json"]
     args += ["--device-memory", "640GiB", "--out", str(tmp_path / "o")]
-    started = time.perf_counter()
+    # CPU seconds, not wall: the arithmetic runs in this process; a loaded box stretches wall time.
+    started = time.process_time()
     result = CliRunner().invoke(app, args, env={"NANOBENCH_CACHE": str(cache)})
-    elapsed_s = time.perf_counter() - started
+    elapsed_s = time.process_time() - started
     assert result.exit_code == 0, result.output
     assert elapsed_s < 30, f"pool-budget took {elapsed_s:.1f} s on a 70B config"
     assert sorted(p.name for p in bare.iterdir()) == ["config.json"]

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from nanobench.cli import app
@@ -35,7 +36,7 @@ from nanobench.harness.change import (
 from nanobench.harness.rounds import RoundPlan, Window, run_rounds
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 from tests.helpers import noisy_fleet
-from tests.test_corpus import CORPUS, IDIOMS, PROMPT, ROWS, dynamo_compile
+from tests.test_corpus import CORPUS, IDIOMS, PROMPT, ROWS, build, dynamo_compile
 
 runner = CliRunner()
 STEPS = 8
@@ -195,6 +196,14 @@ def idiom(name: str):
     return next(i for i in IDIOMS if i.name == name)
 
 
+def explained_first_call(name: str):
+    """torch._dynamo.explain of the step's first call: what compile's probe traces."""
+    made = build(idiom(name), STEPS)
+    args, kwargs = made.step_inputs(0)
+    with torch.no_grad():
+        return torch._dynamo.explain(made.forward)(*args, **kwargs)
+
+
 @pytest.mark.slow
 def test_the_item_break_gone_is_fewer_builds_and_breaks_as_dynamo_counts_them(item_gone):
     out, doc = item_gone
@@ -205,7 +214,13 @@ def test_the_item_break_gone_is_fewer_builds_and_breaks_as_dynamo_counts_them(it
     for side, dynamo in (("before", before), ("after", after)):
         assert rows[(side, "dynamic")]["builds"] == dynamo["builds"]
         assert rows[(side, "dynamic")]["graph_breaks"] == dynamo["graph_breaks"]
+    # Each side's one-call counts are dynamo's, under the names explain gives them.
+    for side, name in (("before", "item_in_step"), ("after", "static_kv")):
+        traced, row = explained_first_call(name), rows[(side, "dynamic")]
+        counts = (traced.graph_count, traced.graph_break_count)
+        assert (row["graphs_per_call"], row["breaks_per_call"]) == counts
     found = {(c["member"], c["column"]): c for c in doc["changes"]}
+    assert found[("dynamic", "graphs")]["change"] < 0
     assert found[("dynamic", "builds")]["change"] == after["builds"] - before["builds"] < 0
     assert found[("dynamic", "breaks")]["verdict"] == "fewer"
     speedup = found[("dynamic", "speedup")]
@@ -229,7 +244,7 @@ def test_the_comparison_gates_hold_a_change_in_ci_and_the_table_says_it(tmp_path
     assert "pass no_more[breaks dynamic]: breaks 1 -> 0 (fewer)" in gone.output
     cells = [line for line in gone.output.splitlines() if "│ breaks " in line]
     assert any("-1 fewer" in line for line in cells), gone.output
-    assert "static_kv.py:factory (after) vs" in gone.output.replace("\n", "")
+    assert "static_kv.py:factory (after) vs" in " ".join(gone.output.split())
     back = vs_run(tmp_path / "b", "item_in_step", "static_kv", "--check", "--no-more", "breaks")
     assert back.exit_code == 1, back.output
     assert "FAIL no_more[breaks dynamic]: breaks 0 -> 1 (more)" in back.output

@@ -241,11 +241,13 @@ def test_a_70b_gptfast_step_prices_under_a_minute_writing_nothing(tmp_path):
     out = tmp_path / "o"
     args = ["pool-budget", "--target", f"{GPTFAST}:llama3_70b", "--capture-sizes", "1,8,64,256"]
     args += ["--dtype", "bfloat16", "--device-memory", "141GiB", "--json", "--out", str(out)]
-    started = time.perf_counter()
+    # CPU seconds, not wall: pricing runs in this process (13 s of CPU in 14 s on a quiet 2-core
+    # box), and beside a second suite the same call took 148 s of wall clock.
+    started = time.process_time()
     result = CliRunner().invoke(app, args, env={"NANOBENCH_CACHE": str(cache)})
-    elapsed_s = time.perf_counter() - started
+    cpu_s = time.process_time() - started
     assert result.exit_code == 0, result.output
-    assert elapsed_s < 60, f"pricing took {elapsed_s:.1f} s"
+    assert cpu_s < 60, f"pricing took {cpu_s:.1f} s of CPU"
     # Nothing written but the command's own CSV and figure (a real 70B would be 134 GiB).
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["o/pool-budget.csv", "o/pool-budget.png"]
