@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from nanobench.explain.before_after import COLUMNS
 from nanobench.harness import options as o
 from nanobench.harness.console import run_command, stdout_console
 from nanobench.harness.errors import BadInput, as_vs
@@ -39,14 +40,7 @@ if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay 
     from nanobench.explain.before_after import Sides
     from nanobench.harness.dynamo_explain import ExplainRow
 
-MEASURED = (
-    "graphs",
-    "breaks",
-    "break_sites",
-    "ops",
-    "guards",
-    "value_guards",
-)  # what --no-more may name
+MEASURED = tuple(COLUMNS)  # what --no-more may name: every count explain compares
 
 
 @dataclass(frozen=True)
