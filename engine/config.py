@@ -113,46 +113,11 @@ class ModelConfig:
     def from_hf(cls, hf: dict[str, Any], source: str = "config.json") -> ModelConfig:
         if not isinstance(hf, dict):
             raise ConfigError(f"{source}: expected a JSON object")
-        archs = hf.get("architectures") or [hf.get("model_type", "?")]
-        arch = archs[0] if isinstance(archs, list) and archs else str(archs)
-        if arch not in SUPPORTED_ARCHITECTURES:
-            raise ConfigError(
-                f"{source}: architecture {arch!r} is not supported; expected one of "
-                f"{', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
-        if arch == "MistralForCausalLM" and hf.get("sliding_window") not in (None, 0):
-            # A sliding window changes which tokens attend; this engine attends to all of them.
-            if hf.get("sliding_window", 0) < hf.get("max_position_embeddings", 0):
-                raise ConfigError(f"{source}: Mistral sliding_window attention is not supported")
-        if arch.startswith("Qwen") and (
-            hf.get("use_sliding_window") or "sliding_attention" in (hf.get("layer_types") or [])
-        ):
-            raise ConfigError(f"{source}: Qwen use_sliding_window attention is not supported")
-        # Qwen2 hard-codes its q/k/v bias; elsewhere attention_bias also biases o_proj.
-        for flag in ("attention_bias", "mlp_bias"):
-            if hf.get(flag) and not (arch == "Qwen2ForCausalLM" and flag == "attention_bias"):
-                raise ConfigError(f"{source}: {flag}=true is not supported for {arch}")
+        arch = supported_architecture(hf, source)
         try:
             heads = int(hf["num_attention_heads"])
             hidden = int(hf["hidden_size"])
-            scaling = hf.get("rope_scaling") or hf.get("rope_parameters")
-            rope = None
-            if scaling:
-                kind = scaling.get("rope_type", scaling.get("type"))
-                if kind == "llama3":
-                    rope = RopeScaling(
-                        factor=float(scaling["factor"]),
-                        low_freq_factor=float(scaling["low_freq_factor"]),
-                        high_freq_factor=float(scaling["high_freq_factor"]),
-                        original_max_position_embeddings=int(
-                            scaling["original_max_position_embeddings"]
-                        ),
-                    )
-                elif kind not in (None, "default"):
-                    raise ConfigError(
-                        f"{source}: rope_scaling type {kind!r} is not supported; "
-                        "expected llama3 or none"
-                    )
+            rope = rope_scaling_of(hf, source)
             theta = hf.get("rope_theta")
             if theta is None and isinstance(hf.get("rope_parameters"), dict):
                 theta = hf["rope_parameters"].get("rope_theta")
@@ -353,3 +318,48 @@ class EngineConfig:
     def total_blocks(self) -> int:
         """Blocks in the pool: enough for every row at full length unless set explicitly."""
         return self.num_blocks or self.max_batch_size * self.blocks_per_row
+
+
+def supported_architecture(hf: dict[str, Any], source: str) -> str:
+    """The config's architecture, refused in one line where this engine would compute another
+    model (a sliding window, a bias it does not apply)."""
+    archs = hf.get("architectures") or [hf.get("model_type", "?")]
+    arch = archs[0] if isinstance(archs, list) and archs else str(archs)
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise ConfigError(
+            f"{source}: architecture {arch!r} is not supported; expected one of "
+            f"{', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    if arch == "MistralForCausalLM" and hf.get("sliding_window") not in (None, 0):
+        # A sliding window changes which tokens attend; this engine attends to all of them.
+        if hf.get("sliding_window", 0) < hf.get("max_position_embeddings", 0):
+            raise ConfigError(f"{source}: Mistral sliding_window attention is not supported")
+    if arch.startswith("Qwen") and (
+        hf.get("use_sliding_window") or "sliding_attention" in (hf.get("layer_types") or [])
+    ):
+        raise ConfigError(f"{source}: Qwen use_sliding_window attention is not supported")
+    # Qwen2 hard-codes its q/k/v bias; elsewhere attention_bias also biases o_proj.
+    for flag in ("attention_bias", "mlp_bias"):
+        if hf.get(flag) and not (arch == "Qwen2ForCausalLM" and flag == "attention_bias"):
+            raise ConfigError(f"{source}: {flag}=true is not supported for {arch}")
+    return arch
+
+
+def rope_scaling_of(hf: dict[str, Any], source: str) -> RopeScaling | None:
+    """llama3 rope scaling, or none; any other kind is refused."""
+    scaling = hf.get("rope_scaling") or hf.get("rope_parameters")
+    rope = None
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind == "llama3":
+            rope = RopeScaling(
+                factor=float(scaling["factor"]),
+                low_freq_factor=float(scaling["low_freq_factor"]),
+                high_freq_factor=float(scaling["high_freq_factor"]),
+                original_max_position_embeddings=int(scaling["original_max_position_embeddings"]),
+            )
+        elif kind not in (None, "default"):
+            raise ConfigError(
+                f"{source}: rope_scaling type {kind!r} is not supported; expected llama3 or none"
+            )
+    return rope
