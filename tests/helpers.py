@@ -17,6 +17,7 @@ import torch
 
 from engine.config import ModelConfig, RopeScaling
 from engine.weights import synthesize_weights, write_checkpoint
+from nanobench.harness.member import as_member
 from nanobench.harness.rounds import Window, spread_over, time_steps
 
 TINY_MHA = ModelConfig(
@@ -313,7 +314,8 @@ def noisy_fleet(
                 return 0
 
             ms, built = time_steps(step, steps, clock=lambda: now[0])
-            return Window(name, r, "ok", tuple(ms), tuple(built), (True,) * steps)
+            m = as_member(name)
+            return Window(m.name, r, "ok", tuple(ms), tuple(built), (True,) * steps, side=m.side)
 
         return window
 

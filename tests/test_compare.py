@@ -174,7 +174,7 @@ def test_two_saved_decode_runs_compare_by_system(tmp_path, monkeypatch):
         # rounds drift alike on both systems; the engine's step goes 8 -> 6 ms between runs
         ms = {"engine-eager": [engine * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)],
               "hf-eager": [10.0 * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)]}  # fmt: skip
-        monkeypatch.setattr(bench, "sweep", fake_sweep(ms, base))
+        monkeypatch.setattr(bench, "sweep_sides", fake_sweep(ms, base))
         args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path / name)]
         assert runner.invoke(app, args).exit_code == 0
     result = runner.invoke(app, ["compare", str(tmp_path / "old"), str(tmp_path / "new"),

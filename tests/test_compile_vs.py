@@ -18,9 +18,8 @@ import torch
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.compile.bench import Member, comparisons, member_name
+from nanobench.compile.bench import comparisons
 from nanobench.compile.rows import CompileRow
-from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.vs import changes
 from nanobench.harness.change import (
     CANT_TELL,
@@ -31,8 +30,8 @@ from nanobench.harness.change import (
     count_change,
     no_more_gates,
     no_slower_gates,
-    side_windows,
 )
+from nanobench.harness.member import Member
 from nanobench.harness.rounds import RoundPlan, Window, run_rounds
 from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
 from tests.helpers import noisy_fleet
@@ -51,21 +50,22 @@ def rows_for(windows: list[Window]) -> list[CompileRow]:
 
 
 def test_a_comparison_pairs_each_mode_after_against_before_and_each_side_against_off():
-    spec = WorkerSpec(model="")
-    members = [Member(s, m, spec) for s, m in SIDES_MODES]
-    found = {(c.name, c.numerator, c.denominator) for c in comparisons(members)}
+    members = [Member(s, m) for s, m in SIDES_MODES]
+    found = {(c.name, str(c.numerator), str(c.denominator)) for c in comparisons(members)}
     assert found == {
         ("before dynamic", "before off", "before dynamic"),
         ("after dynamic", "after off", "after dynamic"),
         ("off after/before", "after off", "before off"),
         ("dynamic after/before", "after dynamic", "before dynamic"),
     }
-    alone = [Member("", m, spec) for m in ("off", "dynamic")]
-    assert [(c.numerator, c.denominator) for c in comparisons(alone)] == [("off", "dynamic")]
+    alone = [Member("", m) for m in ("off", "dynamic")]
+    pairs = [(c.numerator, c.denominator) for c in comparisons(alone)]
+    assert pairs == [(Member("", "off"), Member("", "dynamic"))]
 
 
-def window(system: str, r: int, ms: float, process: int = 1) -> Window:
-    return Window(system, r, "ok", (ms, ms * 1.01, ms * 0.99), (0, 0, 0), (True,) * 3, process)
+def window(member: Member, r: int, ms: float, process: int = 1) -> Window:
+    steps = (ms, ms * 1.01, ms * 0.99)
+    return Window(member.name, r, "ok", steps, (0, 0, 0), (True,) * 3, process, member.side)
 
 
 def test_the_changes_are_the_geometric_means_of_the_paired_rounds():
@@ -73,13 +73,13 @@ def test_the_changes_are_the_geometric_means_of_the_paired_rounds():
     ms = {(s, m): 10.0 * (0.5 if m == "dynamic" else 1.0) * (0.8 if s == "after" else 1.0)
           for s, m in SIDES_MODES}  # fmt: skip
     windows = [
-        window(member_name(s, m), r, ms[(s, m)] * math.exp(0.05 * rng.standard_normal()))
+        window(Member(s, m), r, ms[(s, m)] * math.exp(0.05 * rng.standard_normal()))
         for r in range(1, 9)
         for s, m in SIDES_MODES
     ]
     found = {(c.member, c.column): c for c in changes(rows_for(windows), windows, 0.95)}
     # By hand: each round's median is its middle step, the window's own ms.
-    med = {(w.system, w.round): w.ms[0] for w in windows}
+    med = {(str(w.member), w.round): w.ms[0] for w in windows}
 
     def gm(values):
         return math.exp(np.mean(np.log(values)))
@@ -95,15 +95,13 @@ def test_the_changes_are_the_geometric_means_of_the_paired_rounds():
     assert found[("off", "step_ms")].verdict == FASTER
     assert found[("dynamic", "speedup")].verdict == CANT_TELL or speedup != pytest.approx(1.0)
     assert found[("dynamic", "builds")].verdict == "same"
-    assert side_windows(windows, "after")[0].system in ("off", "dynamic")
 
 
 def test_two_identical_sides_decide_a_change_no_more_often_than_the_level():
     # 20 seeded A/A runs through the run's own stop rule: more than 3 claims has p = 1.6%.
-    names = [member_name(s, m) for s, m in SIDES_MODES]
+    names = [Member(s, m) for s, m in SIDES_MODES]
     plan = RoundPlan(12, 12, 0.03, 1e9)
-    spec = WorkerSpec(model="")
-    cmps = comparisons([Member(s, m, spec) for s, m in SIDES_MODES])
+    cmps = comparisons(names)
     claimed = {"step_ms": 0, "speedup": 0}
     for seed in range(20):
         fleet = noisy_fleet(3, seed, {n: 0.15 for n in names}, hits=0.0)

@@ -260,15 +260,13 @@ def test_processes_that_disagree_say_more_processes_not_more_rounds(monkeypatch)
 def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
     import nanobench.decode.bench as bench
 
-    def sweep(spec, systems, plan, **kw):
-        probe = ProbeRow("ok", bench.PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3)
-        kw["on_probe"](probe)
-        rows = [r for r in fake_rows(hf_tokens) if r.system in systems]
-        for row in rows:
-            kw["on_row"](row)
+    def sweep(runs, systems, plan, **kw):
+        listener = kw["listener"]
+        listener.on_row(ProbeRow("ok", bench.PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3))
+        for row in (r for r in fake_rows(hf_tokens) if r.system in systems):
+            listener.on_row(row)
         for w in fake_windows({s: ms_by_round[s] for s in systems}):
-            kw["on_window"](w)
-        return rows, probe
+            listener.on_window(w)
 
     return sweep
 
@@ -277,7 +275,7 @@ def test_a_token_mismatch_fails_the_command_without_check(tmp_path, monkeypatch)
     import nanobench.decode.bench as bench
 
     steady = {s: [ms] * 5 for s, ms in STEADY_MS.items()}
-    monkeypatch.setattr(bench, "sweep", fake_sweep(steady, [[1, 2], [3, 9]]))
+    monkeypatch.setattr(bench, "sweep_sides", fake_sweep(steady, [[1, 2], [3, 9]]))
     result = runner.invoke(
         app, ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
     )
@@ -292,7 +290,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     import nanobench.decode.bench as bench
 
     around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
-    monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
+    monkeypatch.setattr(bench, "sweep_sides", fake_sweep(around, [[1, 2], [3, 4]]))
     args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path), "--json"]
     result = runner.invoke(app, [*args, "--check"])
     assert result.exit_code == 3, result.output
@@ -307,7 +305,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     assert len(samples) == 2 * 5 * 3 and set(samples["system"]) == {"engine-eager", "hf-eager"}
     assert runner.invoke(app, args).exit_code == 0, "without --check an inconclusive gate is 0"
     clear = {"engine-eager": [8.0] * 5, "hf-eager": [10.0] * 5}
-    monkeypatch.setattr(bench, "sweep", fake_sweep(clear, [[1, 2], [3, 4]]))
+    monkeypatch.setattr(bench, "sweep_sides", fake_sweep(clear, [[1, 2], [3, 4]]))
     assert runner.invoke(app, [*args, "--check"]).exit_code == 0
 
 
@@ -590,7 +588,7 @@ def test_export_json_writes_one_oss_benchmark_record_per_measured_metric(tmp_pat
     import nanobench.decode.bench as bench
 
     clear = {"engine-eager": [8.0, 8.2, 7.9, 8.1, 8.0], "hf-eager": [10.0, 10.1, 9.9, 10.2, 10.0]}
-    monkeypatch.setattr(bench, "sweep", fake_sweep(clear, [[1, 2], [3, 4]]))
+    monkeypatch.setattr(bench, "sweep_sides", fake_sweep(clear, [[1, 2], [3, 4]]))
     records = tmp_path / "records.json"
     args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path), "--json",
             "--export-json", str(records)]  # fmt: skip

@@ -17,35 +17,34 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.decode.bench import PROBE, DecodeMember, comparisons_of
+from nanobench.decode.bench import PROBE, comparisons_of
 from nanobench.decode.rows import DecodeRow, ProbeRow, SystemRow
 from nanobench.decode.vs import changes
 from nanobench.harness.change import CANT_TELL, FASTER
+from nanobench.harness.member import Member
 from nanobench.harness.rounds import Window
-from tests.test_decode_cmd import run_spec
 
 runner = CliRunner()
 SYSTEMS = ("engine-eager", "hf-eager")
 
 
 def test_each_side_keeps_its_own_ratios_and_each_system_gets_an_after_over_before():
-    members = [DecodeMember(side, s, run_spec()) for side in ("before", "after")
-               for s in (PROBE, *SYSTEMS)]  # fmt: skip
-    found = [(c.name, c.numerator, c.denominator) for c in comparisons_of(members)]
+    members = [Member(side, s) for side in ("before", "after") for s in (PROBE, *SYSTEMS)]
+    found = [(c.name, str(c.numerator), str(c.denominator)) for c in comparisons_of(members)]
     assert len({n for n, _, _ in found}) == len(found), "names are the stop rule's keys"
     assert ("before engine-eager/hf-eager", "before engine-eager", "before hf-eager") in found
     assert ("after hf-eager/floor", "after hf-eager", f"after {PROBE}") in found
     assert ("hf-eager after/before", "after hf-eager", "before hf-eager") in found
-    alone = [DecodeMember("", s, run_spec()) for s in (PROBE, *SYSTEMS)]
+    alone = [Member("", s) for s in (PROBE, *SYSTEMS)]
     assert ("engine-eager/hf-eager", "engine-eager", "hf-eager") in [
-        (c.name, c.numerator, c.denominator) for c in comparisons_of(alone)]  # fmt: skip
+        (c.name, str(c.numerator), str(c.denominator)) for c in comparisons_of(alone)]  # fmt: skip
 
 
 def windows_for(ms: dict[tuple[str, str], float], rounds: int, seed: int = 0) -> list[Window]:
     rng = np.random.default_rng(seed)
     return [
-        Window(f"{side} {system}", r, "ok", (m * math.exp(0.05 * rng.standard_normal()),) * 3,
-               (0,) * 3, (True,) * 3, (r - 1) % 3 + 1)
+        Window(system, r, "ok", (m * math.exp(0.05 * rng.standard_normal()),) * 3,
+               (0,) * 3, (True,) * 3, (r - 1) % 3 + 1, side)
         for r in range(1, rounds + 1)
         for (side, system), m in ms.items()
     ]  # fmt: skip
@@ -61,7 +60,7 @@ def test_the_step_change_is_the_geometric_mean_of_the_paired_rounds():
           ("before", "hf-eager"): 5.0, ("after", "hf-eager"): 5.0}  # fmt: skip
     windows = windows_for(ms, 12)
     found = {c.member: c for c in changes(rows_of(), windows, 0.95) if c.column == "step_ms"}
-    med = {(w.system, w.round): w.ms[0] for w in windows}
+    med = {(str(w.member), w.round): w.ms[0] for w in windows}
     by_hand = math.exp(np.mean([math.log(med[("after engine-eager", r)]
                                          / med[("before engine-eager", r)]) for r in range(1, 13)]))  # fmt: skip
     assert found["engine-eager"].change == pytest.approx(by_hand, abs=1e-4)
@@ -78,18 +77,15 @@ def fake_sides(after_ms: float):
     """A stand-in for `bench.sweep_sides`: both sides' rows and probes, five rounds each."""
 
     def sweep_sides(runs, systems, plan, **kw):
-        rows = []
+        listener = kw["listener"]
         for side in runs:
-            kw["on_probe"](ProbeRow("ok", PROBE, side=side, bandwidth_gbs=10.0, gemm_gflops=1e3))
+            listener.on_row(ProbeRow("ok", PROBE, side=side, bandwidth_gbs=10.0, gemm_gflops=1e3))
             for s in systems:
-                row = SystemRow(s, "ok", side=side, deterministic=True, builds_measured=0,
-                                tokens=[[1, 2], [3, 4]])  # fmt: skip
-                rows.append(row)
-                kw["on_row"](row)
+                listener.on_row(SystemRow(s, "ok", side=side, deterministic=True,
+                                          builds_measured=0, tokens=[[1, 2], [3, 4]]))  # fmt: skip
         ms = {("before", s): 4.0 for s in systems} | {("after", s): after_ms for s in systems}
         for w in windows_for(ms, 5):
-            kw["on_window"](w)
-        return rows, {side: ProbeRow("ok", PROBE, side=side, bandwidth_gbs=10.0) for side in runs}
+            listener.on_window(w)
 
     return sweep_sides
 

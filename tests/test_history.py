@@ -238,7 +238,7 @@ def test_a_decode_run_reads_its_earlier_runs_and_says_so_in_the_table(tmp_path, 
     from tests.test_decode_cmd import fake_sweep, runner
 
     around = {"engine-eager": [9.0, 11.0, 9.5, 10.5, 10.0], "hf-eager": [10.0] * 5}
-    monkeypatch.setattr(bench, "sweep", fake_sweep(around, [[1, 2], [3, 4]]))
+    monkeypatch.setattr(bench, "sweep_sides", fake_sweep(around, [[1, 2], [3, 4]]))
     args = ["decode", "--systems", "engine-eager,hf-eager", "--out", str(tmp_path)]
     for i in range(MIN_RUNS):
         first = runner.invoke(app, args)
@@ -264,16 +264,15 @@ def fake_compile_sweep(rng):
 
     base = dict(status="ok", builds=1, fell_back=False, guard_kind="shape", recompile_limit=8)
 
-    def sweep(members, plan, **kw):
+    def sweep(sides, modes, plan, **kw):
         rows = [
             CompileRow(mode="off", compile_s=0.0, **{**base, "builds": 0}),
             CompileRow(mode="dynamic", compile_s=3.0, **base),
         ]
         for row in rows:
-            kw["on_row"](row)
+            kw["listener"].on_row(replace(row))
         for w in compile_windows(rng, run_effect=rng.normal(0, 0.05)):
-            kw["on_window"](w)
-        return [replace(r) for r in rows], []
+            kw["listener"].on_window(w)
 
     return sweep
 

@@ -121,7 +121,7 @@ def test_decode_warns_before_timing_and_every_row_and_the_env_carry_the_load(tmp
         said.append("timing")
         return fake_sweep(clear, [[1, 2], [3, 4]])(*args, **kw)
 
-    monkeypatch.setattr(bench, "sweep", sweep)
+    monkeypatch.setattr(bench, "sweep_sides", sweep)
     args = ["decode", "--systems", "engine-eager,hf-eager", "--json", "--out", str(tmp_path)]
     result = runner.invoke(app, [*args, "--threads", "2"])
     assert result.exit_code == 0, result.output

@@ -1,55 +1,43 @@
 """One `nanobench compile` run: resolve the model, sweep the modes in rounds, report.
 
 What it is: `run_compile(spec, status, ...)`, the command's work once its spec validated:
-resolve the model and dtype, spawn each mode's workers and time them in interleaved rounds
-(`bench.interleaved_sweep`), keep every row and window on disk as it comes (`Progress`), add
-the engine's remedies, then the CSV, the diagram, the table and the exit code.
+resolve the model and dtype of each side, then one measured run (`harness.measured_run`) around
+the sweep (`bench.interleaved_sweep`); `CompileKind` is what compile brings to that run: its
+rows derived, the engine's remedies and traces, its changes, gates, heading and report.
 What it is not: the command's options (`command.py`), its spec (`spec.py`), its gates
-(`gates.py`) or the measurement itself (`bench.py`, `session.py`).
-Invariant: every row and every timed window is on disk before the next round; an interrupt
-leaves what was measured there and says what did not run.
+(`gates.py`), the measurement itself (`bench.py`, `session.py`) or the run's files, env
+record, interrupt and exit code (`MeasuredRun`).
+Invariant: a remedy never contradicts a row beside it; a side is a parameter, not a copy.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 from nanobench.compile import history as compile_history
-from nanobench.compile.bench import interleaved_sweep, member_name, members_of
+from nanobench.compile.bench import interleaved_sweep
 from nanobench.compile.gates import gates
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
 from nanobench.compile.vs import changes
 from nanobench.cost.compile import classify_guard
-from nanobench.harness.change import Change, comparison_gates, side_samples, side_windows
-from nanobench.harness.console import interrupted, say_warning, stdout_console
-from nanobench.harness.env_record import collect_env, with_load, write_env
-from nanobench.harness.errors import BadInput, as_vs
-from nanobench.harness.eta import announce
+from nanobench.harness.console import say_warning, stdout_console
+from nanobench.harness.errors import BadInput
 from nanobench.harness.export import export_compile
 from nanobench.harness.history_store import RunHistory, settle
-from nanobench.harness.load import crowded_note, look_before_timing, sample_load
-from nanobench.harness.output import finish
+from nanobench.harness.load import crowded_note, look_before_timing
+from nanobench.harness.measured_run import MeasuredRun, RunKind, for_each_side
+from nanobench.harness.member import Member
 from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
-from nanobench.harness.rounds import (
-    SAMPLE_COLUMNS,
-    RoundPlan,
-    describe,
-    look_confidence,
-    round_plan,
-    sample_rows,
-)
-from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.rounds import round_plan
+from nanobench.harness.rows import as_dicts
 from nanobench.harness.targets import BUILTINS, target_option
-from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir, out_file
-from nanobench.harness.verdicts import INCONCLUSIVE
+from nanobench.harness.validate import dtype_option, fits_option, model_option, out_dir
 from reports.change import draw_compare, render_changes
 from reports.compile import draw_compiled_decode, render_compile, why
-from reports.csvio import write_rows
 from reports.style import counted, title
 
 
@@ -106,129 +94,70 @@ def resolve(spec: CompileSpec) -> tuple[str, str]:
 
 def worker_specs(spec: CompileSpec, trace: str) -> tuple[str, dict[str, WorkerSpec]]:
     """The run's dtype and each side's worker spec ("" alone; before and after with --vs)."""
-    sides = {}
-    for side, side_spec in spec.sides().items():
-        try:
-            dtype, directory = resolve(side_spec)
-        except BadInput as e:
-            raise (as_vs(e) if side == "before" and spec.vs else e) from None
-        sides[side] = side_spec.worker(directory, dtype, trace)
-    return dtype, sides
+    renames = {"--target": "--vs"} if spec.vs else {"--path": "--vs-path"}
+    resolved = for_each_side(spec.sides(), resolve, renames)
+    sides = {s: spec.sides()[s].worker(d, t, trace) for s, (t, d) in resolved.items()}
+    return next(reversed(resolved.values()))[0], sides
 
 
-@dataclass
-class Progress:
-    """The sweep as it stands: rows and windows so far, written to disk on every change."""
+class CompileKind(RunKind):
+    """What compile brings to a measured run (`MeasuredRun`): members are (side, mode)."""
 
-    spec: CompileSpec
-    where: Path
-    plan: RoundPlan
-    status: object
-    note: str | None = None
-    done: dict[str, CompileRow] = field(default_factory=dict)
-    windows: list = field(default_factory=list)
-    # each compiled mode's earlier speedups on this machine: a plain run's, with --history
-    history: dict = field(default_factory=dict)
+    command, label, row_type = "compile", "mode", CompileRow
 
-    @property
-    def csv_path(self) -> Path:
-        return self.where / "compile.csv"
+    def __init__(self, spec: CompileSpec, dtype: str, trace: Path | None) -> None:
+        super().__init__(spec)
+        self.dtype, self.trace = dtype, trace
+        self.store = RunHistory() if spec.history and not spec.compared else None
+        self.facts: dict = {}
 
-    @property
-    def samples_path(self) -> Path:
-        return self.where / "compile-samples.csv"
-
-    @property
-    def changes_path(self) -> Path:
-        return self.where / "compile-changes.csv"
-
-    def derived(self, windows: list, level: float) -> list[CompileRow]:
-        """Each side's rows derived from its own windows, as a run of its own."""
-        out = []
-        for side in self.spec.sides():
-            rows = [r for r in self.done.values() if r.side == side]
-            out += derive(with_dynamic_row(rows), self.spec.horizon, side_windows(windows, side),
-                          level, self.history)  # fmt: skip
-        return out
-
-    def level(self) -> float:
-        return look_confidence(self.plan, max((w.round for w in self.windows), default=0))
-
-    def save(self) -> list[CompileRow]:
-        rows = self.derived(self.windows, self.level())
-        # every row timed while the machine was crowded says so (seen before timing or after)
-        rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
-        write_rows(self.csv_path, as_dicts(rows), columns(CompileRow))
-        if self.spec.compared:
-            write_rows(
-                self.samples_path,
-                side_samples(self.windows, "mode"),
-                ["side", "mode", *SAMPLE_COLUMNS],
-            )
-        else:
-            write_rows(self.samples_path, sample_rows(self.windows, "mode"),
-                       ["mode", *SAMPLE_COLUMNS])  # fmt: skip
-        if self.spec.compared:
-            write_rows(self.changes_path, as_dicts(self.changes(rows)), columns(Change))
-        return rows
-
-    def changes(self, rows: list[CompileRow]) -> list[Change]:
-        return changes(rows, self.windows, self.level())
-
-    def on_row(self, row: CompileRow) -> None:
-        name = member_name(row.side, row.mode)
-        if self.spec.trace and row.mode != "off":
-            row = replace(row, **render_trace(trace_root(self.where) / name.replace(" ", "-")))
+    def arrived(self, row: CompileRow) -> CompileRow:
+        if self.trace is not None and row.mode != "off":
+            row = replace(row, **render_trace(self.trace / Member(row.side, row.mode).label))
         if not self.spec.target:
             row = replace(row, remedies=engine_remedies(row, self.spec))
-        self.done[name] = row
-        self.save()
+        return row
 
-    def on_round(self, r: int, found: dict) -> None:
-        self.save()
-        self.status(f"round {r}: " + "; ".join(describe(m, i) for m, i in found.items()))
+    def derive(self, side, rows, windows, level, history) -> list[CompileRow]:
+        return derive(with_dynamic_row(rows), self.spec.horizon, windows, level, history)
 
-    def gates(self, rows: list[CompileRow], found: list[Change] | None = None) -> list:
-        """A plain run's gates; a comparison's are the columns its user named."""
-        if not self.spec.compared:
-            return gates(self.spec, rows)
-        failed = {f"{r.side} {r.mode}": r.status for r in rows if r.status != "ok"}
-        return comparison_gates(failed, self.spec, found or [])
+    def changes(self, rows, windows, level) -> list:
+        return changes(rows, windows, level)
 
-    def decided(self, timed: list, level: float) -> bool:
-        """Every gate of the run pass or fail at this look's level: no round can change it."""
-        rows = self.derived(timed, level)
-        found = changes(rows, timed, level) if self.spec.compared else None
-        return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
+    def gates(self, rows) -> list:
+        return gates(self.spec, rows)
 
+    def heading(self, rows) -> str:
+        return heading(self.spec, self.dtype, rows)
 
-def sweep(progress: Progress, sides: dict[str, WorkerSpec]) -> None:
-    """The rounds, every row and window kept; an interrupt says what is on disk."""
-    spec = progress.spec
-    members = members_of(sides, list(spec.modes))
-    try:
-        interleaved_sweep(
-            members,
-            progress.plan,
-            timeout=spec.timeout,
-            processes=spec.processes,
-            decided=progress.decided,
-            on_status=progress.status,
-            on_row=progress.on_row,
-            on_window=progress.windows.append,
-            on_round=progress.on_round,
-            history=progress.history,
-        )
-    except KeyboardInterrupt:
-        progress.save()
-        missing = [m.name for m in members if m.name not in progress.done]
-        raise interrupted(
-            len(progress.done),
-            len(progress.windows),
-            missing,
-            progress.csv_path,
-            progress.samples_path,
-        ) from None
+    def report(self, run: MeasuredRun, rows, found, changed, head):
+        if run.sided:
+            png = draw_compare(as_dicts(rows), run.where / "compare.png", head)
+            whys = [line for r in rows for line in why(r)]
+            return png, partial(render_changes, stdout_console(), as_dicts(changed), found, head,
+                                whys)  # fmt: skip
+        png = draw_compiled_decode(rows, run.where / "compiled-decode.png", head)
+        return png, partial(render_compile, stdout_console(), rows, found, head)
+
+    def export(self, rows, record):
+        return export_compile(self.spec, self.dtype, rows, record)
+
+    def open_history(self, run: MeasuredRun, worker: WorkerSpec) -> None:
+        """A plain run's earlier speedups on this machine, lent to its rows and stop rule."""
+        if self.store is not None:
+            self.facts = compile_history.keys(worker, self.spec.processes, self.spec.modes)
+            run.history = compile_history.load(self.store, self.facts)
+
+    def settle_history(self, run: MeasuredRun, rows, found) -> str | None:
+        """A sound run's speedups recorded; what it read and recorded written beside its CSV;
+        the store's problems said, one line each (`settle`)."""
+        if self.store is None:
+            return None
+        return settle(
+            self.store, run.path("-history", "json"), [r.status for r in rows], found,
+            partial(compile_history.record, self.store, self.facts, rows, run.windows),
+            compile_history.use(self.facts, run.history, rows), say_warning,
+        )  # fmt: skip
 
 
 def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
@@ -254,74 +183,20 @@ def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
     )
 
 
-def settle_history(store, facts, rows_out, found, progress: Progress) -> str:
-    """A sound run's speedups recorded; what it read and recorded written beside its CSV (the
-    file's path); the store's problems said, one line each (`settle`)."""
-    path = settle(
-        store, progress.where / "compile-history.json", [r.status for r in rows_out], found,
-        partial(compile_history.record, store, facts, rows_out, progress.windows),
-        compile_history.use(facts, progress.history, rows_out), say_warning,
-    )  # fmt: skip
-    return path
-
-
 def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> int:
-    """Resolve the model, run the sweep in rounds, write the outputs; the gates' exit code."""
-    if check and spec.compared and not (spec.no_more or spec.no_slower):
-        raise BadInput("--check on a comparison gates the columns you name: give --no-more "
-                       "and/or --no-slower")  # fmt: skip
-    where = out_dir(spec.out)
-    out_file(spec.export_json, "--export-json")
-    dtype, sides = worker_specs(spec, str(trace_root(where)) if spec.trace else "")
-    record = collect_env(spec.threads, sys.argv)
-    before, note = look_before_timing(record.threads)
-    record = with_load(record, before)
-    env_path = write_env(where / "compile-env.json", record)
+    """Resolve each side's model, sweep the modes in rounds, report; the gates' exit code."""
     plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
-    progress = Progress(spec, where, plan, status, note)
-    store = RunHistory() if spec.history and not spec.compared else None
-    facts = compile_history.keys(sides[""], spec.processes, spec.modes) if store is not None else {}
-    if store is not None:
-        progress.history = compile_history.load(store, facts)
-    timer = announce("compile", spec, status)  # the estimate's line, before any worker
-    sweep(progress, sides)
-    after = sample_load()
-    record = with_load(record, after=after)
-    write_env(env_path, record)
-    progress.note = note or crowded_note(record.threads, after)
-    rows_out = progress.save()
-    found_changes = progress.changes(rows_out) if spec.compared else []
-    found = progress.gates(rows_out, found_changes)
-    head = heading(spec, dtype, rows_out)
-    outputs = {
-        "csv": str(progress.csv_path),
-        "samples": str(progress.samples_path),
-        "env": str(env_path),
-    }
-    if store is not None:
-        outputs["history"] = settle_history(store, facts, rows_out, found, progress)
-    if spec.compared:
-        outputs["changes"] = str(progress.changes_path)
-        outputs["png"] = str(draw_compare(as_dicts(rows_out), where / "compare.png", head))
-        whys = [line for r in rows_out for line in why(r)]
-        render = partial(
-            render_changes, stdout_console(), as_dicts(found_changes), found, head, whys
-        )
-    else:
-        outputs["png"] = str(draw_compiled_decode(rows_out, where / "compiled-decode.png", head))
-        render = partial(render_compile, stdout_console(), rows_out, found, head)
-    if spec.export_json:
-        outputs["export_json"] = str(export_compile(spec, dtype, rows_out, record))
-    timer.done(all(r.status == "ok" for r in rows_out))
-    return finish(
-        "compile",
-        as_dicts(rows_out),
-        found,
-        outputs,
-        json_mode=json_mode,
-        check=check,
-        render=render,
-        failed=any(r.status != "ok" for r in rows_out),
-        env=asdict(record),
-        extra={"changes": as_dicts(found_changes)} if spec.compared else None,
-    )
+    trace = trace_root(out_dir(spec.out)) if spec.trace else None
+    dtype, sides = worker_specs(spec, str(trace) if trace else "")
+    kind = CompileKind(spec, dtype, trace)
+    run = MeasuredRun(kind, status, check, plan, spec.compared)
+    run.open(look_before_timing)
+    kind.open_history(run, sides[""] if "" in sides else sides["after"])
+    planned = [Member(side, mode) for side in sides for mode in spec.modes]
+
+    def measure() -> None:
+        interleaved_sweep(sides, list(spec.modes), plan, timeout=spec.timeout,
+                          processes=spec.processes, listener=run, on_status=status,
+                          history=run.history)  # fmt: skip
+
+    return run.run(measure, planned, json_mode=json_mode, crowded=crowded_note)

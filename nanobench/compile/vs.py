@@ -13,7 +13,6 @@ ratio of the two sides' speedups round by round, never of two medians.
 
 from __future__ import annotations
 
-from nanobench.compile.bench import member_name
 from nanobench.compile.rows import CompileRow
 from nanobench.harness.change import (
     Change,
@@ -23,10 +22,10 @@ from nanobench.harness.change import (
     value_change,
     with_level,
 )
+from nanobench.harness.member import AFTER, BEFORE, Member
 from nanobench.harness.rounds import Comparison, Window, intervals
 from nanobench.harness.stats import ratio_interval
 
-SIDES = ("before", "after")
 # Change column -> the row's field, each count under the one name every command gives it
 # (docs/measuring.md, "The counts"): graphs, breaks and break sites of one call, as `explain`
 # counts them (eager `off` has none), then builds and recompiles over the run.
@@ -76,7 +75,7 @@ def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list
 def step_change(mode: str, before: CompileRow, after: CompileRow, timed, level: float) -> Change:
     """After's step time over before's, paired by round (the run's process pool lent, as the
     stop rule read it)."""
-    a, b = member_name("after", mode), member_name("before", mode)
+    a, b = Member(AFTER, mode), Member(BEFORE, mode)
     interval = intervals(timed, [Comparison("change", a, b)], level)["change"]
     return with_level(
         timing_change(mode, "step_ms", before.step_ms, after.step_ms, interval), level
@@ -86,12 +85,12 @@ def step_change(mode: str, before: CompileRow, after: CompileRow, timed, level: 
 def speedup_change(mode: str, before: CompileRow, after: CompileRow, timed, level: float) -> Change:
     """After's speedup over before's, round by round: (off_a / m_a) / (off_b / m_b) in each
     round all four windows ran, as one paired ratio of products."""
-    names = [member_name(s, m) for s in ("after", "before") for m in ("off", mode)]
-    medians: dict[tuple[str, int], tuple[float, int]] = {}
+    names = [Member(s, m) for s in (AFTER, BEFORE) for m in ("off", mode)]
+    medians: dict[tuple[Member, int], tuple[float, int]] = {}
     for w in timed:
         median = w.median_ms()
-        if w.system in names and median:
-            medians[(w.system, w.round)] = (median, w.process)
+        if w.member in names and median:
+            medians[(w.member, w.round)] = (median, w.process)
     rounds = sorted(r for r in {r for _, r in medians} if all((n, r) in medians for n in names))
     off_a, m_a, off_b, m_b = ([medians[(n, r)][0] for r in rounds] for n in names)
     num = [x * y for x, y in zip(off_a, m_b)]

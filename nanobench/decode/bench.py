@@ -25,11 +25,13 @@ from pathlib import Path
 
 from nanobench.decode.roofline import PROBE
 from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
+from nanobench.harness import fleet as fleets
 from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.fleet import Fleet, first_failure, later_status
+from nanobench.harness.fleet import Fleet, Listener, first_failure, later_status
 from nanobench.harness.inductor_cache import fresh_dir
-from nanobench.harness.rounds import Comparison, RoundPlan, Window
+from nanobench.harness.member import AFTER, BEFORE, Member
+from nanobench.harness.rounds import Comparison, RoundPlan
 from nanobench.harness.rows import rebuild
 from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
 
@@ -141,48 +143,68 @@ def comparisons(systems: list[str]) -> list[Comparison]:
     return found
 
 
-@dataclass(frozen=True)
-class DecodeMember:
-    """One system (or the probe) of one side in the fleet: `name` is its windows' system
-    ("hf-eager", or "after hf-eager" in a before-and-after run), `run` what its workers run."""
+@dataclass
+class SystemPart:
+    """One system of one side in the fleet (`fleet.Part`): its member ("hf-eager", or after
+    "hf-eager" in a before-and-after run), what its workers run, their environment."""
 
-    side: str  # "" alone; before | after
-    system: str  # a system, or PROBE
+    member: Member
     run: RunSpec
+    env: dict[str, str]
 
-    @property
-    def name(self) -> str:
-        return f"{self.side} {self.system}" if self.side else self.system
+    def payload(self, process: int) -> dict:
+        return asdict(replace(self.run, system=self.member.name))
+
+    def start(self, fleet: Fleet) -> dict:
+        return fleet.first(self.member, self.payload(1), self.env, doing=WARMING)
+
+    def first(self, ready: dict) -> SystemRow:
+        row = rebuild(SystemRow, {"system": self.member.name, **ready})
+        return replace(row, side=self.member.side)
+
+    def first_window(self, row) -> None:
+        return None  # a system's warm-up is untimed: its rounds are its windows
+
+    def later(self, row, ready: dict, process: int):
+        return replace(row, status=later_status(row.status, process, ready.get("status", "ok")))
+
+    def closed(self, row: SystemRow, finals: list[dict], setup_s: float, later_s) -> SystemRow:
+        return replace(closed_row(row, finals), setup_s=setup_s, later_setup_s=later_s)
 
 
-def members_of(runs: dict[str, RunSpec], systems: tuple[str, ...]) -> list[DecodeMember]:
-    """Each side's probe and systems, the before side first: the order each first sets up."""
-    return [DecodeMember(side, s, run) for side, run in runs.items() for s in (PROBE, *systems)]
+class ProbePart(SystemPart):
+    """A side's roofline probe: a member like any system, each round measuring the floor."""
+
+    def start(self, fleet: Fleet) -> dict:
+        return fleet.first(self.member, self.payload(1), self.env, doing=PROBING)
+
+    def first(self, ready: dict) -> ProbeRow:
+        return replace(probe_row(ready), side=self.member.side)
+
+    def closed(self, row: ProbeRow, finals: list[dict], setup_s: float, later_s) -> ProbeRow:
+        return closed_probe(row, finals)
 
 
-def comparisons_of(members: list[DecodeMember]) -> list[Comparison]:
-    """Each side's own ratios (`comparisons`, under its members' names) and, with two sides,
+def comparisons_of(members: list[Member]) -> list[Comparison]:
+    """Each side's own ratios (`comparisons`, between its own members) and, with two sides,
     each system's after / before: every ratio the stop rule reads."""
     found = []
     for side in dict.fromkeys(m.side for m in members):
-        named = {m.system: m.name for m in members if m.side == side}
+        names = [m.name for m in members if m.side == side]
         found += [
-            Comparison(f"{side} {c.name}", named[c.numerator], named[c.denominator]) if side else c
-            for c in comparisons(list(named))
+            Comparison(
+                str(Member(side, c.name)),
+                Member(side, c.numerator.name),
+                Member(side, c.denominator.name),
+            )  # fmt: skip
+            for c in comparisons(names)
         ]
-    before = {m.system: m.name for m in members if m.side == "before"}
     found += [
-        Comparison(f"{m.system} after/before", m.name, before[m.system])
+        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name))
         for m in members
-        if m.side == "after" and m.system != PROBE and m.system in before
+        if m.side == AFTER and m.name != PROBE and Member(BEFORE, m.name) in members
     ]
     return found
-
-
-def sweep(spec: RunSpec, systems: tuple[str, ...], plan: RoundPlan, **kw) -> tuple[list, ProbeRow]:
-    """One side's sweep (`sweep_sides`): its system rows and its probe's row."""
-    rows, probes = sweep_sides({"": spec}, systems, plan, **kw)
-    return rows, probes[""]
 
 
 def sweep_sides(
@@ -191,107 +213,45 @@ def sweep_sides(
     plan: RoundPlan,
     *,
     timeout: float,
-    processes: int = 1,
-    decided: Callable[[list[Window], float], bool] = lambda w, c: False,
-    on_status: Callable[[str], None] = lambda s: None,
-    on_row: Callable[[SystemRow], None] = lambda r: None,
-    on_window: Callable[[Window], None] = lambda w: None,
-    on_round: Callable[[int, dict], None] = lambda r, i: None,
-    on_probe: Callable[[ProbeRow], None] = lambda p: None,
+    processes: int,
+    listener: Listener,
+    on_status: Callable[[str], None],
     history: dict | None = None,
-) -> tuple[list[SystemRow], dict[str, ProbeRow]]:
-    """Each side's probe and `processes` live workers per system (`harness.fleet`), then
+) -> None:
+    """Each side's probe and `processes` live workers per system (`fleet.sweep`), then
     interleaved rounds, round r of every member in its worker (r - 1) mod processes, until
-    `decided(windows, level)` says every gate is decided or the intervals are tight. Two sides
-    (`runs` "before" and "after") are one fleet: every member of both takes turns each round.
+    every gate is decided or the intervals are tight. Two sides (`runs` "before" and "after")
+    are one fleet: every member of both takes turns each round.
 
     The probe is a member like any system: each round it measures the floor again, so the
     floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
     frames) are its first worker's, set up alone, one member after another; a later worker
-    shares the first's Inductor cache directory. Returns the system rows (not derived) and
-    each side's probe row, its rates the median of its rounds' peaks. `history` (by
-    comparison name) lends the stop rule each ratio's earlier runs on this machine.
+    shares the first's Inductor cache directory. Each row (a system's, a side's probe's) goes
+    to the listener as it comes. `history` (by comparison name) lends the stop rule each
+    ratio's earlier runs on this machine.
     """
-    processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
-    members = members_of(runs, systems)
-    rows: dict[str, SystemRow] = {}
-    probes: dict[str, ProbeRow] = {}
+    run = next(iter(runs.values()))
 
-    def keep(window: Window) -> None:
-        if window.status != "ok" and window.system in rows:
-            rows[window.system] = replace(rows[window.system], status=window.status)
-        on_window(window)
+    def slices(rows: dict) -> int:
+        ready = [r for m, r in rows.items() if m.name != PROBE and r.status == "ok"]
+        return round_slices(ready, run, plan, on_status)
 
-    def ok(m: DecodeMember) -> bool:
-        return (probes[m.side] if m.system == PROBE else rows[m.name]).status == "ok"
-
-    threads = next(iter(runs.values())).threads
-    with Fleet(WORKER, timeout, threads, on_status) as fleet:
-        envs = {m.name: system_env(fleet, threads) for m in members}
-        for m in members:
-            set_up_first(fleet, m, envs[m.name], rows, probes, on_row, on_probe)
-        live = [m for m in members if ok(m)]
-        later = {m.name: (lambda p, m=m: payload(m.run, m.system), envs[m.name]) for m in live}
-        start_later(fleet, later, processes, rows, probes, {m.name: m for m in live})
-        # In the rounds each side's probe goes after its systems, as it always has.
-        live = sorted((m for m in members if ok(m)), key=lambda m: (m.side != "before",
-                      m.system == PROBE))  # fmt: skip
-        ready = [rows[m.name] for m in live if m.system != PROBE]
-        slices = round_slices(ready, next(iter(runs.values())), plan, on_status)
-        names = [m.name for m in live]
-        fleet.rounds(names, plan, comparisons_of(live), slices=slices, decided=decided,
-                     on_window=keep, on_round=on_round, history=history)  # fmt: skip
-        close_members(fleet, live, rows, probes, on_row)
-    return list(rows.values()), probes
-
-
-def close_members(fleet: Fleet, live: list[DecodeMember], rows, probes, on_row) -> None:
-    """Every live member's final rows gathered (`Fleet.close`): each system's row with its
-    set-up seconds, and each side's probe row, in `rows` and `probes`."""
-    finals = fleet.close([m.name for m in live])
-    for m in live:
-        if m.system == PROBE:
-            probes[m.side] = closed_probe(probes[m.side], finals.get(m.name, []))
-            continue
-        row = closed_row(rows[m.name], finals[m.name])
-        rows[m.name] = replace(row, setup_s=fleet.setup_s[m.name][1],
-                               later_setup_s=fleet.later_setup_s(m.name))  # fmt: skip
-        on_row(rows[m.name])
-
-
-def set_up_first(fleet: Fleet, m: DecodeMember, env, rows, probes, on_row, on_probe) -> None:
-    """A member's first worker, set up alone: the probe's row, or the system's."""
-    if m.system == PROBE:
-        ready = fleet.first(m.name, payload(m.run, PROBE), env, doing=PROBING)
-        probes[m.side] = replace(probe_row(ready), side=m.side)
-        on_probe(probes[m.side])
-        return
-    ready = fleet.first(m.name, payload(m.run, m.system), env, doing=WARMING)
-    rows[m.name] = replace(rebuild(SystemRow, {"system": m.system, **ready}), side=m.side)
-    on_row(rows[m.name])
-
-
-def start_later(fleet: Fleet, later: dict, processes: int, rows: dict, probes: dict,
-                members: dict[str, DecodeMember]) -> None:  # fmt: skip
-    """Every member's later workers, side by side; a failed one marks its system's row in
-    `rows`, or its side's probe row in `probes`."""
-    for name, process, ready in fleet.later(later, processes):
-        status, m = ready.get("status", "ok"), members[name]
-        if m.system == PROBE:
-            probe = probes[m.side]
-            probes[m.side] = replace(probe, status=later_status(probe.status, process, status))
-        else:
-            rows[name] = replace(
-                rows[name], status=later_status(rows[name].status, process, status)
+    with Fleet(WORKER, timeout, run.threads, on_status) as fleet:
+        parts = [
+            (ProbePart if name == PROBE else SystemPart)(
+                Member(side, name), side_run, system_env(fleet, run.threads)
             )
+            for side, side_run in runs.items()
+            for name in (PROBE, *systems)
+        ]
+        # In the rounds each side's probe goes after its systems, as it always has.
+        order = lambda m: (m.side != BEFORE, m.name == PROBE)  # noqa: E731
+        fleets.sweep(fleet, parts, plan, processes, listener, comparisons_of, slices=slices,
+                     order=order, history=history)  # fmt: skip
 
 
 PROBING = "bandwidth and GEMM probes in a fresh process"
 WARMING = "building and warming up in a fresh process"
-
-
-def payload(spec: RunSpec, system: str) -> dict:
-    return asdict(replace(spec, system=system))
 
 
 def system_env(fleet: Fleet, threads: int) -> dict[str, str]:

@@ -21,15 +21,11 @@ from nanobench.harness.change import (
     value_change,
     with_level,
 )
+from nanobench.harness.member import AFTER, BEFORE, Member
 from nanobench.harness.rounds import Comparison, Window, intervals
 
 ONE_WARMUP = "one warm-up a side: no interval"
 VALUES = ("tokens_per_s", "prefill_ms", "ratio_vs_floor", "peak_rss_mb", "tokens_match")
-
-
-def member_name(row) -> str:
-    """ "hf-eager", or "after hf-eager" in a before-and-after run: the windows' system."""
-    return f"{row.side} {row.system}" if row.side else row.system
 
 
 def changes(rows: list[DecodeRow], windows: list[Window], level: float) -> list[Change]:
@@ -41,7 +37,7 @@ def changes(rows: list[DecodeRow], windows: list[Window], level: float) -> list[
     level = each_level(level, len(systems))  # every system's change holds together at level
     for system in systems:
         before, after = by[("before", system)], by[("after", system)]
-        comparison = Comparison("change", member_name(after), member_name(before))
+        comparison = Comparison("change", Member(AFTER, system), Member(BEFORE, system))
         interval = intervals(timed, [comparison], level)["change"]
         step = timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step, interval)
         found.append(with_level(step, level))

@@ -151,27 +151,6 @@ def apart_interval(before: list[list[float]], after: list[list[float]], confiden
     return Interval(math.exp(estimate), low, high, len(a) + len(b), 1, 1.0, df, "runs apart")
 
 
-def side_windows(windows: list, side: str) -> list:
-    """One side's windows, each under its own name ("after dynamic" -> "dynamic"), so a
-    command derives a side's rows as a run of its own; "" (no sides) keeps them all."""
-    if not side:
-        return list(windows)
-    prefix = f"{side} "
-    return [replace(w, system=w.system[len(prefix) :]) for w in windows
-            if w.system.startswith(prefix)]  # fmt: skip
-
-
-def side_samples(windows: list, label: str) -> list[dict]:
-    """Every timed step (`rounds.sample_rows`), its member split into side and `label`."""
-    from nanobench.harness.rounds import sample_rows
-
-    rows = []
-    for r in sample_rows(windows, label):
-        side, _, name = r[label].rpartition(" ")
-        rows.append({"side": side, **r, label: name})
-    return rows
-
-
 def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
     """--vs (a target's before side), --vs-path (the engine's) and a comparison's gates
     (`gated`: --no-more or --no-slower given), checked against each other, one line each."""

@@ -24,9 +24,12 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
+from typing import Protocol
 
 from nanobench.harness.fresh import LiveWorker, start_side_by_side
+from nanobench.harness.member import Member
 from nanobench.harness.rounds import (
     Comparison,
     RoundPlan,
@@ -52,9 +55,9 @@ def timing_core() -> int | None:
     return cores[-1] if cores else None
 
 
-def tag(name: str, process: int) -> str:
-    """'dynamic', or 'dynamic (process 2)' for a later worker."""
-    return name if process == 1 else f"{name} (process {process})"
+def tag(member: Member, process: int) -> str:
+    """'dynamic', or 'after dynamic (process 2)' for a later worker."""
+    return str(member) if process == 1 else f"{member} (process {process})"
 
 
 def first_failure(statuses: list[str]) -> str | None:
@@ -75,12 +78,12 @@ class Fleet:
         # `threads`: the cores one worker's set-up occupies, so later ones set up side by side
         self.module, self.timeout, self.threads = module, timeout, threads
         self.on_status = on_status
-        self.workers: dict[str, list[LiveWorker]] = {}
+        self.workers: dict[Member, list[LiveWorker]] = {}
         self.dirs: list[str] = []
         # Seconds from spawn to ready on the parent's clock, by member and process: a later
         # worker's set-up against the first's is what --processes costs.
-        self.setup_s: dict[str, dict[int, float]] = {}
-        self._spawned: dict[tuple[str, int], float] = {}
+        self.setup_s: dict[Member, dict[int, float]] = {}
+        self._spawned: dict[tuple[Member, int], float] = {}
 
     def __enter__(self) -> Fleet:
         return self
@@ -98,7 +101,7 @@ class Fleet:
 
     def spawn(
         self,
-        name: str,
+        name: Member,
         process: int,
         payload: dict,
         env: dict[str, str],
@@ -112,26 +115,26 @@ class Fleet:
         self.workers.setdefault(name, []).append(worker)
         return worker
 
-    def first(self, name: str, payload: dict, env: dict[str, str], **spawn_args) -> dict:
+    def first(self, name: Member, payload: dict, env: dict[str, str], **spawn_args) -> dict:
         """A member's first worker, set up alone: its ready row."""
         ready = self.spawn(name, 1, payload, env, **spawn_args).start(self.timeout)
         self.ready(name, 1)
         return ready
 
-    def ready(self, name: str, process: int) -> float:
+    def ready(self, name: Member, process: int) -> float:
         """Record (and return) worker `process` of `name`'s set-up seconds, once it is ready."""
         seconds = round(time.monotonic() - self._spawned[(name, process)], 3)
         self.setup_s.setdefault(name, {})[process] = seconds
         return seconds
 
-    def later_setup_s(self, name: str) -> float | None:
+    def later_setup_s(self, name: Member) -> float | None:
         """The median set-up seconds of a member's later workers; None without any."""
         later = [s for p, s in self.setup_s.get(name, {}).items() if p > 1]
         return round(statistics.median(later), 3) if later else None
 
     def later(
-        self, members: dict[str, tuple[Callable[[int], dict], dict[str, str]]], processes: int
-    ) -> Iterator[tuple[str, int, dict]]:
+        self, members: dict[Member, tuple[Callable[[int], dict], dict[str, str]]], processes: int
+    ) -> Iterator[tuple[Member, int, dict]]:
         """(member, process, ready row) for workers 2..processes of every member, set up side
         by side, each as it is ready; `members[name]` is (the payload of process p, the
         environment)."""
@@ -148,7 +151,7 @@ class Fleet:
 
     def rounds(
         self,
-        names: list[str],
+        names: list[Member],
         plan: RoundPlan,
         comparisons: list[Comparison],
         *,
@@ -172,12 +175,86 @@ class Fleet:
             history=history,
         )  # fmt: skip
 
-    def close(self, names: list[str]) -> dict[str, list[dict]]:
+    def close(self, names: list[Member]) -> dict[Member, list[dict]]:
         """Every worker of `names` asked for its final row at once (they finish side by side),
         then the rows gathered, each member's in process order."""
         for worker in (w for name in names for w in self.workers[name]):
             worker.stop()
         return {name: [w.close(self.timeout) for w in self.workers[name]] for name in names}
+
+
+class Part(Protocol):
+    """One member's workers in a sweep: what they are handed and how their answers become the
+    member's row (a compiled mode, a decode system, the roofline probe: a member kind)."""
+
+    member: Member
+    env: dict[str, str]
+
+    def payload(self, process: int) -> dict: ...
+
+    def start(self, fleet: Fleet) -> dict:
+        """The first worker, set up alone: its ready row."""
+
+    def first(self, ready: dict):
+        """The member's row from its first worker's ready row."""
+
+    def first_window(self, row) -> Window | None:
+        """The first pass as a window (round 0), where the member has one."""
+
+    def later(self, row, ready: dict, process: int):
+        """The row once worker `process` set up."""
+
+    def closed(self, row, finals: list[dict], setup_s: float, later_setup_s: float | None):
+        """The row once every worker gave its final answer."""
+
+
+class Listener(Protocol):
+    """Who keeps a sweep's rows and windows as they come (`measured_run.MeasuredRun`)."""
+
+    def on_row(self, row) -> None: ...
+
+    def on_window(self, window: Window) -> None: ...
+
+    def on_round(self, r: int, found: dict) -> None: ...
+
+    def decided(self, timed: list[Window], level: float) -> bool: ...
+
+
+def sweep(fleet: Fleet, parts: list[Part], plan: RoundPlan, processes: int, listener: Listener,
+          comparisons: Callable[[list[Member]], list[Comparison]], **rounds_args) -> dict:  # fmt: skip
+    """Every member's first worker set up alone, in order; the later ones side by side; then
+    the rounds of the live members (in `order`, a sort key, when given) until the stop rule
+    says stop; then every worker's final answer. Each row goes to the listener as it comes,
+    and again closed. `rounds_args`: `slices` (from the rows set up: a callable), `order`,
+    `history`. Returns the rows by member."""
+    processes = min(processes, plan.max_rounds)  # a worker past the last round times nothing
+    by = {p.member: p for p in parts}
+    rows: dict[Member, object] = {}
+
+    def keep(window: Window) -> None:
+        if window.status != "ok" and window.member in rows:
+            rows[window.member] = replace(rows[window.member], status=window.status)
+        listener.on_window(window)
+
+    for p in parts:
+        rows[p.member] = p.first(p.start(fleet))
+        first = p.first_window(rows[p.member]) if rows[p.member].status == "ok" else None
+        if first is not None:
+            keep(first)
+        listener.on_row(rows[p.member])
+    later = {m: (by[m].payload, by[m].env) for m in by if rows[m].status == "ok"}
+    for m, process, ready in fleet.later(later, processes):
+        rows[m] = by[m].later(rows[m], ready, process)
+    order = rounds_args.get("order") or (lambda m: 0)  # a stable sort: the parts' order
+    live = sorted((m for m in by if rows[m].status == "ok"), key=order)
+    slices = rounds_args["slices"](rows) if "slices" in rounds_args else 1
+    fleet.rounds(live, plan, comparisons(live), slices=slices, decided=listener.decided,
+                 on_window=keep, on_round=listener.on_round, history=rounds_args.get("history"))  # fmt: skip
+    for m, finals in fleet.close(live).items():
+        setup = fleet.setup_s[m][1], fleet.later_setup_s(m)
+        rows[m] = by[m].closed(rows[m], finals, *setup)
+        listener.on_row(rows[m])
+    return rows
 
 
 def later_status(status: str, process: int, later: str) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from nanobench.harness.errors import BadInput
+from nanobench.harness.member import Member, as_member
 from nanobench.harness.pooling import ProcessPool, process_pool
 from nanobench.harness.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
 
@@ -41,11 +42,16 @@ class Window:
     built: tuple[int, ...] = ()
     steady: tuple[bool, ...] = ()
     process: int = 1  # which of the system's worker processes timed it, from 1
+    side: str = ""  # the member's side: `system` is its name within that side
 
     def __post_init__(self) -> None:
         # Rebuilt from JSON (lists) as from Python (tuples): the same frozen row either way.
         for name in ("ms", "built", "steady"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def member(self) -> Member:
+        return Member(self.side, self.system)
 
     def steady_ms(self) -> list[float]:
         return [m for m, s in zip(self.ms, self.steady) if s]
@@ -60,7 +66,7 @@ class Window:
 
     def samples(self) -> list[Sample]:
         return [
-            Sample(self.system, self.round, i + 1, m, b, s, self.process)
+            Sample(self.system, self.round, i + 1, m, b, s, self.process, self.side)
             for i, (m, b, s) in enumerate(zip(self.ms, self.built, self.steady))
         ]
 
@@ -76,15 +82,21 @@ class Sample:
     built: int
     steady: bool
     process: int = 1
+    side: str = ""
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """The ratio numerator / denominator of two systems' step times."""
+    """The ratio numerator / denominator of two members' step times; `name` labels it for
+    people and keys its history (a plain run's member may be given by its name alone)."""
 
     name: str
-    numerator: str
-    denominator: str
+    numerator: Member
+    denominator: Member
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numerator", as_member(self.numerator))
+        object.__setattr__(self, "denominator", as_member(self.denominator))
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,7 @@ def time_steps(
     return ms, built
 
 
-def rotation(systems: list[str], round_index: int) -> list[str]:
+def rotation(systems: list, round_index: int) -> list:
     """Round r starts at system r mod n: ABC, BCA, CAB, ..."""
     if not systems:
         return []
@@ -136,15 +148,16 @@ def rotation(systems: list[str], round_index: int) -> list[str]:
 
 
 def paired_rounds(
-    windows: Iterable[Window], numerator: str, denominator: str
+    windows: Iterable[Window], numerator: Member | str, denominator: Member | str
 ) -> tuple[list[float], list[float], list[str]]:
-    """Window medians of the rounds in which both systems have a steady window, by round, and
+    """Window medians of the rounds in which both members have a steady window, by round, and
     each pair's process label ("1", or "1/2" should the two windows' processes differ)."""
-    by: dict[tuple[str, int], tuple[float, int]] = {}
+    numerator, denominator = as_member(numerator), as_member(denominator)
+    by: dict[tuple[Member, int], tuple[float, int]] = {}
     for w in windows:
         median = w.median_ms() if w.status == "ok" else None
         if median:
-            by[(w.system, w.round)] = (median, w.process)
+            by[(w.member, w.round)] = (median, w.process)
     rounds = sorted({r for s, r in by if s == numerator} & {r for s, r in by if s == denominator})
     num = [by[(numerator, r)] for r in rounds]
     den = [by[(denominator, r)] for r in rounds]
@@ -153,7 +166,7 @@ def paired_rounds(
 
 
 def paired_medians(
-    windows: Iterable[Window], numerator: str, denominator: str
+    windows: Iterable[Window], numerator: Member | str, denominator: Member | str
 ) -> tuple[list[float], list[float]]:
     """Window medians of the rounds in which both systems have a steady window, by round."""
     num, den, _ = paired_rounds(windows, numerator, denominator)
@@ -163,11 +176,11 @@ def paired_medians(
 def window_pool(windows: Iterable[Window], comparison: Comparison) -> ProcessPool | None:
     """The run's process pool (`pooling.process_pool`) from every system's timed windows,
     checked by the interaction of the systems the comparison leaves out."""
-    medians: dict[str, dict[int, tuple[float, str]]] = {}
+    medians: dict[Member, dict[int, tuple[float, str]]] = {}
     for w in windows:
         median = w.median_ms() if w.status == "ok" and w.round >= 1 else None
         if median:
-            medians.setdefault(w.system, {})[w.round] = (median, str(w.process))
+            medians.setdefault(w.member, {})[w.round] = (median, str(w.process))
     pool = process_pool(medians)
     pair = (comparison.numerator, comparison.denominator)
     rest = process_pool({s: m for s, m in medians.items() if s not in pair})
@@ -247,7 +260,7 @@ def look_confidence(plan: RoundPlan, rounds: int) -> float:
 
 
 def run_rounds(
-    systems: Mapping[str, Callable[[int], Window]],
+    systems: Mapping[Member | str, Callable[[int], Window]],
     plan: RoundPlan,
     comparisons: list[Comparison],
     *,
@@ -269,6 +282,7 @@ def run_rounds(
     `history` lends a comparison its earlier runs' spread, as the rows will (`intervals`).
     """
     start = clock()
+    systems = {as_member(k): v for k, v in systems.items()}
     live = list(systems)
     windows: list[Window] = []
     schedule = looks(plan)
@@ -315,13 +329,14 @@ def describe(name: str, interval: Interval) -> str:
 
 
 def live_window(
-    worker, system: str, timeout: float, slices: int = 1, pin: int | None = None
+    worker, member: Member | str, timeout: float, slices: int = 1, pin: int | None = None
 ) -> Callable[[int], Window]:
     """A live worker (`nanobench.harness.fresh.LiveWorker`) as a system: each round one request; with
     `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
     (`nanobench.harness.slices`), whichever rounds the worker is dealt; with `pin`, the worker
     times it on that core (`fresh.pin_this_thread`)."""
     served = [0]
+    member = as_member(member)
 
     def window(round_index: int) -> Window:
         request = {"op": "window", "round": round_index}
@@ -332,27 +347,36 @@ def live_window(
         served[0] += 1
         row = worker.request(request, timeout)
         if row.get("status") != "ok":
-            return Window(system, round_index, str(row.get("status")))
-        return Window(**{**row, "system": system})
+            return Window(member.name, round_index, str(row.get("status")), side=member.side)
+        return Window(**{**row, "system": member.name, "side": member.side})
 
     return window
 
 
-def first_pass_window(system: str, row: dict) -> Window:
+def first_pass_window(member: Member | str, row: dict) -> Window:
     """A worker's untimed-by-rounds first pass (round 0): its builds are in `built`."""
+    member = as_member(member)
     built = tuple(row.get("builds_per_step") or ())
     ms = tuple(row.get("step_ms_all") or ())
-    return Window(system, 0, "ok", ms, built, tuple(b == 0 for b in built))
+    steady = tuple(b == 0 for b in built)
+    return Window(member.name, 0, "ok", ms, built, steady, side=member.side)
 
 
-def sample_rows(windows: Iterable[Window], label: str) -> list[dict]:
-    """Every timed step as a long-format row; `label` names the system column (system, mode)."""
+def sample_rows(windows: Iterable[Window], label: str, sided: bool = False) -> list[dict]:
+    """Every timed step as a long-format row; `label` names the member's column (system,
+    mode), and `sided` adds its side's column first (a before-and-after run's)."""
     return [
-        {label: s.system, "process": s.process, "round": s.round, "step": s.step,
-         "ms": round(s.ms, 5), "built": s.built, "steady": s.steady}
+        {**({"side": s.side} if sided else {}), label: s.system, "process": s.process,
+         "round": s.round, "step": s.step, "ms": round(s.ms, 5), "built": s.built,
+         "steady": s.steady}
         for w in windows
         for s in w.samples()
     ]  # fmt: skip
 
 
 SAMPLE_COLUMNS = ("process", "round", "step", "ms", "built", "steady")
+
+
+def sample_columns(label: str, sided: bool = False) -> list[str]:
+    """`sample_rows`' header."""
+    return [*(["side"] if sided else []), label, *SAMPLE_COLUMNS]

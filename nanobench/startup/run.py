@@ -3,9 +3,12 @@
 What it is: `plan(spec)` (the starts in order: run by run, each mode's cold start before the warm
 and hot ones that read what it left, the modes rotated from run to run so drift touches each;
 with `--vs`, each start as a before and an after start back to back, `startup.vs.interleaved`),
-`Starts` (the rows so far, on disk after every start) and `run_startup(spec, status, ...)`.
+`StartupKind` (what startup brings to a measured run, `harness.measured_run`: its rows with
+their savings, the graphs beside them, its changes, gates and report) and
+`run_startup(spec, status, ...)`.
 What it is not: a start (`startup.session`), its phases (`startup.phases`), the comparison's
-arithmetic (`startup.vs`) or the report.
+arithmetic (`startup.vs`), the report or the run's files, env record, interrupt and exit code
+(`MeasuredRun`).
 Invariant: a start is timed from the parent's clock at spawn; every row is on disk before the
 next start; a start that failed is a failed row of its kind, never a figure of another kind; a
 side's warm and hot starts read only what that side's cold start left.
@@ -13,25 +16,19 @@ side's warm and hot starts read only what that side's cold start left.
 
 from __future__ import annotations
 
-import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
 from nanobench.compile.run import resolve
-from nanobench.harness.change import Change, vs_gates
-from nanobench.harness.console import interrupted, stdout_console
-from nanobench.harness.env_record import collect_env, with_load, write_env
-from nanobench.harness.errors import BadInput, as_vs
-from nanobench.harness.eta import announce
+from nanobench.harness.console import stdout_console
 from nanobench.harness.export import export_startup
 from nanobench.harness.fresh import run_fresh
-from nanobench.harness.load import sample_load
-from nanobench.harness.output import finish
+from nanobench.harness.measured_run import MeasuredRun, RunKind, for_each_side
+from nanobench.harness.member import Member
 from nanobench.harness.rows import as_dicts, columns
 from nanobench.harness.targets import BUILTINS
-from nanobench.harness.validate import out_dir, out_file
 from nanobench.startup.caches import CacheRoot, check_artifacts, start_env
 from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES
@@ -60,37 +57,72 @@ def plan(spec: StartupSpec) -> list[tuple[str, str, str, int]]:
     return interleaved(order) if spec.compared else [("", *cell) for cell in order]
 
 
-@dataclass
-class Starts:
-    """The run's rows as they come, written whole after every start."""
+class StartupKind(RunKind):
+    """What startup brings to a measured run: members are (side, "mode kind run"), one start
+    each; the graphs each start built are written beside its rows."""
 
-    where: Path
-    compared: bool = False
-    rows: list[StartRow] = field(default_factory=list)
-    graphs: list[GraphRow] = field(default_factory=list)
-    readies: dict = field(default_factory=dict)  # (side, mode, kind, run) -> its ready row
+    command, label, row_type = "startup", "start", StartRow
 
-    def save(self) -> list[StartRow]:
-        rows = with_saved(self.rows)
-        write_rows(self.where / "startup.csv", *self.view(rows, StartRow))
-        write_rows(self.where / "startup-graphs.csv", *self.view(self.graphs, GraphRow))
-        if self.compared:
-            write_rows(self.changes_path, as_dicts(changes(rows)), columns(Change))
-        return rows
+    def __init__(self, spec: StartupSpec, dtype: str) -> None:
+        super().__init__(spec)
+        self.dtype = dtype
+        self.graphs: list[GraphRow] = []
+        self.readies: dict = {}  # (side, mode, kind, run) -> its ready row
+        self.elapsed = 0.0
 
-    @property
-    def changes_path(self) -> Path:
-        return self.where / "startup-changes.csv"
+    def member(self, row: StartRow) -> Member:
+        return start_member(row.side, row.mode, row.kind, row.run)
 
-    def view(self, rows: list, row_type: type) -> tuple[list[dict], list[str]]:
-        """Rows and columns as written: a plain run's have no side column, as before --vs."""
-        if self.compared:
-            return as_dicts(rows), columns(row_type)
-        dicts = [{k: v for k, v in d.items() if k != "side"} for d in as_dicts(rows)]
-        return dicts, [c for c in columns(row_type) if c != "side"]
+    def derive(self, side, rows, windows, level, history) -> list[StartRow]:
+        return with_saved(rows)
+
+    def changes(self, rows, windows, level) -> list:
+        return changes(rows)
+
+    def gates(self, rows) -> list:
+        return gates(self.spec, rows)
+
+    def public(self, rows, sided: bool) -> list[dict]:
+        """A plain run's rows have no side column, as before --vs."""
+        dicts = as_dicts(rows)
+        return dicts if sided else [{k: v for k, v in d.items() if k != "side"} for d in dicts]
+
+    def csv_columns(self, sided: bool) -> list[str]:
+        return [c for c in columns(StartRow) if sided or c != "side"]
+
+    def save_more(self, run: MeasuredRun, rows) -> None:
+        graphs = [d if run.sided else {k: v for k, v in d.items() if k != "side"}
+                  for d in as_dicts(self.graphs)]  # fmt: skip
+        cols = [c for c in columns(GraphRow) if run.sided or c != "side"]
+        write_rows(run.path("-graphs"), graphs, cols)
+
+    def more_outputs(self, run: MeasuredRun) -> dict[str, str]:
+        return {"graphs": str(run.path("-graphs"))}
+
+    def heading(self, rows) -> str:
+        return heading(self.spec, self.dtype)
+
+    def report(self, run: MeasuredRun, rows, found, changed, head):
+        dicts = self.public(rows, run.sided)
+        # the figure's bars are "before dynamic", "after dynamic": each side a mode of its own
+        bars = [{**d, "mode": str(Member(d["side"], d["mode"]))} for d in as_dicts(rows)]
+        png = draw_startup(bars, START_PHASES, run.where / "startup.png", head)
+        if run.sided:
+            return png, partial(render_changes, stdout_console(), as_dicts(changed), dicts,
+                                found, head, self.elapsed)  # fmt: skip
+        return png, partial(render_startup, stdout_console(), dicts, START_PHASES, found, head,
+                            self.elapsed)  # fmt: skip
+
+    def export(self, rows, record):
+        return export_startup(self.spec, self.dtype, self.public(rows, self.spec.compared), record)
 
 
-def one_start(spec, side: str, job: StartJob, roots: CacheRoot, starts: Starts, status) -> None:
+def start_member(side: str, mode: str, kind: str, run: int) -> Member:
+    """A start as a member of its run: its side, and "dynamic warm 2" for people."""
+    return Member(side, f"{mode} {kind} {run}")
+
+
+def one_start(spec, side: str, job: StartJob, roots: CacheRoot, run: MeasuredRun, status) -> None:
     """Spawn one start over its side's caches, wait for it, keep its rows."""
     tag = f"{side} {job.mode} {job.kind} (run {job.run})".lstrip()
     env = start_env(roots.cache(job.mode, job.run, job.kind, side), spec.pgo)
@@ -105,13 +137,14 @@ def one_start(spec, side: str, job: StartJob, roots: CacheRoot, starts: Starts, 
     )
     wall = time.time() - launched
     if ready.get("status", "ok") != "ok" or "stamps" not in ready:
-        starts.rows.append(failed_row(job.mode, job.kind, job.run, ready["status"], spec.pgo, side))
+        run.on_row(failed_row(job.mode, job.kind, job.run, ready["status"], spec.pgo, side))
         return
-    cold = starts.readies.get((side, job.mode, "cold", job.run))
+    kind = run.kind
+    cold = kind.readies.get((side, job.mode, "cold", job.run))
     row, graphs = rows_of(ready, launched, wall, cold, spec.pgo, side)
-    starts.readies[(side, job.mode, job.kind, job.run)] = ready
-    starts.rows.append(row)
-    starts.graphs.extend(graphs)
+    kind.readies[(side, job.mode, job.kind, job.run)] = ready
+    kind.graphs.extend(graphs)
+    run.on_row(row)
     status(f"{tag}: ready in {row.ready_s:.1f} s")
 
 
@@ -128,12 +161,12 @@ def job_for(spec, worker, roots: CacheRoot, side: str, mode: str, kind: str, run
                     pgo=spec.pgo)  # fmt: skip
 
 
-def not_startable(side: str, job: StartJob, starts: Starts) -> str | None:
+def not_startable(side: str, job: StartJob, readies: dict) -> str | None:
     """Why a warm or hot start cannot run as its kind: its cold start failed or left nothing."""
     if job.kind == "cold" or job.mode == "off":
         return None
     cold = (side, job.mode, "cold", job.run)
-    if cold not in starts.readies and not (job.kind == "hot" and job.load_artifacts
+    if cold not in readies and not (job.kind == "hot" and job.load_artifacts
                                            and Path(job.load_artifacts).exists()):  # fmt: skip
         return f"not run: its cold start (run {job.run}) failed, so it would start cold"
     if job.kind == "hot" and not Path(job.load_artifacts).exists():
@@ -158,100 +191,38 @@ def heading(spec: StartupSpec, dtype: str) -> str:
     )
 
 
-def measure(spec: StartupSpec, workers: dict, starts: Starts, status) -> None:
-    """Every start of the plan, back to back; an interrupt says what is on disk. `workers`:
-    each side's worker shape by its name ("" alone)."""
+def measure(spec: StartupSpec, workers: dict, run: MeasuredRun, status) -> None:
+    """Every start of the plan, back to back, each row kept as it comes. `workers`: each
+    side's worker shape by its name ("" alone)."""
     roots = CacheRoot(spec.cache_dir)
     order = plan(spec)
+    started = time.time()
     try:
-        for i, (side, mode, kind, run) in enumerate(order, 1):
-            job = job_for(spec, workers[side], roots, side, mode, kind, run)
-            why = not_startable(side, job, starts)
+        for i, (side, mode, kind, n) in enumerate(order, 1):
+            job = job_for(spec, workers[side], roots, side, mode, kind, n)
+            why = not_startable(side, job, run.kind.readies)
             if why:
-                starts.rows.append(failed_row(mode, kind, run, why, spec.pgo, side))
+                run.on_row(failed_row(mode, kind, n, why, spec.pgo, side))
             else:
-                one_start(spec, side, job, roots, starts,
+                one_start(spec, side, job, roots, run,
                           lambda s, i=i: status(f"[{i}/{len(order)}] {s}"))  # fmt: skip
-            starts.save()
-    except KeyboardInterrupt:
-        starts.save()
-        done = {(r.side, r.mode, r.kind, r.run) for r in starts.rows}
-        missing = [f"{s} {m} {k} {r}".lstrip() for s, m, k, r in order
-                   if (s, m, k, r) not in done]  # fmt: skip
-        raise interrupted(len(starts.rows), 0, missing, starts.where / "startup.csv",
-                          starts.where / "startup-graphs.csv") from None  # fmt: skip
     finally:
+        run.kind.elapsed = time.time() - started
         roots.close()
 
 
 def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> int:
-    """Resolve the model, run every start, write the outputs; the gates' exit code."""
-    if check and spec.compared and not (spec.no_more or spec.no_slower):
-        raise BadInput("--check on a comparison gates the columns you name: give --no-more "
-                       "and/or --no-slower")  # fmt: skip
+    """Resolve each side's model, run every start, write the outputs; the gates' exit code."""
     if spec.artifacts:
         check_artifacts(spec.artifacts)
-    out_file(spec.export_json, "--export-json")
-    dtype, workers = worker_specs(spec)
-    where = out_dir(spec.out)
-    record = collect_env(spec.threads, sys.argv)
-    record = with_load(record, sample_load())
-    env_path = write_env(where / "startup-env.json", record)
-    starts = Starts(where, spec.compared)
-    started = time.time()
-    timer = announce("startup", spec, status)  # the estimate's line, before any start
-    measure(spec, workers, starts, status)
-    elapsed = time.time() - started
-    record = with_load(record, after=sample_load())
-    write_env(env_path, record)
-    rows = starts.save()
-    head = heading(spec, dtype)
-    dicts, _ = starts.view(rows, StartRow)
-    # the figure's bars are "before dynamic", "after dynamic": each side a mode of its own
-    bars = [{**d, "mode": f"{d['side']} {d['mode']}".lstrip()} for d in as_dicts(rows)]
-    outputs = {
-        "csv": str(where / "startup.csv"),
-        "graphs": str(where / "startup-graphs.csv"),
-        "png": str(draw_startup(bars, START_PHASES, where / "startup.png", head)),
-        "env": str(env_path),
-    }
-    if spec.export_json:
-        outputs["export_json"] = str(export_startup(spec, dtype, dicts, record))
-    found_changes = changes(rows) if spec.compared else []
-    if spec.compared:
-        found = vs_gates(spec.no_more, spec.no_slower, spec.margin, found_changes)
-        outputs["changes"] = str(starts.changes_path)
-        render = partial(render_changes, stdout_console(), as_dicts(found_changes), dicts,
-                         found, head, elapsed)  # fmt: skip
-    else:
-        found = gates(spec, rows)
-        render = partial(render_startup, stdout_console(), dicts, START_PHASES, found, head,
-                         elapsed)  # fmt: skip
-    timer.done(all(r.status == "ok" for r in rows))
-    return finish(
-        "startup",
-        dicts,
-        found,
-        outputs,
-        json_mode=json_mode,
-        check=check,
-        render=render,
-        failed=any(r.status != "ok" for r in rows),
-        env=asdict(record),
-        extra={"changes": as_dicts(found_changes)} if spec.compared else None,
-    )
-
-
-def worker_specs(spec: StartupSpec) -> tuple[str, dict]:
-    """The run's dtype and each side's worker shape ("" alone; before and after with --vs)."""
-    workers = {}
-    for side, side_spec in spec.sides().items():
-        try:
-            dtype, directory = resolve_model(side_spec)
-        except BadInput as e:
-            raise (as_vs(e) if side == "before" else e) from None
-        workers[side] = side_spec.worker(directory, dtype)
-    return dtype, workers
+    renames = {"--target": "--vs"}
+    resolved = for_each_side(spec.sides(), resolve_model, renames)
+    workers = {s: spec.sides()[s].worker(d, t) for s, (t, d) in resolved.items()}
+    dtype = next(reversed(resolved.values()))[0]
+    run = MeasuredRun(StartupKind(spec, dtype), status, check, None, spec.compared)
+    run.open()
+    planned = [start_member(*cell) for cell in plan(spec)]
+    return run.run(partial(measure, spec, workers, run, status), planned, json_mode=json_mode)
 
 
 def resolve_model(spec: StartupSpec) -> tuple[str, str]:

@@ -1,0 +1,279 @@
+"""One owner for a measured run: what `compile`, `decode` and `startup` each did by hand.
+
+What it is: `MeasuredRun(kind, spec, status, check=...)`, which owns the out directory, the env
+record before and after (with the load seen around the timing), the files written as rows and
+windows arrive (`<command>.csv`, `-samples.csv`, `-changes.csv`), history, an interrupt (what
+is on disk and what did not run), the gates that apply (a plain run's, or a comparison's:
+each failed member and the columns its user named), the outputs, figure, export and `finish`.
+It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decided`), and
+`run(measure)` is the whole run around the command's own measuring. `RunKind` is what a
+command supplies: its members' rows derived, its changes, its gates, its heading, report and
+export; a side is a parameter of the same run (`spec.sides()`), never a second copy of it.
+What it is not: the measuring itself (the fleet, `fleet.Fleet.sweep`; startup's starts), a
+command's rows or the statistics.
+Invariant: every row and window is on disk before the next one is measured; a comparison's
+gates, its stop rule and its table read one set of changes, derived at one level per look.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from nanobench.harness.change import Change, comparison_gates
+from nanobench.harness.console import interrupted
+from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.errors import BadInput
+from nanobench.harness.eta import announce
+from nanobench.harness.member import BEFORE, Member
+from nanobench.harness.output import finish
+from nanobench.harness.rounds import RoundPlan, Window, describe, look_confidence, sample_columns
+from nanobench.harness.rounds import sample_rows as window_samples
+from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.validate import out_dir, out_file
+from nanobench.harness.verdicts import INCONCLUSIVE
+from reports.csvio import write_rows
+
+
+def for_each_side(sides: dict, resolve: Callable, renames: dict[str, str]) -> dict:
+    """Each side's `resolve(side_spec)`, in order. The before side's options were typed under
+    other names (`renames`: --target as --vs, --model as --vs-model): its bad input says
+    them, or is said to be that side's."""
+    found = {}
+    for side, side_spec in sides.items():
+        try:
+            found[side] = resolve(side_spec)
+        except BadInput as e:
+            if side != BEFORE:
+                raise
+            said = str(e)
+            hits = [old for old in renames if old in said]
+            for old in hits:
+                said = said.replace(old, renames[old])
+            first = next(iter(renames.values()), "the before side")
+            raise BadInput(said if hits else f"{first}: {said}") from None
+    return found
+
+
+class RunKind:
+    """What one command supplies to a measured run; the defaults are a plain row's."""
+
+    command: str  # "compile": names the files, the JSON document and the estimate
+    label: str  # the member's name column in rows and samples: "mode", "system"
+    row_type: type
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+
+    def member(self, row) -> Member:
+        return Member(row.side, getattr(row, self.label))
+
+    def derive(self, side: str, rows: list, windows: list[Window], level: float,
+               history: dict) -> list:  # fmt: skip
+        """One side's rows from its own members' rows and windows, as a run of its own."""
+        return rows
+
+    def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
+        return []
+
+    def gates(self, rows: list) -> list:
+        """A plain run's gates."""
+        return []
+
+    def public(self, rows: list, sided: bool) -> list[dict]:
+        """Rows as written (in the CSV and the JSON document)."""
+        return as_dicts(rows)
+
+    def csv_columns(self, sided: bool) -> list[str]:
+        return columns(self.row_type)
+
+    def failed(self, rows: list) -> bool:
+        return any(r.status != "ok" for r in rows)
+
+    def heading(self, rows: list) -> str:
+        raise NotImplementedError
+
+    def report(self, run: MeasuredRun, rows: list, gates: list, changes: list, head: str):
+        """The figure's path and the table's renderer."""
+        raise NotImplementedError
+
+    def export(self, rows: list, record) -> Path:
+        raise NotImplementedError
+
+    def arrived(self, row):
+        """A member's row as it arrives from the sweep, before it is kept."""
+        return row
+
+    def finished(self, rows: list) -> list:
+        """The run's rows once measured, before they are reported."""
+        return rows
+
+    def save_more(self, run: MeasuredRun, rows: list) -> None:
+        """Files of the command's own, written with the rows."""
+
+    def more_outputs(self, run: MeasuredRun) -> dict[str, str]:
+        """The paths of those files, by their outputs' names."""
+        return {}
+
+    def settle_history(self, run: MeasuredRun, rows: list, gates: list) -> str | None:
+        """A sound run recorded in the history; the path of what it read and recorded."""
+        return None
+
+
+@dataclass
+class MeasuredRun:
+    """One run of one command: its files, env record, rows and windows so far, and its end."""
+
+    kind: RunKind
+    status: Callable[[str], None]
+    check: bool = False
+    plan: RoundPlan | None = None
+    sided: bool = False  # a before-and-after run: rows and samples carry their side
+    done: dict[Member, object] = field(default_factory=dict)
+    windows: list[Window] = field(default_factory=list)
+    history: dict = field(default_factory=dict)  # what earlier runs lend, by the kind's keys
+    note: str | None = None  # the crowded machine's note, on every row
+    where: Path = field(init=False)
+    record: object = field(init=False)
+
+    def __post_init__(self) -> None:
+        spec = self.kind.spec
+        if self.check and self.sided and not (spec.no_more or spec.no_slower):
+            raise BadInput("--check on a comparison gates the columns you name: give --no-more "
+                           "and/or --no-slower")  # fmt: skip
+        self.where = out_dir(spec.out)
+        out_file(spec.export_json, "--export-json")
+
+    def path(self, suffix: str = "", ext: str = "csv") -> Path:
+        """`<out>/<command><suffix>.<ext>`: decode.csv, decode-samples.csv, decode-env.json."""
+        return self.where / f"{self.kind.command}{suffix}.{ext}"
+
+    def open(self, look: Callable | None = None) -> None:
+        """The env record, with the load seen before timing (`look` returns it and the crowded
+        note; without one, a plain sample)."""
+        from nanobench.harness import load
+
+        record = collect_env(self.kind.spec.threads, sys.argv)
+        before, self.note = look(record.threads) if look else (load.sample_load(), None)
+        self.record = with_load(record, before)
+        write_env(self.path("-env", "json"), self.record)
+
+    # -- the rows as they come ------------------------------------------------------------
+
+    def level(self) -> float:
+        if self.plan is None:
+            return 0.95
+        return look_confidence(self.plan, max((w.round for w in self.windows), default=0))
+
+    def derived(self, windows: list[Window], level: float) -> list:
+        """Each side's rows derived from its own windows, as a run of its own."""
+        out = []
+        for side in self.kind.spec.sides():
+            rows = [r for m, r in self.done.items() if m.side == side]
+            # each side derived as a run of its own: its members by their names alone
+            mine = [replace(w, side="") for w in windows if w.side == side]
+            out += self.kind.derive(side, rows, mine, level, self.history)
+        return out
+
+    def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
+        return self.kind.changes(rows, windows, level) if self.sided else []
+
+    def gates(self, rows: list, found: list[Change]) -> list:
+        """A plain run's gates; a comparison's: its failed members and the columns named."""
+        if not self.sided:
+            return self.kind.gates(rows)
+        failed = {str(self.kind.member(r)): r.status for r in rows if r.status != "ok"}
+        return comparison_gates(failed, self.kind.spec, found)
+
+    def save(self) -> list:
+        """Every file as the run stands; the rows as derived now."""
+        rows = self.derived(self.windows, self.level())
+        rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
+        write_rows(self.path(), self.kind.public(rows, self.sided),
+                   self.kind.csv_columns(self.sided))  # fmt: skip
+        if self.plan is not None:
+            label = self.kind.label
+            write_rows(self.path("-samples"), window_samples(self.windows, label, self.sided),
+                       sample_columns(label, self.sided))  # fmt: skip
+        if self.sided:
+            found = self.changes(rows, self.windows, self.level())
+            write_rows(self.path("-changes"), as_dicts(found), columns(Change))
+        self.kind.save_more(self, rows)
+        return rows
+
+    def on_row(self, row) -> None:
+        row = self.kind.arrived(row)
+        self.done[self.kind.member(row)] = row
+        self.save()
+
+    def on_window(self, window: Window) -> None:
+        self.windows.append(window)
+
+    def on_round(self, r: int, found: dict) -> None:
+        self.save()
+        self.status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
+
+    def decided(self, timed: list[Window], level: float) -> bool:
+        """Every gate of the run passes or fails at this look's level: no round can change it."""
+        rows = self.derived(timed, level)
+        found = self.changes(rows, timed, level)
+        return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
+
+    # -- the run, whole ---------------------------------------------------------------------
+
+    def measure(self, body: Callable[[], None], planned: list[Member]) -> None:
+        """The command's measuring; an interrupt saves, says what is on disk and what of
+        `planned` did not run."""
+        try:
+            body()
+        except KeyboardInterrupt:
+            self.save()
+            missing = [str(m) for m in planned if m not in self.done]
+            paths = [self.path()] + ([self.path("-samples")] if self.plan else [])
+            paths += list(self.kind.more_outputs(self).values())
+            raise interrupted(len(self.done), len(self.windows), missing, *paths) from None
+
+    def run(self, body: Callable[[], None], planned: list[Member], *, json_mode: bool,
+            crowded: Callable | None = None) -> int:  # fmt: skip
+        """Announce, measure, then the env record after, the files, gates and report; the
+        exit code `finish` picks. `crowded(threads, after)` words a load seen after timing."""
+        from nanobench.harness import load
+
+        timer = announce(self.kind.command, self.kind.spec, self.status)
+        self.measure(body, planned)
+        after = load.sample_load()
+        self.record = with_load(self.record, after=after)
+        write_env(self.path("-env", "json"), self.record)
+        if crowded is not None:
+            self.note = self.note or crowded(self.record.threads, after)
+        rows = self.kind.finished(self.save())
+        code = self.finish(rows, json_mode)
+        timer.done(all(r.status == "ok" for r in rows))
+        return code
+
+    def finish(self, rows: list, json_mode: bool) -> int:
+        """The changes, gates, history, figure, table and export of the finished rows."""
+        found = self.changes(rows, self.windows, self.level())
+        gates = self.gates(rows, found)
+        head = self.kind.heading(rows)
+        outputs = {"csv": str(self.path())}
+        if self.plan is not None:
+            outputs["samples"] = str(self.path("-samples"))
+        outputs.update(self.kind.more_outputs(self))
+        outputs["env"] = str(self.path("-env", "json"))
+        used = self.kind.settle_history(self, rows, gates)
+        if used:
+            outputs["history"] = used
+        if self.sided:
+            outputs["changes"] = str(self.path("-changes"))
+        png, render = self.kind.report(self, rows, gates, found, head)
+        outputs["png"] = str(png)
+        if self.kind.spec.export_json:
+            outputs["export_json"] = str(self.kind.export(rows, self.record))
+        return finish(
+            self.kind.command, self.kind.public(rows, self.sided), gates, outputs, json_mode=json_mode,
+            check=self.check, render=render, failed=self.kind.failed(rows),
+            env=asdict(self.record), extra={"changes": as_dicts(found)} if self.sided else None,
+        )  # fmt: skip
