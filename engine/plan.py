@@ -95,16 +95,7 @@ def plan_decode(cache, rows: list[int], buckets=None, inputs=None, width_free: b
     `width_free` the read spans the whole table width (a kernel that walks lengths itself).
     """
     n = len(rows)
-    if n == 0:
-        raise PlanUnsound("a decode step needs at least one row")
-    if tuple(rows) != tuple(range(n)):
-        raise PlanUnsound(f"rows {tuple(rows)} are not a prefix 0..{n - 1}: the read is no window")
-    tables = [cache.tables[r] for r in rows]
-    for r, table in zip(rows, tables):
-        if table is None or table.num_tokens == 0:
-            raise PlanUnsound(
-                f"row {r} holds no tokens: a decode over an empty row attends to nothing"
-            )
+    tables = row_tables(cache, rows)
     positions = [t.num_tokens for t in tables]
     if max(positions) + 1 > cache.max_model_len:
         raise PlanUnsound(
@@ -149,6 +140,22 @@ def plan_decode(cache, rows: list[int], buckets=None, inputs=None, width_free: b
         epoch=cache.epoch,
         bucketed=buckets is not None,
     )
+
+
+def row_tables(cache, rows: list[int]) -> list:
+    """The rows' block tables, once the rows are known to be a prefix 0..n-1 holding tokens."""
+    n = len(rows)
+    if n == 0:
+        raise PlanUnsound("a decode step needs at least one row")
+    if tuple(rows) != tuple(range(n)):
+        raise PlanUnsound(f"rows {tuple(rows)} are not a prefix 0..{n - 1}: the read is no window")
+    tables = [cache.tables[r] for r in rows]
+    for r, table in zip(rows, tables):
+        if table is None or table.num_tokens == 0:
+            raise PlanUnsound(
+                f"row {r} holds no tokens: a decode over an empty row attends to nothing"
+            )
+    return tables
 
 
 def check_plan_current(plan: DecodePlan, cache) -> None:

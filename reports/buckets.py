@@ -243,7 +243,7 @@ def open_panel(ax_open, runs: list[dict], traces: list[dict]) -> None:
 
 def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
     """Top right: one step of the longest run as the rectangle the forward computes; the step with the most padded columns (just past a bucket edge), so both kinds of padding show. Returns the real rows."""
-    from matplotlib.patches import FancyArrowPatch, Rectangle
+    from matplotlib.patches import Rectangle
 
     from reports.figure_text import fit_title
 
@@ -261,36 +261,7 @@ def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
                 Rectangle((ctx, y), graph_width - ctx, 0.9, fill=False, hatch="//", ec="grey")
             )
         else:
-            ax_rect.add_patch(
-                Rectangle((0, y), graph_width, 0.9, fill=False, hatch="xx", ec="tab:red")
-            )
-            ax_rect.text(
-                graph_width / 2,
-                y + 0.45,
-                "padded row: context_lens 0, reads nothing",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="tab:red",
-                bbox={"fc": "white", "ec": "none"},
-            )
-            ax_rect.add_patch(
-                FancyArrowPatch(
-                    (graph_width, y + 0.45),
-                    (graph_width * 1.12, y + 0.45),
-                    arrowstyle="->",
-                    mutation_scale=14,
-                    color="tab:red",
-                )
-            )
-            ax_rect.text(
-                graph_width * 1.13,
-                y + 0.45,
-                f"writes K/V\nto sink slot\n{run['sink_slot']}",
-                va="center",
-                fontsize=8,
-                color="tab:red",
-            )
+            padded_row(ax_rect, y, graph_width, run["sink_slot"])
     for _, w in run["bucket_shapes"]:
         ax_rect.axvline(w, color="black", ls=":", lw=0.8)
     ax_rect.set_xlim(0, graph_width * 1.3)
@@ -307,6 +278,40 @@ def rectangle_panel(ax_rect, run: dict, trace: dict) -> int:
         f"history {ctx} -> {graph_width} (hatched: padding)",
     )
     return real
+
+
+def padded_row(ax_rect, y: float, graph_width: int, sink: int) -> None:
+    """One padded row of the rectangle: hatched, reading nothing, its K/V write sent to the sink."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    ax_rect.add_patch(Rectangle((0, y), graph_width, 0.9, fill=False, hatch="xx", ec="tab:red"))
+    ax_rect.text(
+        graph_width / 2,
+        y + 0.45,
+        "padded row: context_lens 0, reads nothing",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color="tab:red",
+        bbox={"fc": "white", "ec": "none"},
+    )
+    ax_rect.add_patch(
+        FancyArrowPatch(
+            (graph_width, y + 0.45),
+            (graph_width * 1.12, y + 0.45),
+            arrowstyle="->",
+            mutation_scale=14,
+            color="tab:red",
+        )
+    )
+    ax_rect.text(
+        graph_width * 1.13,
+        y + 0.45,
+        f"writes K/V\nto sink slot\n{sink}",
+        va="center",
+        fontsize=8,
+        color="tab:red",
+    )
 
 
 def pool_panel(ax_pool, run: dict, trace: dict, real: int) -> None:

@@ -54,6 +54,38 @@ def ratio_short(row, column: str) -> str:
 
 
 def render_decode(console, rows: list, gates, title: str, probe) -> None:
+    """The table, then the floor, each row's notes, the interval sources, history and gates."""
+    console.print(decode_table(rows, title))
+    print_floor(console, rows, probe)
+    for r in rows:
+        if r.sample is not None:
+            console.print(f"{r.system} sample (row 0): {r.sample!r}", markup=False)
+        if r.tokens_match is False:
+            console.print(
+                f"{r.system}: tokens differ from {r.tokens_ref} at {r.first_mismatch}",
+                markup=False,
+            )
+        if r.capture_s is not None:
+            console.print(
+                f"{r.system}: {r.captured_shapes} shapes captured up front in "
+                f"{r.capture_s:.2f} s; {r.recorded_mid_run} recorded mid-run",
+                markup=False,
+            )
+    columns = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
+    pairs = [(getattr(r, f"{c}_variance"), getattr(r, f"{c}_df")) for r in rows for c in columns]
+    for source in interval_sources(pairs):
+        console.print(f"ratio intervals: process variance {source}", markup=False)
+    for line in history_lines((r.system, r.history) for r in rows):
+        console.print(line, markup=False)
+    note = next((r.load_note for r in rows if r.load_note), None)
+    if note:
+        console.print(f"every row: {note}", markup=False)
+    for g in gates:
+        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
+
+
+def decode_table(rows: list, title: str) -> Table:
+    """A line per system: status, tokens, step time, rates, its ratios, CPU time and peak RSS."""
     table = Table(title=title)
     table.add_column("system", no_wrap=True)
     # Ratios: this row over the named row, geometric mean of paired rounds, ± the 95% half-width.
@@ -86,7 +118,11 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
             fmt(r.cpu_ms_per_step, ".2f"),
             binary_bytes(r.peak_rss_bytes),
         )
-    console.print(table)
+    return table
+
+
+def print_floor(console, rows: list, probe) -> None:
+    """How the first floored row's floor was reached, or why the roofline probe gave none."""
     m = next((r for r in rows if r.floor_ms), None)
     if m is not None:
         memory = m.step_bytes / (m.bandwidth_gbs or float("inf")) / 1e6
@@ -105,31 +141,6 @@ def render_decode(console, rows: list, gates, title: str, probe) -> None:
             console.print(f"floor: the probe {m.floor_probe}", markup=False)
     elif probe is not None and probe.status != "ok":
         console.print(f"floor: the roofline probe failed ({probe.status})", markup=False)
-    for r in rows:
-        if r.sample is not None:
-            console.print(f"{r.system} sample (row 0): {r.sample!r}", markup=False)
-        if r.tokens_match is False:
-            console.print(
-                f"{r.system}: tokens differ from {r.tokens_ref} at {r.first_mismatch}",
-                markup=False,
-            )
-        if r.capture_s is not None:
-            console.print(
-                f"{r.system}: {r.captured_shapes} shapes captured up front in "
-                f"{r.capture_s:.2f} s; {r.recorded_mid_run} recorded mid-run",
-                markup=False,
-            )
-    columns = ("ratio_vs_hf_eager", "ratio_vs_hf_compiled", "ratio_vs_floor")
-    pairs = [(getattr(r, f"{c}_variance"), getattr(r, f"{c}_df")) for r in rows for c in columns]
-    for source in interval_sources(pairs):
-        console.print(f"ratio intervals: process variance {source}", markup=False)
-    for line in history_lines((r.system, r.history) for r in rows):
-        console.print(line, markup=False)
-    note = next((r.load_note for r in rows if r.load_note), None)
-    if note:
-        console.print(f"every row: {note}", markup=False)
-    for g in gates:
-        console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
 def draw_decode(rows: list, path: Path, title: str) -> Path:
@@ -139,28 +150,42 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from reports.figure_text import bar_labels, fit_suptitle
+    from reports.figure_text import fit_suptitle
 
     timed = [r for r in rows if r.status == "ok" and r.ms_per_step]
-    names = [r.system for r in timed]
-    colors = [colour(r.system) for r in timed]
-    hatches = ["//" if r.tokens_match is False else "" for r in timed]
+    floored = next((r for r in timed if r.floor_ms), None)
     # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
-    ax = axes[0]
+    step_time_panel(axes[0], timed, floored)
+    rate_panel(axes[1], timed, floored)
+    fit_suptitle(fig, f"{title} (hatched: tokens differ from the reference)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, path)
+
+
+def system_bars(ax, timed: list, heights: list, whiskers: list) -> list:
+    """A bar per system in its own colour, with whiskers; a row whose tokens differ hatched."""
+    colors = [colour(r.system) for r in timed]
+    bars = ax.bar([r.system for r in timed], heights, yerr=whiskers, capsize=6, color=colors)
+    for bar, r in zip(bars, timed):
+        bar.set_hatch("//" if r.tokens_match is False else "")
+    return bars
+
+
+def step_time_panel(ax, timed: list, floored) -> None:
+    """Left: the median step time per system, its IQR, its ratio to hf-eager and the floor."""
+    from reports.figure_text import bar_labels
+
     # The bar is the median; the whisker spans the quartiles of every round's steps.
     whiskers = [
         [r.ms_per_step - (r.ms_q1 or r.ms_per_step) for r in timed],
         [(r.ms_q3 or r.ms_per_step) - r.ms_per_step for r in timed],
     ]
-    bars = ax.bar(names, [r.ms_per_step for r in timed], yerr=whiskers, capsize=6, color=colors)
-    for bar, hatch in zip(bars, hatches):
-        bar.set_hatch(hatch)
+    system_bars(ax, timed, [r.ms_per_step for r in timed], whiskers)
     # Above the whisker, not through it, and inside the axes: never in the title's space.
     labels = [ratio_cell(r, "ratio_vs_hf_eager") + "\nx hf-eager" for r in timed]
     tops = [r.ms_q3 or r.ms_per_step for r in timed]
     bar_labels(ax, range(len(timed)), tops, labels, slots=len(timed))
-    floored = next((r for r in timed if r.floor_ms), None)
     if floored is not None:
         ax.axhline(
             floored.floor_ms,
@@ -173,7 +198,9 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_ylabel("ms per step")
     ax.tick_params(axis="x", rotation=20)
 
-    ax = axes[1]
+
+def rate_panel(ax, timed: list, floored) -> None:
+    """Right: tokens/s per system, whiskers from the quartile step times, rows over the floor."""
     # tokens/s of the quartile step times: a slow quartile step is the low whisker. The rate is
     # rounded in the row, so a whisker over a single step's spread can come out a hair below 0.
     rates = [r.tokens_per_s or 0 for r in timed]
@@ -187,10 +214,7 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
             for rate, r in zip(rates, timed)
         ],
     ]
-    for bar, hatch in zip(
-        ax.bar(names, rates, yerr=rate_whiskers, capsize=6, color=colors), hatches
-    ):
-        bar.set_hatch(hatch)
+    system_bars(ax, timed, rates, rate_whiskers)
     if floored is not None:
         ax.axhline(
             floored.rows * 1e3 / floored.floor_ms,
@@ -202,6 +226,3 @@ def draw_decode(rows: list, path: Path, title: str) -> Path:
     ax.set_title("decode tokens per second (rows / step time)")
     ax.set_ylabel("tokens/s")
     ax.tick_params(axis="x", rotation=20)
-    fit_suptitle(fig, f"{title} (hatched: tokens differ from the reference)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return save_figure(fig, path)

@@ -73,6 +73,27 @@ def remainder_bytes(row) -> int:
 
 
 def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> None:
+    """The breakdown table, then the KV and startup arithmetic, the notes and the gates."""
+    first = rows[0]
+    console.print(budget_table(rows))
+    console.print(
+        f"KV: {first.kv_bytes_per_token:,} bytes per token, {first.kv_bytes_per_block:,} "
+        f"per block of {first.block_size}; weights {first.weights_bytes:,} bytes",
+        markup=False,
+    )
+    console.print(
+        f"startup s: shapes x one graph's record seconds ({first.record_s_source})",
+        markup=False,
+    )
+    for note in notes:
+        console.print(note, markup=False)
+    for g in gates:
+        mark = "pass" if g.passed else "FAIL"
+        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+
+
+def budget_table(rows: list) -> Table:
+    """A column per kernel and width multiple: the stack, its remainders, the KV pool, the fit."""
     first = rows[0]
     table = Table(
         title=(
@@ -122,21 +143,7 @@ def render_pool_budget(console, rows: list, gates, notes: list[str] = ()) -> Non
     table.add_row(
         "largest fitting list (shapes)", *[_or_dash(r.largest_fitting_shapes) for r in rows]
     )
-    console.print(table)
-    console.print(
-        f"KV: {first.kv_bytes_per_token:,} bytes per token, {first.kv_bytes_per_block:,} "
-        f"per block of {first.block_size}; weights {first.weights_bytes:,} bytes",
-        markup=False,
-    )
-    console.print(
-        f"startup s: shapes x one graph's record seconds ({first.record_s_source})",
-        markup=False,
-    )
-    for note in notes:
-        console.print(note, markup=False)
-    for g in gates:
-        mark = "pass" if g.passed else "FAIL"
-        console.print(f"{mark} {g.name}: {g.detail}", markup=False)
+    return table
 
 
 def _or_dash(value) -> str:

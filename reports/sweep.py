@@ -188,19 +188,7 @@ def draw_sweep(
     while len(lead) < 2:
         lead.insert(0, ("", ("",)))
     (y_name, y_values), (x_name, x_values) = lead
-    cells: dict[tuple[int, int], list] = {}
-    for record in records:
-        y = y_values.index(record.axes[y_name]) if y_name else 0
-        x = x_values.index(record.axes[x_name]) if x_name else 0
-        cells.setdefault((y, x), []).append(record)
-    values = np.full((len(y_values), len(x_values)), np.nan)
-    texts = [["" for _ in x_values] for _ in y_values]
-    for (y, x), group in cells.items():
-        record = best_point(group, figure)
-        pf = point_figure(record, figure)
-        if pf.value is not None:
-            values[y, x] = pf.value / figure.scale
-        texts[y][x] = cell_text(figure, pf, point_verdict(record.gates), record.status)
+    values, texts = heatmap_cells(records, lead, figure)
     # Constrained layout gives a wrapped title its lines even in a one-row grid's short figure.
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(x_values), 1.4 + 1.0 * len(y_values)),
                            layout="constrained")  # fmt: skip
@@ -231,6 +219,27 @@ def draw_sweep(
     text = title(f"nanobench sweep {command}, {figure.label}{more}", **run)
     fit_title(ax, text, fontsize=9, beside_pt=COLOUR_BAR_PT)
     return fig
+
+
+def heatmap_cells(records, lead: list[tuple[str, tuple]], figure: Figure):
+    """Each cell's value (scaled, NaN without one) and text, from its best point over later axes."""
+    import numpy as np
+
+    (y_name, y_values), (x_name, x_values) = lead
+    cells: dict[tuple[int, int], list] = {}
+    for record in records:
+        y = y_values.index(record.axes[y_name]) if y_name else 0
+        x = x_values.index(record.axes[x_name]) if x_name else 0
+        cells.setdefault((y, x), []).append(record)
+    values = np.full((len(y_values), len(x_values)), np.nan)
+    texts = [["" for _ in x_values] for _ in y_values]
+    for (y, x), group in cells.items():
+        record = best_point(group, figure)
+        pf = point_figure(record, figure)
+        if pf.value is not None:
+            values[y, x] = pf.value / figure.scale
+        texts[y][x] = cell_text(figure, pf, point_verdict(record.gates), record.status)
+    return values, texts
 
 
 def render_sweep(console, records, axes, figure: Figure, outputs: dict, ran: int) -> None:

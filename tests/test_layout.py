@@ -3,7 +3,8 @@
 The graph is every `import` of every module of nanobench, engine, kernels and reports, at the top
 or inside a function (a lazy import still ties two modules), so a cycle or an upward import that
 hides behind a function-level import shows here. This is how the layout's promises are measured:
-0 cycles, 0 imports against the floors, at most 8 modules directly in nanobench/.
+0 cycles, 0 imports against the floors, at most 8 modules directly in nanobench/, and no function
+in those packages past 60 lines (a Triton kernel and a Typer command's option list not counted).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ COMMANDS = (
 )
 # What sits under the commands: each of these may import only its own floor and below.
 LOWER = ("harness", "memory", "cost")
+# A function's lines, `def` to its last line, decorators not counted.
+LONGEST = 60
 
 
 def module_name(path: Path) -> str:
@@ -132,14 +135,90 @@ def test_few_modules_sit_directly_in_nanobench():
     assert len(direct) <= 8, direct
 
 
-def test_no_function_in_compile_or_decode_runs_past_60_lines():
-    """A command's pieces stay small: only the Typer signature (`*_command`) may run long."""
-    long = []
-    for package in ("compile", "decode"):
-        for path in sorted((ROOT / "nanobench" / package).glob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.FunctionDef) and not node.name.endswith("_command"):
-                    lines = node.end_lineno - node.lineno + 1
-                    if lines > 60:
-                        long.append(f"{path.name}:{node.name} {lines} lines")
+def is_triton_kernel(node: ast.AST) -> bool:
+    """A function decorated with something whose name ends in `jit`: `@triton.jit`, `@jit(...)`."""
+    return any(
+        ast.unparse(d.func if isinstance(d, ast.Call) else d).endswith("jit")
+        for d in getattr(node, "decorator_list", ())
+    )
+
+
+def first_line(node: ast.stmt) -> int:
+    """Where a statement starts: its first decorator's line, if it has any."""
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+
+
+def span(node: ast.stmt) -> int:
+    """A statement's lines, its decorators included."""
+    return node.end_lineno - first_line(node) + 1
+
+
+def kernel_lines(node: ast.AST) -> int:
+    """The lines of the Triton kernels defined anywhere inside `node`."""
+    return sum(
+        span(child) if is_triton_kernel(child) else kernel_lines(child)
+        for child in ast.iter_child_nodes(node)
+    )
+
+
+def counted_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef, command_module: bool) -> int:
+    """`def` to the last line (decorators not counted), less the Triton kernels defined inside.
+
+    In a command.py the count starts at the first statement past the docstring: a Typer
+    command's signature is its option list, one line per option, and its docstring its help.
+    """
+    start = fn.lineno
+    if command_module:
+        body = fn.body[1:] if ast.get_docstring(fn) is not None and len(fn.body) > 1 else fn.body
+        start = first_line(body[0])
+    return fn.end_lineno - start + 1 - kernel_lines(fn)
+
+
+def long_functions(source: str, command_module: bool = False) -> list[tuple[str, int]]:
+    """(name, lines counted) of every function past LONGEST lines; a Triton kernel is not counted."""
+    return [
+        (node.name, lines)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not is_triton_kernel(node)
+        if (lines := counted_lines(node, command_module)) > LONGEST
+    ]
+
+
+def test_no_function_runs_past_60_lines():
+    """Every function of nanobench, engine, kernels and reports is small: at most LONGEST lines
+    from `def` to its last line. Not counted: a Triton kernel (decorated with a name ending in
+    `jit`) wherever it is defined, and a command.py function's signature and docstring."""
+    long = [
+        f"{path.relative_to(ROOT)}:{name} {lines} lines"
+        for top in TOPS
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for name, lines in long_functions(path.read_text(), path.name == "command.py")
+    ]
     assert not long, long
+
+
+def test_the_length_check_sees_a_long_function_and_only_its_exceptions():
+    def function(name: str, body_lines: int, head: str = "", params: int = 0) -> str:
+        signature = "".join(f"    p{i}: int = 0,\n" for i in range(params))
+        body = "".join(f"    x{i} = {i}\n" for i in range(body_lines))
+        return f'{head}def {name}(\n{signature}):\n    """Doc."""\n{body}'
+
+    # def, signature close and docstring: 3 lines besides the body.
+    assert long_functions(function("f", LONGEST - 3)) == []
+    assert long_functions(function("f", LONGEST - 2)) == [("f", LONGEST + 1)]
+    # A Typer command: a long option list passes in a command.py, nowhere else; a long body never.
+    command = function("run", 10, params=LONGEST)
+    assert long_functions(command, command_module=True) == []
+    assert long_functions(command) == [("run", LONGEST + 13)]
+    assert long_functions(function("run", LONGEST + 1), command_module=True) == [
+        ("run", LONGEST + 1)
+    ]
+    # A Triton kernel, and a builder's lines that are its kernel; not the builder's own logic.
+    assert long_functions(function("k", 2 * LONGEST, head="@triton.jit\n")) == []
+    kernel = function("k", 2 * LONGEST, head="@triton.jit\n")
+    nested = "".join(f"    {line}\n" for line in kernel.splitlines())
+    assert long_functions(f"def build():\n{nested}    return k\n") == []
+    logic = "".join(f"    y{i} = {i}\n" for i in range(LONGEST))
+    assert long_functions(f"def build():\n{nested}{logic}    return k\n") == [
+        ("build", LONGEST + 2)
+    ]

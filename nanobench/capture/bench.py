@@ -1,10 +1,10 @@
 """The capture bench: drive an eager engine and a capturing engine identically, then price pools.
 
-What it is: `run_rows`, which for each run length decodes the same seeded prompts through a
-bucketed eager engine and a bucketed capturing engine (lazily, or after `Engine.capture()` up
-front), teacher-forcing the capturing one with the eager tokens so the logits are compared
-step by step, and reads each graph's record seconds (`record_rows`); then times both engines
-in interleaved rounds (`nanobench.capture.timing`).
+What it is: `run_rows`, which for each run length (`run_length`) decodes the same seeded
+prompts through a bucketed eager engine and a bucketed capturing engine (lazily, or after
+`Engine.capture()` up front), teacher-forcing the capturing one with the eager tokens so the
+logits are compared step by step, and reads each graph's record seconds (`record_rows`); then
+times both engines in interleaved rounds (`nanobench.capture.timing`).
 The pool table and what a step holds are `nanobench.capture.pools`.
 What it is not: a unit test of the recorder (tests/test_captured.py) or a timing claim in a
 test: the milliseconds here are what this machine measured, with their spread and interval.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -102,6 +102,28 @@ def run_config(
     )
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every run length shares: the options, the prompts, the warm eager engine, the timing."""
+
+    model: ModelConfig
+    tensors: dict | None
+    rows: int
+    prompt_len: int
+    width_multiple: int
+    up_front: bool
+    device: str
+    dtype: str
+    recorder: Callable | None
+    capture_cfg: EngineConfig
+    eager: Engine
+    batch: list[list[int]]
+    plan: RoundPlan  # one run length's share of the budget
+    clock_for: Callable[[str], Clock]
+    on_window: Callable[[int, Window], None]
+    status: Callable[[str], None]
+
+
 def run_rows(
     model: ModelConfig,
     tensors: dict | None,
@@ -133,48 +155,71 @@ def run_rows(
     batch = seeded_prompts(rows, prompt_len, model.vocab_size)
     # Untimed warm-up: the first steps of a process pay lazy initialisation on every backend.
     drive(eager, batch, min(4, max(steps)))
+    setup = RunSetup(
+        model=model,
+        tensors=tensors,
+        rows=rows,
+        prompt_len=prompt_len,
+        width_multiple=width_multiple,
+        up_front=up_front,
+        device=device,
+        dtype=dtype,
+        recorder=recorder,
+        capture_cfg=capture_cfg,
+        eager=eager,
+        batch=batch,
+        plan=per_run,
+        clock_for=clock_for,
+        on_window=on_window,
+        status=status,
+    )
     out, records = [], []
     for n in steps:
-        status(f"capture bench: {n} steps eager")
-        fed, eager_logits, _ = drive(eager, batch, n)
-        engine = Engine.build(model, tensors, capture_cfg, recorder=recorder)
-        graphs = engine.decode_graphs
-        stats = None
-        if up_front:
-            status(f"capture bench: recording {engine.buckets.count} shapes up front")
-            stats = engine.capture()
-        status(f"capture bench: {n} steps captured ({'up front' if up_front else 'lazy'})")
-        _, replay_logits, _ = drive(engine, batch, n, forced=fed)
-        run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
-        counts = run_counts(
-            engine, n, eager_logits, replay_logits, stats, up_front=up_front, rows=rows,
-            prompt_len=prompt_len, width_multiple=width_multiple, device=device, dtype=dtype,
-            max_model_len=capture_cfg.max_model_len,
-        )  # fmt: skip
-        # Read before any timed window: the graphs the drive (or the walk) recorded.
-        recorded = record_rows(engine, n, "up-front" if up_front else "lazy", device)
-        records += recorded
-        status(f"capture bench: {n} steps, eager against replayed in rounds")
-        windows = time_run(
-            eager,
-            engine,
-            batch,
-            fed,
-            per_run,
-            clock_for=clock_for,
-            on_window=lambda w, n=n: on_window(n, w),
-        )
-        timing = timing_of(windows)
-        failed = next((w.status for w in windows if w.status != "ok"), None)
-        row = RunRow(
-            **counts,
-            **recording_counts(recorded),
-            **asdict(timing),
-            status=run_status or failed or "ok",
-        )
+        row, recorded = run_length(setup, n)
         out.append(row)
-        del engine, graphs
+        records += recorded
     return out, records
+
+
+def run_length(run: RunSetup, n: int) -> tuple[RunRow, list[RecordRow]]:
+    """One run length's Table 1 row and record rows: eager, captured forced by it, rounds."""
+    run.status(f"capture bench: {n} steps eager")
+    fed, eager_logits, _ = drive(run.eager, run.batch, n)
+    # This run length's own, freed when it returns: the next one's recordings start from nothing.
+    engine = Engine.build(run.model, run.tensors, run.capture_cfg, recorder=run.recorder)
+    stats = None
+    if run.up_front:
+        run.status(f"capture bench: recording {engine.buckets.count} shapes up front")
+        stats = engine.capture()
+    run.status(f"capture bench: {n} steps captured ({'up front' if run.up_front else 'lazy'})")
+    _, replay_logits, _ = drive(engine, run.batch, n, forced=fed)
+    run_status = finite_status(eager_logits, "eager") or finite_status(replay_logits, "replay")
+    counts = run_counts(
+        engine, n, eager_logits, replay_logits, stats, up_front=run.up_front, rows=run.rows,
+        prompt_len=run.prompt_len, width_multiple=run.width_multiple, device=run.device,
+        dtype=run.dtype, max_model_len=run.capture_cfg.max_model_len,
+    )  # fmt: skip
+    # Read before any timed window: the graphs the drive (or the walk) recorded.
+    recorded = record_rows(engine, n, "up-front" if run.up_front else "lazy", run.device)
+    run.status(f"capture bench: {n} steps, eager against replayed in rounds")
+    windows = time_run(
+        run.eager,
+        engine,
+        run.batch,
+        fed,
+        run.plan,
+        clock_for=run.clock_for,
+        on_window=lambda w: run.on_window(n, w),
+    )
+    timing = timing_of(windows)
+    failed = next((w.status for w in windows if w.status != "ok"), None)
+    row = RunRow(
+        **counts,
+        **recording_counts(recorded),
+        **asdict(timing),
+        status=run_status or failed or "ok",
+    )
+    return row, recorded
 
 
 def record_rows(engine: Engine, n: int, mode: str, device: str) -> list[RecordRow]:

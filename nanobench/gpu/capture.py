@@ -24,6 +24,7 @@ import gc
 
 import torch
 
+from engine.captured import CaptureStats
 from engine.engine import Engine
 from engine.recorders import STREAMS, ordinary_pool_bytes, warm_library_state
 from engine.weights import DTYPES
@@ -164,20 +165,7 @@ def check_capture_path(
         worst, tolerance, steps = drive_phases(eager, captured, DTYPES[dtype])
     graphs = captured.decode_graphs
     predicted = predicted_pool_bytes(captured)
-    problems = []
-    recorded = [g.keepalive for g in graphs.graphs.values()]
-    if device == "cuda" and not all(isinstance(g, torch.cuda.CUDAGraph) for g in recorded):
-        problems.append("a graph was not recorded by the CUDA recorder")
-    try:
-        check_pool_shared(graphs.pools)
-    except Exception as e:
-        problems.append(str(e))
-    if stats.count != captured.buckets.count:
-        problems.append(f"{stats.count} shapes recorded, the list has {captured.buckets.count}")
-    if graphs.recorded_mid_run:
-        problems.append(f"{graphs.recorded_mid_run} graphs recorded mid-run")
-    if graphs.replays != steps:
-        problems.append(f"{graphs.replays} replays for {steps} steps")
+    problems = recording_problems(captured, stats, steps, device)
     if not worst <= tolerance:
         problems.append(f"replayed logits differ from eager by {worst:.3g} > {tolerance:.3g}")
     reserved = memory.get("pool_reserved_bytes")
@@ -213,6 +201,26 @@ def check_capture_path(
         "capture_s": stats.total_s,
         "detail": "; ".join(problems),
     }
+
+
+def recording_problems(captured: Engine, stats: CaptureStats, steps: int, device: str) -> list[str]:
+    """A line per broken promise: CUDA recorder, one pool, whole list, none mid-run, replays."""
+    graphs = captured.decode_graphs
+    problems = []
+    recorded = [g.keepalive for g in graphs.graphs.values()]
+    if device == "cuda" and not all(isinstance(g, torch.cuda.CUDAGraph) for g in recorded):
+        problems.append("a graph was not recorded by the CUDA recorder")
+    try:
+        check_pool_shared(graphs.pools)
+    except Exception as e:
+        problems.append(str(e))
+    if stats.count != captured.buckets.count:
+        problems.append(f"{stats.count} shapes recorded, the list has {captured.buckets.count}")
+    if graphs.recorded_mid_run:
+        problems.append(f"{graphs.recorded_mid_run} graphs recorded mid-run")
+    if graphs.replays != steps:
+        problems.append(f"{graphs.replays} replays for {steps} steps")
+    return problems
 
 
 def diff_pct(measured: int | None, traced: int) -> float | None:

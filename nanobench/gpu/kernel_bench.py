@@ -228,6 +228,19 @@ def _ends(interval: Interval | None) -> tuple[float | None, float | None, float 
     return tuple(None if math.isnan(v) else v for v in ends)
 
 
+def _read_rate(round_ms: tuple[float, ...], read_bytes: int, hbm_gbps: float | None) -> tuple:
+    """One kernel's rounds as (median ms, GB/s, HBM fraction, the fraction's 95% interval)."""
+    ms = statistics.median(round_ms) if round_ms else None
+    gbps = None if ms is None else read_bytes / (ms * 1e-3) / 1e9
+    fraction = None if gbps is None or not hbm_gbps else gbps / hbm_gbps
+    low = high = None
+    if fraction is not None:
+        # The fraction is ideal ms / measured ms: its interval is that ratio's over rounds.
+        ideal_ms = read_bytes / (hbm_gbps * 1e9) * 1e3
+        _, low, high = _ends(ratio_interval([ideal_ms] * len(round_ms), list(round_ms)))
+    return ms, gbps, fraction, low, high
+
+
 def _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape, plan) -> list[KernelTiming]:
     q, _, _, table, _ = args
     rows, context = table.shape
@@ -237,14 +250,7 @@ def _bench_point(args, timer, hbm_gbps, max_reference_bytes, shape, plan) -> lis
 
     def timing(kernel: str, windows, max_err, speedup=None, note="") -> KernelTiming:
         round_ms = tuple(w.ms[0] for w in windows if w.system == kernel)
-        ms = statistics.median(round_ms) if round_ms else None
-        gbps = None if ms is None else read_bytes / (ms * 1e-3) / 1e9
-        fraction = None if gbps is None or not hbm_gbps else gbps / hbm_gbps
-        low = high = None
-        if fraction is not None:
-            # The fraction is ideal ms / measured ms: its interval is that ratio's over rounds.
-            ideal_ms = read_bytes / (hbm_gbps * 1e9) * 1e3
-            _, low, high = _ends(ratio_interval([ideal_ms] * len(round_ms), list(round_ms)))
+        ms, gbps, fraction, low, high = _read_rate(round_ms, read_bytes, hbm_gbps)
         speedup, speedup_low, speedup_high = _ends(speedup)
         return KernelTiming(
             rows=rows,

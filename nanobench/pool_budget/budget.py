@@ -207,21 +207,15 @@ def budget_row(
     per_block = kv_bytes_per_block(*kv_shape, block_size)
     formula = workspace_pool_bytes(kernel, shapes, model.num_heads)
     traced = traced_list(model, kernel, dtype, max_batch, max_model_len, shapes)
-    workspace = traced.shared_workspace_bytes
-    activations = decode_activation_bytes(
-        max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
-    )
-    persistent = persistent_bytes(max_batch, max_model_len)
-    capture_pool = capture_pool_bytes(traced, capture_output)
-    others = activations + persistent
+    capture = capture_fields(traced, formula, capture_output)
+    capture_pool = capture["capture_pool_bytes"]
+    held = step_held_fields(model, max_batch, max_model_len, dtype_bytes)
+    others = held["activation_bytes"] + held["persistent_bytes"]
     free = free_for_kv_bytes(device_bytes, utilization, weights, capture_pool, others)
-    blocks = kv_blocks(free, per_block)
-    min_blocks = -(-max_model_len // block_size)
+    kv = kv_pool_fields(free, per_block, block_size, max_batch, max_model_len)
     fits, why = judged_fit(
-        device_bytes, utilization, weights, capture_pool, others, per_block, min_blocks
+        device_bytes, utilization, weights, capture_pool, others, per_block, kv["min_blocks"]
     )
-    full_batch = kv_blocks_needed(max_batch, max_model_len, block_size)
-    usable = int(device_bytes * utilization)
     return BudgetRow(
         kernel=kernel,
         width_multiple=None if kernel == "triton" else width_multiple,
@@ -229,30 +223,15 @@ def budget_row(
         capture_sizes=sorted({rows for rows, _ in shapes}),
         device_bytes=device_bytes,
         utilization=utilization,
-        usable_bytes=usable,
+        usable_bytes=int(device_bytes * utilization),
         weights_bytes=weights,
         kv_bytes_per_token=per_token,
         kv_bytes_per_block=per_block,
-        capture_workspace_bytes=formula,
-        traced_workspace_bytes=workspace,
-        workspace_difference_bytes=workspace - formula,
-        traced_peak_bytes=traced.shared_output_pool_bytes,
-        graph_outputs_bytes=traced.outputs_bytes,
-        shared_output_bytes=traced.shared_output_bytes,
-        capture_pool_bytes=capture_pool,
-        capture_pool_per_graph_bytes=traced.per_graph_bytes,
-        activation_bytes=activations,
-        persistent_bytes=persistent,
-        free_for_kv_bytes=free,
-        kv_blocks=blocks,
-        kv_tokens=blocks * block_size,
-        kv_pool_bytes=blocks * per_block,
-        min_blocks=min_blocks,
-        shortfall_bytes=kv_shortfall_bytes(free, per_block, min_blocks),
+        **capture,
+        **held,
+        **kv,
         fits=fits,
         fits_detail=why,
-        full_batch_blocks=full_batch,
-        full_batch_fits=blocks >= full_batch,
         max_batch=max_batch,
         max_model_len=max_model_len,
         block_size=block_size,
@@ -260,6 +239,52 @@ def budget_row(
         capture_output=capture_output,
         **startup_fields(len(shapes), measured_record_s, device),
     )
+
+
+def capture_fields(traced, formula: int, capture_output: str) -> dict:
+    """A row's capture figures: the formula beside the traced workspace, peak, outputs and pools."""
+    workspace = traced.shared_workspace_bytes
+    return {
+        "capture_workspace_bytes": formula,
+        "traced_workspace_bytes": workspace,
+        "workspace_difference_bytes": workspace - formula,
+        "traced_peak_bytes": traced.shared_output_pool_bytes,
+        "graph_outputs_bytes": traced.outputs_bytes,
+        "shared_output_bytes": traced.shared_output_bytes,
+        "capture_pool_bytes": capture_pool_bytes(traced, capture_output),
+        "capture_pool_per_graph_bytes": traced.per_graph_bytes,
+    }
+
+
+def step_held_fields(
+    model: ModelConfig, max_batch: int, max_model_len: int, dtype_bytes: int
+) -> dict:
+    """What a decode step holds beside the capture pool and the KV: activations, table, inputs."""
+    return {
+        "activation_bytes": decode_activation_bytes(
+            max_batch, model.hidden_size, model.intermediate_size, model.vocab_size, dtype_bytes
+        ),
+        "persistent_bytes": persistent_bytes(max_batch, max_model_len),
+    }
+
+
+def kv_pool_fields(
+    free: int, per_block: int, block_size: int, max_batch: int, max_model_len: int
+) -> dict:
+    """What the bytes left for KV hold: whole blocks, tokens, the one-sequence minimum, a batch."""
+    blocks = kv_blocks(free, per_block)
+    min_blocks = -(-max_model_len // block_size)
+    full_batch = kv_blocks_needed(max_batch, max_model_len, block_size)
+    return {
+        "free_for_kv_bytes": free,
+        "kv_blocks": blocks,
+        "kv_tokens": blocks * block_size,
+        "kv_pool_bytes": blocks * per_block,
+        "min_blocks": min_blocks,
+        "shortfall_bytes": kv_shortfall_bytes(free, per_block, min_blocks),
+        "full_batch_blocks": full_batch,
+        "full_batch_fits": blocks >= full_batch,
+    }
 
 
 def startup_fields(shapes: int, measured_record_s: float | None, device: str) -> dict:
