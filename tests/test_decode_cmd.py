@@ -29,8 +29,7 @@ from nanobench.decode.roofline import (
     step_flops,
     weight_bytes,
 )
-from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
-from nanobench.decode.run import CSV_COLUMNS
+from nanobench.decode.rows import CSV_COLUMNS, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.env_record import read_env
 from nanobench.harness.rounds import Window

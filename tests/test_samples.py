@@ -7,8 +7,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from nanobench.decode.rows import DecodeRow
-from nanobench.decode.run import add_samples
-from nanobench.decode.samples import PASSAGE, sample_text, text_prompts, tokenizer_for
+from nanobench.decode.samples import PASSAGE, add_samples, sample_text, text_prompts, tokenizer_for
 
 
 @pytest.fixture

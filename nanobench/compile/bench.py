@@ -28,7 +28,7 @@ from nanobench.harness import fleet as fleets
 from nanobench.harness.fleet import Fleet, Listener, first_failure, later_status
 from nanobench.harness.fresh import run_fresh
 from nanobench.harness.inductor_cache import fresh_dir, warm_dir
-from nanobench.harness.member import BEFORE, Member
+from nanobench.harness.member import AFTER, BEFORE, Member
 from nanobench.harness.rounds import Comparison, RoundPlan, Window, first_pass_window
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
@@ -130,15 +130,18 @@ class ModePart:
 def comparisons(members: list[Member]) -> list[Comparison]:
     """Each side's compiled modes' speedups (off's step time over its own) and, with two sides,
     each mode's change (after's step time over before's): every ratio the stop rule reads."""
-    found = []
+    found, changed = [], []
     for m in members:
         off = Member(m.side, "off")
         if m.name != "off" and off in members:
             found.append(Comparison(str(m), off, m))
-        before = Member(BEFORE, m.name)
-        if m.side == "after" and before in members:
-            found.append(Comparison(f"{m.name} after/before", m, before))
-    return found
+        if m.side == AFTER and Member(BEFORE, m.name) in members:
+            changed.append(m)
+    # each mode's step change and each compiled mode's speedup change hold together (`vs.changes`)
+    family = len(changed) + len([m for m in changed if m.name != "off"])
+    return found + [
+        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name), family) for m in changed
+    ]
 
 
 def interleaved_sweep(

@@ -199,12 +199,13 @@ def comparisons_of(members: list[Member]) -> list[Comparison]:
             )  # fmt: skip
             for c in comparisons(names)
         ]
-    found += [
-        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name))
-        for m in members
-        if m.side == AFTER and m.name != PROBE and Member(BEFORE, m.name) in members
+    changed = [m for m in members
+               if m.side == AFTER and m.name != PROBE and Member(BEFORE, m.name) in members]  # fmt: skip
+    # every system's step change holds together with the others' (`vs.changes`)
+    return found + [
+        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name), len(changed))
+        for m in changed
     ]
-    return found
 
 
 def sweep_sides(

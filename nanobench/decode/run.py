@@ -1,11 +1,10 @@
 """One `nanobench decode` run: check the model on both sides, sweep the systems, report.
 
-What it is: `run_decode(spec, status, ...)`: validation that needs the model (its length, that
-transformers can load it: a GGUF is converted once for transformers), the `RunSpec` every worker
-is handed, then one measured run (`harness.measured_run`) around the interleaved sweep
-(`bench.sweep_sides`); `DecodeKind` is what decode brings to it: each side's rows derived from
-its systems, its probe and its windows, the samples' text, its changes, gates and report; and
-the rows as written (`public`, `CSV_COLUMNS`).
+What it is: `run_decode(spec, status, ...)`: each side's `RunSpec` (`sides.py`: the checks
+that need the model), then one measured run (`harness.measured_run`) around the interleaved
+sweep (`bench.sweep_sides`); `DecodeKind` is what decode brings to it: each side's rows derived
+from its systems, its probe and its windows, the samples' text, its changes, gates and report;
+and the rows as written are `rows.public`.
 What it is not: the command's options or spec (`command.py`), the workers (`session.py`), the
 statistics (`derive.derive`, `nanobench.harness.stats`) or the run's files, env record,
 interrupt and exit code (`MeasuredRun`).
@@ -15,91 +14,26 @@ before and after the run is in the env record, and a row timed on a crowded mach
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
 from functools import partial
 
-from engine.gguf import find_gguf
-from engine.sources import materialize_gguf
-from nanobench.decode import bench  # bench.sweep looked up per run: the tests' seam
+from nanobench.decode import bench  # bench.sweep_sides looked up per run: the tests' seam
 from nanobench.decode import history as decode_history
-from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_load
 from nanobench.decode.derive import derive
 from nanobench.decode.gates import gates
-from nanobench.decode.roofline import PROBE, kv_read_bytes, step_flops, weight_bytes
-from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec
-from nanobench.decode.samples import sample_text, tokenizer_for
+from nanobench.decode.roofline import PROBE
+from nanobench.decode.rows import CSV_COLUMNS, DecodeRow, ProbeRow, RunSpec, public
+from nanobench.decode.samples import add_samples
+from nanobench.decode.sides import run_specs
 from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes
 from nanobench.harness import load  # looked up per run: the tests' seam
-from nanobench.harness.console import say_warning, stdout_console
-from nanobench.harness.errors import BadInput
+from nanobench.harness.console import stdout_console
 from nanobench.harness.export import export_decode
-from nanobench.harness.history_store import RunHistory, settle
-from nanobench.harness.measured_run import MeasuredRun, RunKind, for_each_side
+from nanobench.harness.measured_run import MeasuredRun, RunKind
 from nanobench.harness.member import Member
-from nanobench.harness.validate import device_option, dtype_option, fits_option, model_option
-from reports.change import DECODE_PANELS, draw_compare, render_changes
+from reports.change import DECODE_PANELS
 from reports.decode import draw_decode, render_decode
 from reports.style import title
-
-CSV_COLUMNS = [f.name for f in fields(DecodeRow) if f.name != "tokens"]
-
-
-def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
-    """Each row with its first generated sequence as text, when the checkpoint ships a tokenizer."""
-    tokenizer = tokenizer_for(directory)
-    if tokenizer is None:
-        return rows
-    return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]
-
-
-def public(rows: list[DecodeRow]) -> list[dict]:
-    """Rows as written: the token lists stay in the worker's answer, their digest goes out."""
-    return [{k: v for k, v in asdict(r).items() if k != "tokens"} for r in rows]
-
-
-def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
-    """Every check that needs the model, then what each worker is handed; (run, its directory)."""
-    spec.validate()
-    dtype = dtype_option(spec.dtype, spec.model, spec.device)
-    device_option(spec.device)
-    directory, config = model_option(spec.model)
-    # Every worker of every system holds its own copy of the weights for the whole run, and
-    # every probe worker a weight-sized tensor to read.
-    # (A before-and-after run holds both sides': counted once, by the after side's spec.)
-    sides = 2 if spec.compared else 1
-    copies = (len(spec.systems) + 1) * spec.processes * sides
-    fits_option(config, dtype, spec.device, copies=copies)
-    if spec.prompt_len + spec.steps > config.max_position_embeddings:
-        raise BadInput(
-            f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
-            f"max_position_embeddings {config.max_position_embeddings}"
-        )
-    if any(s in HF_SYSTEMS for s in spec.systems):
-        if find_gguf(directory) is not None:
-            # transformers reads a HF directory, not a GGUF: both sides get the converted one.
-            status("converting the GGUF for transformers (once)")
-            directory = materialize_gguf(directory)
-        status("checking that transformers can load the checkpoint")
-        transformers_can_load(directory)
-    elem = DTYPE_BYTES[dtype]
-    run = RunSpec(
-        model=str(directory),
-        rows=spec.rows,
-        prompt_len=spec.prompt_len,
-        steps=spec.steps,
-        max_model_len=spec.max_model_len or spec.prompt_len + spec.steps,
-        width_multiple=spec.width_multiple,
-        device=spec.device,
-        dtype=dtype,
-        threads=spec.threads,
-        backend=spec.backend,
-        hf_attn=spec.hf_attn,
-        weight_bytes=weight_bytes(config, elem),
-        kv_bytes=kv_read_bytes(config, elem, spec.rows, spec.prompt_len, spec.steps),
-        step_flops=step_flops(config, spec.rows, spec.prompt_len, spec.steps),
-    )
-    return run, directory
 
 
 class DecodeKind(RunKind):
@@ -112,8 +46,6 @@ class DecodeKind(RunKind):
         super().__init__(spec)
         self.runs, self.directory = runs, directory
         self.run = runs.get("after", runs.get(""))
-        self.store = RunHistory() if spec.history and not spec.compared else None
-        self.facts: dict = {}
 
     def derive(self, side, rows, windows, level, history) -> list[DecodeRow]:
         probe = next((r for r in rows if isinstance(r, ProbeRow)), None)
@@ -141,10 +73,9 @@ class DecodeKind(RunKind):
     def heading(self, rows) -> str:
         return heading(self.spec, self.runs, rows)
 
+    panels = DECODE_PANELS
+
     def report(self, run: MeasuredRun, rows, found, changed, head):
-        if run.sided:
-            png = draw_compare(public(rows), run.where / "compare.png", head, DECODE_PANELS)
-            return png, partial(render_changes, stdout_console(), changed, found, head)
         probe = run.done.get(Member("", PROBE))
         png = draw_decode(rows, run.where / "decode.png", head)
         return png, partial(render_decode, stdout_console(), rows, found, head, probe)
@@ -152,33 +83,17 @@ class DecodeKind(RunKind):
     def export(self, rows, record):
         return export_decode(self.spec, self.run.dtype, rows, record)
 
-    def open_history(self, run: MeasuredRun) -> dict | None:
-        """A plain run's earlier ratios on this machine; what the stop rule borrows of them."""
-        if self.store is None:
-            return None
-        self.facts = decode_history.keys(self.run, self.spec.processes, self.spec.systems)
-        run.history = decode_history.load(self.store, self.facts)
-        return decode_history.by_comparison(run.history)
+    history = decode_history
 
-    def settle_history(self, run: MeasuredRun, rows, found) -> str | None:
-        """A sound run's ratios recorded; what it read and recorded written beside its CSV;
-        the store's problems said, one line each (`settle`)."""
-        if self.store is None:
-            return None
+    def history_keys(self) -> dict:
+        return decode_history.keys(self.run, self.spec.processes, self.spec.systems)
+
+    def lent(self, history: dict) -> dict:
+        return decode_history.by_comparison(history)
+
+    def statuses(self, run: MeasuredRun, rows) -> list[str]:
         probes = [r for r in run.done.values() if isinstance(r, ProbeRow)]
-        statuses = [r.status for r in rows] + [p.status for p in probes]
-        return settle(
-            self.store, run.path("-history", "json"), statuses, self.gates(rows),
-            partial(decode_history.record, self.store, self.facts, rows, run.windows),
-            decode_history.use(self.facts, run.history, rows), say_warning,
-        )  # fmt: skip
-
-
-def run_specs(spec: DecodeSpec, status) -> tuple[dict[str, RunSpec], str]:
-    """Each side's RunSpec ("" alone; before and after), and the after side's directory."""
-    renames = {"--model": "--vs-model", "--dtype": "--vs-dtype"}
-    found = for_each_side(spec.sides(), partial(run_spec, status=status), renames)
-    return {side: run for side, (run, _) in found.items()}, next(reversed(found.values()))[1]
+        return [r.status for r in rows] + [p.status for p in probes]
 
 
 def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int:
@@ -187,7 +102,7 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
     run = MeasuredRun(DecodeKind(spec, runs, directory), status, check, spec.round_plan(),
                       spec.compared)  # fmt: skip
     run.open(load.look_before_timing)
-    lent = run.kind.open_history(run)
+    lent = run.open_history()
     planned = [Member(side, s) for side in runs for s in spec.systems]
 
     def measure() -> None:

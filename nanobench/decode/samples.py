@@ -3,7 +3,8 @@
 What it is: `tokenizer_for(directory)` (the checkpoint's own tokenizer, local files only, or
 None), `text_prompts` (rows of exactly prompt_len tokens cut from one fixed passage at
 different offsets, so rows differ but are still the same length) and `sample_text` (a row's
-generated tokens decoded to one printable line).
+generated tokens decoded to one printable line), `add_samples` (each row with its first
+sequence as that line).
 What it is not: a tokenizer or a benchmark. A model without tokenizer files keeps seeded random
 prompts and shows no sample; nothing here is timed.
 Invariant: a prompt is the tokenizer's own ids for real text, never reaches the network, and
@@ -12,7 +13,10 @@ is the same for every system of a sweep (each worker calls it with the same argu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+
+from nanobench.decode.rows import DecodeRow
 
 # Public-domain prose (the opening of "A Tale of Two Cities"), long enough for any prompt here.
 PASSAGE = (
@@ -56,3 +60,11 @@ def sample_text(tokenizer, tokens: list[int]) -> str:
     text = tokenizer.decode(tokens, skip_special_tokens=True)
     line = " ".join(text.split())
     return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 3] + "..."
+
+
+def add_samples(rows: list[DecodeRow], directory) -> list[DecodeRow]:
+    """Each row with its first generated sequence as text, when the checkpoint ships a tokenizer."""
+    tokenizer = tokenizer_for(directory)
+    if tokenizer is None:
+        return rows
+    return [replace(r, sample=sample_text(tokenizer, r.tokens[0])) if r.tokens else r for r in rows]

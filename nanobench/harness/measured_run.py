@@ -20,10 +20,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from nanobench.harness.change import Change, comparison_gates
-from nanobench.harness.console import interrupted
+from nanobench.harness.console import interrupted, say_warning, stdout_console
 from nanobench.harness.env_record import collect_env, with_load, write_env
 from nanobench.harness.errors import BadInput
 from nanobench.harness.eta import announce
@@ -96,8 +97,25 @@ class RunKind:
         raise NotImplementedError
 
     def report(self, run: MeasuredRun, rows: list, gates: list, changes: list, head: str):
-        """The figure's path and the table's renderer."""
+        """A plain run's figure (its path) and table (its renderer)."""
         raise NotImplementedError
+
+    panels = None  # compare.png's panels (`reports.change`); None: compile's
+
+    def why_lines(self, rows: list) -> list[str]:
+        """What each side's rows say under a comparison's table."""
+        return []
+
+    def compare_report(self, run: MeasuredRun, rows: list, gates: list, changes: list,
+                       head: str):  # fmt: skip
+        """A comparison's figure (each member before and after) and its change table."""
+        from reports.change import COMPILE_PANELS, draw_compare, render_changes
+
+        path = run.where / "compare.png"
+        png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
+        notes = self.why_lines(rows)
+        return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
+                            notes)  # fmt: skip
 
     def export(self, rows: list, record) -> Path:
         raise NotImplementedError
@@ -117,9 +135,21 @@ class RunKind:
         """The paths of those files, by their outputs' names."""
         return {}
 
-    def settle_history(self, run: MeasuredRun, rows: list, gates: list) -> str | None:
-        """A sound run recorded in the history; the path of what it read and recorded."""
-        return None
+    # A command whose plain runs keep a history on this machine names its module (with
+    # `keys`, `load`, `record`, `use`: `compile.history`, `decode.history`).
+    history = None
+
+    def history_keys(self) -> dict:
+        """Every figure's history key in this run (the history module's `keys`)."""
+        return {}
+
+    def lent(self, history: dict) -> dict:
+        """What the stop rule borrows of the history, by comparison name."""
+        return history
+
+    def statuses(self, run: MeasuredRun, rows: list) -> list[str]:
+        """Every status a sound run needs ok before it is recorded."""
+        return [r.status for r in rows]
 
 
 @dataclass
@@ -134,7 +164,9 @@ class MeasuredRun:
     done: dict[Member, object] = field(default_factory=dict)
     windows: list[Window] = field(default_factory=list)
     history: dict = field(default_factory=dict)  # what earlier runs lend, by the kind's keys
+    store: object = None  # the history store (`history_store.RunHistory`), in a plain run
     note: str | None = None  # the crowded machine's note, on every row
+    _looked: tuple | None = field(default=None, init=False, repr=False)
     where: Path = field(init=False)
     record: object = field(init=False)
 
@@ -187,10 +219,20 @@ class MeasuredRun:
         failed = {str(self.kind.member(r)): r.status for r in rows if r.status != "ok"}
         return comparison_gates(failed, self.kind.spec, found)
 
+    def look(self, level: float) -> tuple[list, list[Change]]:
+        """The rows and changes as the run stands, at `level`: derived once per look (the
+        windows only grow, so their count and the rows' mark one), so the files, the stop
+        rule and the gates read the same intervals."""
+        key = (len(self.windows), level, tuple(self.done.values()), self.note)
+        if self._looked is None or self._looked[0] != key:
+            rows = self.derived(self.windows, level)
+            rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
+            self._looked = (key, rows, self.changes(rows, self.windows, level))
+        return self._looked[1], self._looked[2]
+
     def save(self) -> list:
         """Every file as the run stands; the rows as derived now."""
-        rows = self.derived(self.windows, self.level())
-        rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
+        rows, found = self.look(self.level())
         write_rows(self.path(), self.kind.public(rows, self.sided),
                    self.kind.csv_columns(self.sided))  # fmt: skip
         if self.plan is not None:
@@ -198,7 +240,6 @@ class MeasuredRun:
             write_rows(self.path("-samples"), window_samples(self.windows, label, self.sided),
                        sample_columns(label, self.sided))  # fmt: skip
         if self.sided:
-            found = self.changes(rows, self.windows, self.level())
             write_rows(self.path("-changes"), as_dicts(found), columns(Change))
         self.kind.save_more(self, rows)
         return rows
@@ -216,10 +257,38 @@ class MeasuredRun:
         self.status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
 
     def decided(self, timed: list[Window], level: float) -> bool:
-        """Every gate of the run passes or fails at this look's level: no round can change it."""
-        rows = self.derived(timed, level)
-        found = self.changes(rows, timed, level)
+        """Every gate of the run passes or fails at this look's level: no round can change it.
+        Read from every window kept (`timed`, the rounds', are among them), as the files are."""
+        rows, found = self.look(level)
         return all(g.verdict != INCONCLUSIVE for g in self.gates(rows, found))
+
+    # -- history -----------------------------------------------------------------------------
+
+    def open_history(self) -> dict | None:
+        """A plain run's earlier figures on this machine (its command keeps them, and
+        --history is on): lent to its rows; what the stop rule borrows, returned."""
+        from nanobench.harness.history_store import RunHistory
+
+        kind = self.kind
+        if kind.history is None or not kind.spec.history or self.sided:
+            return None
+        self.store, self.facts = RunHistory(), kind.history_keys()
+        self.history = kind.history.load(self.store, self.facts)
+        return kind.lent(self.history)
+
+    def settle_history(self, rows: list, gates: list) -> str | None:
+        """A sound run's figures recorded; what it read and recorded written beside its CSV
+        (the file's path); the store's problems said, one line each (`settle`)."""
+        from nanobench.harness.history_store import settle
+
+        if self.store is None:
+            return None
+        mod = self.kind.history
+        return settle(
+            self.store, self.path("-history", "json"), self.kind.statuses(self, rows), gates,
+            partial(mod.record, self.store, self.facts, rows, self.windows),
+            mod.use(self.facts, self.history, rows), say_warning,
+        )  # fmt: skip
 
     # -- the run, whole ---------------------------------------------------------------------
 
@@ -263,12 +332,13 @@ class MeasuredRun:
             outputs["samples"] = str(self.path("-samples"))
         outputs.update(self.kind.more_outputs(self))
         outputs["env"] = str(self.path("-env", "json"))
-        used = self.kind.settle_history(self, rows, gates)
+        used = self.settle_history(rows, gates)
         if used:
             outputs["history"] = used
         if self.sided:
             outputs["changes"] = str(self.path("-changes"))
-        png, render = self.kind.report(self, rows, gates, found, head)
+        report = self.kind.compare_report if self.sided else self.kind.report
+        png, render = report(self, rows, gates, found, head)
         outputs["png"] = str(png)
         if self.kind.spec.export_json:
             outputs["export_json"] = str(self.kind.export(rows, self.record))

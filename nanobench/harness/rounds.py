@@ -93,6 +93,9 @@ class Comparison:
     name: str
     numerator: Member
     denominator: Member
+    # how many intervals hold together with this one (a comparison's changes): it is read at
+    # their shared level (`change.each_level`), the level its change's table prints
+    family: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "numerator", as_member(self.numerator))
@@ -195,11 +198,13 @@ def intervals(
 ) -> dict[str, Interval]:
     """Each comparison's ratio interval, its earlier runs' spread (`history[name]`, a
     `history.Calibration`) or else the run's process pool lent to each."""
+    from nanobench.harness.change import each_level
+
     lent = history or {}
     return {
         c.name: ratio_interval(
             *paired_rounds(windows, c.numerator, c.denominator),
-            confidence,
+            each_level(confidence, c.family),
             window_pool(windows, c),
             lent.get(c.name),
         )  # fmt: skip

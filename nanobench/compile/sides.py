@@ -1,0 +1,42 @@
+"""Each side of a `compile` run resolved: its model and dtype checked, its worker spec built.
+
+What it is: `resolve(spec)` (a side's dtype and model directory, "" for a target's own,
+checked to fit the machine with every worker of the run holding its copy; `startup` resolves
+the same way) and `worker_specs(spec, trace)` (the run's dtype and each side's `WorkerSpec`).
+What it is not: the options' own checks (`spec.CompileSpec.validate`) or the measuring.
+Invariant: the before side's bad input names the option the user typed for it (--vs,
+--vs-path), never the after side's.
+"""
+
+from __future__ import annotations
+
+from nanobench.compile.spec import CompileSpec, WorkerSpec
+from nanobench.harness.errors import BadInput
+from nanobench.harness.measured_run import for_each_side
+from nanobench.harness.targets import BUILTINS, target_option
+from nanobench.harness.validate import dtype_option, fits_option, model_option
+
+
+def resolve(spec: CompileSpec) -> tuple[str, str]:
+    """The run's dtype and model directory ("" for a target's own): resolved, checked to fit."""
+    dtype = dtype_option(spec.dtype, spec.model, spec.device)
+    directory = ""
+    if spec.target:
+        target_option(spec.target)
+    if not spec.target or spec.target in BUILTINS:
+        directory, config = model_option(spec.model)
+        # Every worker of every mode (of each side) holds its model; one at a time also loads a
+        # probe to set up.
+        members = len(spec.modes) * (2 if spec.compared else 1)
+        fits_option(config, dtype, spec.device, copies=members * spec.processes + 1)
+        if spec.prompt_len + spec.steps > config.max_position_embeddings:
+            raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
+    return dtype, str(directory)
+
+
+def worker_specs(spec: CompileSpec, trace: str) -> tuple[str, dict[str, WorkerSpec]]:
+    """The run's dtype and each side's worker spec ("" alone; before and after with --vs)."""
+    renames = {"--target": "--vs"} if spec.vs else {"--path": "--vs-path"}
+    resolved = for_each_side(spec.sides(), resolve, renames)
+    sides = {s: spec.sides()[s].worker(d, t, trace) for s, (t, d) in resolved.items()}
+    return next(reversed(resolved.values()))[0], sides
