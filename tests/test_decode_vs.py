@@ -13,6 +13,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -136,22 +137,30 @@ def test_a_decode_comparison_asked_wrongly_is_one_line_and_exit_2(args, says, tm
 
 @pytest.mark.slow
 def test_a_real_comparison_of_two_dtypes_checks_each_sides_tokens_on_its_own_side(tmp_path):
+    """End to end in the default table output: the files hold what the table says."""
     # --max-rounds bounds the run; a short --budget-s stopped it at 2 rounds (no interval) on a
     # box a second suite was loading.
     result = runner.invoke(app, [
         "decode", "--systems", "engine-eager,hf-eager", "--vs-dtype", "bfloat16", "--steps", "4",
         "--rounds", "5", "--max-rounds", "5", "--budget-s", "600", "--threads", "1",
-        "--out", str(tmp_path), "--json",
+        "--out", str(tmp_path),
     ])  # fmt: skip
     assert result.exit_code in (0, 1), result.output
-    doc = json.loads(result.stdout)
-    rows = {(r["side"], r["system"]): r for r in doc["rows"]}
+    frame = pd.read_csv(tmp_path / "decode.csv")
+    rows = {(r["side"], r["system"]): r for r in frame.to_dict("records")}
     assert {r["dtype"] for k, r in rows.items() if k[0] == "before"} == {"bfloat16"}
     assert {r["dtype"] for k, r in rows.items() if k[0] == "after"} == {"float32"}
     # float32 agrees with transformers token for token (bfloat16 may not): the after side's
     # hf-eager is checked against the after side's engine-eager, not the before side's.
-    assert rows[("after", "hf-eager")]["tokens_match"] is True
+    assert rows[("after", "hf-eager")]["tokens_match"]
     assert rows[("after", "hf-eager")]["tokens_ref"] == "engine-eager"
-    step = next(c for c in doc["changes"]
-                if (c["member"], c["column"]) == ("engine-eager", "step_ms"))  # fmt: skip
-    assert step["low"] is not None and step["low"] <= step["change"] <= step["high"]
+    changes = pd.read_csv(tmp_path / "decode-changes.csv").to_dict("records")
+    step = next(c for c in changes if (c["member"], c["column"]) == ("engine-eager", "step_ms"))
+    assert step["low"] <= step["change"] <= step["high"]
+    # the table: each system's step change with its verdict, as the changes file has it
+    cells = [ln for ln in result.stdout.splitlines() if "step ms" in ln]
+    assert len(cells) == 2 and any(step["verdict"] in ln for ln in cells), result.stdout
+    assert "decode of tiny float32 (after) vs tiny bfloat16 (before)" in " ".join(
+        result.stdout.split()
+    )
+    assert (tmp_path / "compare.png").stat().st_size > 10_000

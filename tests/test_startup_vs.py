@@ -20,7 +20,7 @@ import pytest
 from scipy.stats import t
 from typer.testing import CliRunner
 
-import nanobench.startup.run as startup_run
+import nanobench.startup.starts as startup_starts
 from nanobench.cli import app
 from nanobench.startup.rows import StartRow
 from nanobench.startup.vs import changes, paired_ratio
@@ -119,7 +119,7 @@ def drifting(after_factor: float = 0.8):
 def fake(monkeypatch):
     def install(seconds=None, **kw):
         worker = FakeWorker(seconds or drifting(), **kw)
-        monkeypatch.setattr(startup_run, "run_fresh", worker)
+        monkeypatch.setattr(startup_starts, "run_fresh", worker)
         return worker
 
     return install

@@ -1,10 +1,12 @@
 """Two saved runs of one command, compared: what changed, and what the machine did between them.
 
 What it is: `SavedRun` and `load(path)` (a saved output directory, `compile.csv` with its samples
-and env record or `explain.csv`, or a `--json` document, as typed rows), `compile_changes(old,
-new)` (per mode: the counts exact, step ms and speedup as new / old with an interval from each
-run's per-process means, `change.apart_interval`; compile seconds, breakeven and the verdict
-beside them) and `drift_notes(old, new)` (the line saying that runs taken apart carry the
+and env record, `decode.csv` or `explain.csv`, or a `--json` document, as typed rows, the
+command's pieces from `kinds.COMPARERS`), `compile_changes(old, new)` (per mode: the counts
+exact, step ms and speedup as new / old with an interval from each run's per-process means,
+`change.apart_interval`; compile seconds, breakeven and the verdict beside them),
+`decode_changes` and `explain_changes` (each with what is on one side only) and
+`drift_notes(old, new)` (the line saying that runs taken apart carry the
 machine's drift, and each env fact or setting that differs, named).
 What it is not: `--vs` (one interleaved run, every change paired by round): a comparison of runs
 taken apart says so, and says more loudly when the machines or settings differ.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from nanobench.compare.kinds import COMPARERS, comparer
 from nanobench.harness.change import (
     Change,
     apart_interval,
@@ -30,9 +33,6 @@ from nanobench.harness.rounds import Window
 from nanobench.harness.saved import read_document, read_rows, read_windows
 from reports.style import article
 
-# The CSV each command leaves under --out, in the order they are looked for.
-SAVED = {"compile": "compile.csv", "explain": "explain.csv", "decode": "decode.csv"}
-LABELS = {"compile": "mode", "decode": "system"}  # the samples' column naming a member
 APART = (
     "runs taken apart: each interval holds its own run's spread, not what the machine did "
     "between the two (drift, load, another core); for a paired answer run both sides at once "
@@ -59,39 +59,24 @@ def load(path: str) -> SavedRun:
     """A saved directory or a --json document, as its command's typed rows."""
     where = Path(path)
     if where.is_dir():
-        found = [c for c, name in SAVED.items() if (where / name).is_file()]
+        found = [c for c, k in COMPARERS.items() if (where / k.csv).is_file()]
         if not found:
-            raise BadInput(f"{path}: no {', '.join(SAVED.values())} here: expected the --out "
-                           f"directory of {', '.join(SAVED)}, or a --json file")  # fmt: skip
+            saved = ", ".join(k.csv for k in COMPARERS.values())
+            raise BadInput(f"{path}: no {saved} here: expected the --out directory of "
+                           f"{', '.join(COMPARERS)}, or a --json file")  # fmt: skip
         return _from_dir(where, found[0])
     if where.is_file():
         return _from_document(where)
     raise BadInput(f"{path}: no such directory or file")
 
 
-def _row_type(command: str) -> type:
-    if command == "compile":
-        from nanobench.compile.rows import CompileRow
-
-        return CompileRow
-    if command == "explain":
-        from nanobench.harness.dynamo_explain import ExplainRow
-
-        return ExplainRow
-    if command == "decode":
-        from nanobench.decode.rows import DecodeRow
-
-        return DecodeRow
-    raise BadInput(f"compare reads compile, explain and decode runs, not {article(command)} run")
-
-
 def _from_dir(where: Path, command: str) -> SavedRun:
     from nanobench.harness.env_record import read_env
 
-    rows = read_rows(where / SAVED[command], _row_type(command), unwritten=("tokens",))
+    kind = comparer(command)
+    rows = read_rows(where / kind.csv, kind.load("row_type"), unwritten=("tokens",))
     samples = where / f"{command}-samples.csv"
-    label = LABELS.get(command, "mode")
-    windows = read_windows(samples, label) if samples.is_file() else []
+    windows = read_windows(samples, kind.label) if samples.is_file() else []
     env_path = where / f"{command}-env.json"
     env = read_env(env_path) if env_path.is_file() else None
     return SavedRun(str(where), command, rows, windows, env)
@@ -101,7 +86,7 @@ def _from_document(path: Path) -> SavedRun:
     from nanobench.harness.rows import rebuild
 
     doc = read_document(path)
-    row_type = _row_type(doc["command"])
+    row_type = comparer(doc["command"]).load("row_type")
     rows = [rebuild(row_type, r) for r in doc["rows"]]
     env = rebuild(EnvRecord, doc["env"]) if doc.get("env") else None
     return SavedRun(str(path), doc["command"], rows, [], env)
@@ -138,8 +123,9 @@ def speedups(windows: list[Window], mode: str) -> list[list[float]]:
     return list(by.values())
 
 
-def compile_changes(old: SavedRun, new: SavedRun) -> list[Change]:
-    """Per mode both runs measured: counts, timings with their runs-apart intervals, verdicts."""
+def compile_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
+    """Per mode both runs measured: counts, timings with their runs-apart intervals, verdicts;
+    nothing is on one side only."""
     from nanobench.compile.vs import count_columns
 
     a = {r.mode: r for r in old.rows}
@@ -165,12 +151,12 @@ def compile_changes(old: SavedRun, new: SavedRun) -> list[Change]:
             found.append(
                 value_change(mode, column, getattr(before, column), getattr(after, column))
             )
-    return found
+    return found, {}
 
 
-def decode_changes(old: SavedRun, new: SavedRun) -> list[Change]:
+def decode_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
     """Per system both runs measured: step ms with its runs-apart interval, frames compiled,
-    compile seconds, and the rest beside them."""
+    compile seconds, and the rest beside them; nothing is on one side only."""
     from nanobench.decode.vs import VALUES
 
     a = {r.system: r for r in old.rows}
@@ -189,7 +175,19 @@ def decode_changes(old: SavedRun, new: SavedRun) -> list[Change]:
         for column in VALUES:
             found.append(value_change(system, column, getattr(before, column),
                                       getattr(after, column)))  # fmt: skip
-    return found
+    return found, {}
+
+
+def explain_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
+    """explain's counts per member, and what is on one side only; members must match."""
+    from nanobench.explain.before_after import Sides, changes, differences, member
+
+    ours, theirs = [member(r) for r in old.rows], [member(r) for r in new.rows]
+    if ours != theirs:
+        raise BadInput(f"{old.where} explained {', '.join(ours)} and {new.where} "
+                       f"{', '.join(theirs)}: compare needs the same depths or steps")  # fmt: skip
+    sides = Sides(old.where, new.where, old.rows, new.rows)
+    return changes(sides), differences(sides)
 
 
 def drift_notes(old: SavedRun, new: SavedRun) -> list[str]:
