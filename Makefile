@@ -83,7 +83,7 @@ HF_TESTS := tests/test_engine_parity.py::test_logits_and_greedy_tokens_match_tra
 	tests/test_decode_cmd.py::test_tiny_engine_and_transformers_agree_and_every_column_is_written \
 	tests/test_decode_cmd.py::test_compiled_systems_report_compile_apart_from_their_steps
 
-SHADOWS := import transformers as t, nanobench.harness.versions as v; \
+SHADOWS := import transformers as t, nanobench.harness.cli.versions as v; \
 	assert t.__version__ == v.OLDEST_TRANSFORMERS, t.__file__
 
 $(OLDEST_HF)/.installed: requirements-oldest.txt $(BIN)/nanobench

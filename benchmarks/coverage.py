@@ -14,7 +14,7 @@ arguments; a run with no interval for a ratio claimed nothing and is counted apa
 covering.
 
 With `--prime N`, N runs go first that only fill the machine's run history
-(`nanobench.harness.history`, which a decode run reads and adds to): the coverage of runs that
+(`nanobench.harness.statistics.history`, which a decode run reads and adds to): the coverage of runs that
 each had at least N earlier runs to learn the run-to-run spread from.
 
 Usage: python benchmarks/coverage.py --runs 6 -- --threads 1 --steps 32 --processes 2
@@ -70,7 +70,7 @@ def run_decode(args: list[str], out: Path, verdicts: list | None = None) -> list
     """One `nanobench decode --json` in its own process: its rows, rebuilt as DecodeRows;
     its wall seconds and {gate: verdict} appended to `verdicts` when given."""
     from nanobench.decode.rows import DecodeRow
-    from nanobench.harness.rows import rebuild
+    from nanobench.harness.runs.rows import rebuild
 
     command = [sys.executable, "-m", "nanobench.cli", "decode", "--json", "--quiet"]
     started = time.monotonic()

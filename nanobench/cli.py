@@ -14,7 +14,7 @@ import typer
 from nanobench import __version__
 from nanobench.commands import COMMANDS, Command, help_of
 from nanobench.compare.command import compare_command
-from nanobench.harness.console import OneLineErrors
+from nanobench.harness.cli.console import OneLineErrors
 from nanobench.history.command import history_command
 from nanobench.sweep.command import SWEEP
 

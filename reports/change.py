@@ -6,7 +6,7 @@ fewer / more / same, each timing's after / before with its interval and faster /
 can't tell) and `draw_compare(rows, path, title)` (per mode, the two sides' step ms and
 speedups side by side, with their whiskers). Both are handed typed rows (`Change`, the
 command's rows) or their dicts: they read fields, never compute a statistic.
-What it is not: the comparison (`nanobench.harness.change` and each command's own) or a
+What it is not: the comparison (`nanobench.harness.runs.change` and each command's own) or a
 measurement.
 Invariant: every figure and cell is a measured row's; a change without an interval says so, and
 never reads as faster or slower.

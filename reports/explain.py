@@ -1,7 +1,7 @@
 """Terminal tables for `nanobench explain`: one row per depth, then the break reasons; with a
 before side, the before / after / change table and what is gone and new.
 
-What it is: `render_explain`, over `nanobench.harness.dynamo_explain.ExplainRow`s (their fields
+What it is: `render_explain`, over `nanobench.harness.step.dynamo_explain.ExplainRow`s (their fields
 are the JSON's), and `render_before_after`, over (member, before row, after row) pairs, their
 count `Change`s (read by attribute) and the one-side-only break reasons and value guards.
 What it is not: explaining or comparing; nothing here runs dynamo or subtracts a count.

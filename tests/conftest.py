@@ -75,5 +75,5 @@ def pytest_runtest_teardown(item, nextitem):
 @pytest.fixture(autouse=True)
 def own_history(tmp_path_factory, monkeypatch):
     # A run records its ratios in the machine's history and the next run with its settings
-    # reads them (nanobench.harness.history): every test starts with none, whatever ran before.
+    # reads them (nanobench.harness.statistics.history): every test starts with none, whatever ran before.
     monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path_factory.mktemp("history")))

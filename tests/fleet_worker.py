@@ -1,4 +1,4 @@
-"""A stand-in member for nanobench.harness.fleet's tests: windows of a fixed time, no torch.
+"""A stand-in member for nanobench.harness.workers.fleet's tests: windows of a fixed time, no torch.
 
 What it is: `python -m tests.fleet_worker`, handed {"ms": float, "fail_at": int, "at_exit": path}
 (a file its atexit handler writes); its ready row
@@ -15,7 +15,7 @@ import atexit
 import os
 from collections.abc import Callable
 
-from nanobench.harness.fresh import serve_main
+from nanobench.harness.workers.fresh import serve_main
 
 
 class Fixed:

@@ -17,8 +17,8 @@ import torch
 
 from engine.config import ModelConfig, RopeScaling
 from engine.weights import synthesize_weights, write_checkpoint
-from nanobench.harness.member import as_member
-from nanobench.harness.rounds import Window, spread_over, time_steps
+from nanobench.harness.workers.member import as_member
+from nanobench.harness.workers.rounds import Window, spread_over, time_steps
 
 TINY_MHA = ModelConfig(
     vocab_size=512,

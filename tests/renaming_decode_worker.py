@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nanobench.decode.session import open_session
-from nanobench.harness.fresh import serve_main
+from nanobench.harness.workers.fresh import serve_main
 
 
 def renaming_session(payload: dict, progress: Callable[[dict], None]):

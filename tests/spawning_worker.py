@@ -1,4 +1,4 @@
-"""A stand-in worker for nanobench.harness.fresh's fault tests: it spawns a grandchild, then hangs.
+"""A stand-in worker for nanobench.harness.workers.fresh's fault tests: it spawns a grandchild, then hangs.
 
 What it is: `python -m tests.spawning_worker`, run by `run_fresh`; it starts one sleeping
 grandchild (in the worker's process group, as Inductor's compile workers are), reports both
@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from nanobench.harness.fresh import serve_main
+from nanobench.harness.workers.fresh import serve_main
 
 
 class Hang:

@@ -25,7 +25,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness import console
+from nanobench.harness.cli import console
 from tests.helpers import (
     TINY_MHA,
     TextTable,

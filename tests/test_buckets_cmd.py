@@ -362,7 +362,7 @@ def test_reports_name_bytes_in_binary_units_and_the_figure_names_its_run():
     from rich.console import Console
 
     from nanobench.buckets.bench import measure
-    from nanobench.harness.rows import as_dicts
+    from nanobench.harness.runs.rows import as_dicts
     from reports.buckets import draw_buckets, render_short_answer
 
     spec = BucketsSpec(run_lengths=(8,), width_multiple=128).validate()

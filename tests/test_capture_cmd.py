@@ -175,7 +175,7 @@ def test_the_record_table_and_notes_show_each_graph_and_the_whole_list(app, mode
 
 
 def test_every_timed_step_is_on_disk_with_the_env(day54):
-    from nanobench.harness.env_record import read_env
+    from nanobench.harness.runs.env_record import read_env
 
     out, doc = day54
     samples = pd.read_csv(out / "capture-samples.csv")
@@ -335,7 +335,7 @@ def test_the_held_output_gate_sees_what_the_bench_keeps(monkeypatch):
     from engine.weights import synthesize_weights
     from nanobench.capture.gates import gates
     from nanobench.capture.spec import CaptureSpec
-    from nanobench.harness.rounds import RoundPlan
+    from nanobench.harness.workers.rounds import RoundPlan
 
     tensors = synthesize_weights(TINY_MHA, 1, torch.float32)
     options = dict(rows=2, prompt_len=8, steps=[4], width_multiple=16, up_front=False)

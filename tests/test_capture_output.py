@@ -14,7 +14,7 @@ import torch
 
 from engine.config import EngineConfig, preset
 from engine.engine import Engine
-from nanobench.harness.dynamo_explain import seeded_prompts
+from nanobench.harness.step.dynamo_explain import seeded_prompts
 from nanobench.memory.decode_workspace import decode_memory, list_memory
 from nanobench.memory.live_bytes import LiveBytes
 

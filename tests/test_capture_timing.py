@@ -16,7 +16,7 @@ from nanobench.capture.bench import run_rows
 from nanobench.capture.gates import gates
 from nanobench.capture.spec import CaptureSpec
 from nanobench.capture.timing import EAGER, REPLAYED, SAMPLE_HEADER
-from nanobench.harness.rounds import RoundPlan
+from nanobench.harness.workers.rounds import RoundPlan
 from tests.helpers import TINY_MHA
 
 STEPS = 8

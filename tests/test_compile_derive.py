@@ -89,7 +89,7 @@ def test_a_row_that_failed_after_its_first_pass_derives_nothing():
 
 def test_the_warm_start_is_priced_beside_the_cold_one():
     """Cold 30 s needs 3 ms a step over 10,000 steps; warm 5 s needs 0.5 ms; it saves ~1 ms."""
-    from nanobench.harness.rounds import Window
+    from nanobench.harness.workers.rounds import Window
 
     def window(system: str, r: int, ms: float) -> Window:
         steps = (ms, ms * 1.001, ms * 0.999)

@@ -13,7 +13,7 @@ import pytest
 
 from nanobench.compile.rows import FIRST_PASS, CompileRow
 from nanobench.compile.spec import CompileSpec, WorkerSpec
-from nanobench.harness.rows import RowSchemaError
+from nanobench.harness.runs.rows import RowSchemaError
 from tests.test_layout import graph
 
 

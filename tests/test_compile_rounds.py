@@ -14,7 +14,7 @@ import pytest
 from nanobench.compile.gates import amortised_gate
 from nanobench.compile.rows import CANT_TELL, CompileRow, derive
 from nanobench.compile.windows import steady_mask
-from nanobench.harness.rounds import Window
+from nanobench.harness.workers.rounds import Window
 
 
 def windows(ms_by_round: dict[str, list[float]]) -> list[Window]:

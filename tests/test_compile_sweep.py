@@ -159,7 +159,7 @@ def test_one_process_sweep_is_contaminated_and_fresh_processes_are_not():
     from nanobench.compile.bench import sweep as fresh_sweep
     from nanobench.compile.dynamo import compiler_for, quiet_dynamo
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.dynamo_explain import seeded_prompts
+    from nanobench.harness.step.dynamo_explain import seeded_prompts
 
     quiet_dynamo()
     torch._dynamo.reset()

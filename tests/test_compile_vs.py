@@ -21,7 +21,7 @@ from nanobench.cli import app
 from nanobench.compile.bench import comparisons
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.vs import changes
-from nanobench.harness.change import (
+from nanobench.harness.runs.change import (
     CANT_TELL,
     FASTER,
     SLOWER,
@@ -31,9 +31,9 @@ from nanobench.harness.change import (
     no_more_gates,
     no_slower_gates,
 )
-from nanobench.harness.member import Member
-from nanobench.harness.rounds import RoundPlan, Window, run_rounds
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.rounds import RoundPlan, Window, run_rounds
 from tests.helpers import noisy_fleet
 from tests.test_corpus import CORPUS, IDIOMS, PROMPT, ROWS, build, dynamo_compile
 
@@ -280,7 +280,7 @@ def test_the_exported_records_read_back_as_the_rows_in_the_oss_benchmark_format(
 
 
 def test_a_side_with_no_figure_is_not_measured_and_a_figure_without_interval_cant_tell():
-    from nanobench.harness.change import NOT_MEASURED, count_change, timing_change
+    from nanobench.harness.runs.change import NOT_MEASURED, count_change, timing_change
     from reports.change import changed
 
     # --processes 1 measures no warm seconds on either side: nothing to tell about

@@ -88,7 +88,7 @@ def factory_of(idiom: Idiom):
     """The step's own factory, loaded here by path (not through nanobench's loader)."""
     if idiom.name.startswith("hf-"):
         from engine.sources import materialize_preset
-        from nanobench.harness import hf_targets
+        from nanobench.harness.step import hf_targets
 
         made = getattr(hf_targets, idiom.name.replace("-", "_"))
         model = str(materialize_preset("tiny"))

@@ -18,8 +18,8 @@ from torch._dynamo.utils import clear_compilation_metrics, counters, get_compila
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.dynamo_call import hits, trace_call
-from nanobench.harness.targets import make_target
+from nanobench.harness.step.dynamo_call import hits, trace_call
+from nanobench.harness.step.targets import make_target
 
 runner = CliRunner()
 STEPS = 4

@@ -31,8 +31,8 @@ from nanobench.decode.roofline import (
 )
 from nanobench.decode.rows import CSV_COLUMNS, ProbeRow, RunSpec, SystemRow
 from nanobench.decode.spec import DecodeSpec
-from nanobench.harness.env_record import read_env
-from nanobench.harness.rounds import Window
+from nanobench.harness.runs.env_record import read_env
+from nanobench.harness.workers.rounds import Window
 from tests.helpers import TINY_GQA, TINY_MHA, assert_close_rounding, write_model
 
 runner = CliRunner()
@@ -503,7 +503,7 @@ def test_a_field_renamed_in_a_real_workers_payload_fails_the_parent_naming_it(
     tmp_path, monkeypatch
 ):
     import nanobench.decode.bench as bench
-    from nanobench.harness.rows import RowSchemaError
+    from nanobench.harness.runs.rows import RowSchemaError
 
     monkeypatch.setattr(bench, "WORKER", "tests.renaming_decode_worker")
     result = runner.invoke(

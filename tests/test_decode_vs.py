@@ -21,9 +21,9 @@ from nanobench.cli import app
 from nanobench.decode.bench import PROBE, comparisons_of
 from nanobench.decode.rows import DecodeRow, ProbeRow, SystemRow
 from nanobench.decode.vs import changes
-from nanobench.harness.change import CANT_TELL, FASTER
-from nanobench.harness.member import Member
-from nanobench.harness.rounds import Window
+from nanobench.harness.runs.change import CANT_TELL, FASTER
+from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.rounds import Window
 
 runner = CliRunner()
 SYSTEMS = ("engine-eager", "hf-eager")

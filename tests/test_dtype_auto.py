@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from engine.config import PRESETS
 from nanobench.cli import app
+from nanobench.harness.cli.validate import dtype_option
 from nanobench.harness.errors import BadInput
-from nanobench.harness.validate import dtype_option
 
 
 def hf_dir(tmp_path, **fields):

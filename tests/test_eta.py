@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 
 from nanobench.cli import app
 from nanobench.compile.spec import CompileSpec
-from nanobench.harness import eta
-from nanobench.harness.console import Status
-from nanobench.harness.durations import FILE, Durations, settings_key
-from nanobench.harness.fleet import Fleet
-from nanobench.harness.history_store import RunHistory
+from nanobench.harness.cli import console
+from nanobench.harness.cli.console import Status
+from nanobench.harness.runs import eta
+from nanobench.harness.runs.durations import FILE, Durations, settings_key
+from nanobench.harness.runs.history_store import RunHistory
+from nanobench.harness.workers.fleet import Fleet
 
 ROUND_COSTS = {"START_S": 10.0, "COLD_COMPILE_S": 100.0, "WARM_COMPILE_S": 10.0,
                "LATER_S": 20.0, "WINDOW_S": 1.0, "STEP_S": 0.5}  # fmt: skip
@@ -98,8 +99,8 @@ def test_a_finished_run_is_recorded_and_a_failed_one_is_not(tmp_path, monkeypatc
 
 
 def test_the_progress_line_ends_with_the_time_elapsed_and_left():
-    assert eta.progress_note(65, 200) == "1 min 05 s elapsed, ~2 min 15 s left"
-    assert eta.progress_note(300, 200) == "5 min 00 s elapsed, past the ~3 min 20 s estimated"
+    assert console.progress_note(65, 200) == "1 min 05 s elapsed, ~2 min 15 s left"
+    assert console.progress_note(300, 200) == "5 min 00 s elapsed, past the ~3 min 20 s estimated"
     status = Status(None, quiet=False)
     status("round 2: [red] dynamic/off 0.80x")
     assert status.__rich__().plain == "round 2: [red] dynamic/off 0.80x"  # text, not markup

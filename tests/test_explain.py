@@ -20,7 +20,7 @@ from engine.attention import UnplannedDecode
 from engine.config import EngineConfig
 from engine.engine import Engine
 from nanobench.cli import app
-from nanobench.harness.dynamo_explain import ExplainRow, explain_forward, scaling
+from nanobench.harness.step.dynamo_explain import ExplainRow, explain_forward, scaling
 from tests.helpers import TINY_MHA, prompts, write_model
 
 ROWS, PROMPT_LEN = 4, 16

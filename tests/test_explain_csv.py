@@ -1,4 +1,4 @@
-"""explain.csv read back: `harness.saved.read_rows` returns the rows explain wrote, field for field.
+"""explain.csv read back: `harness.runs.saved.read_rows` returns the rows explain wrote, field for field.
 
 The rows written are built here by hand, with every kind of cell explain writes (ints, bools,
 None in an `int | None`, empty and full JSON lists of strings and of dicts, an empty text), and
@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.dynamo_explain import ExplainRow
 from nanobench.harness.errors import BadInput
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.saved import read_rows
+from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.runs.saved import read_rows
+from nanobench.harness.step.dynamo_explain import ExplainRow
 from reports.csvio import write_rows
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.targets import target_named
+from nanobench.harness.step.targets import target_named
 
 ROOT = Path(__file__).resolve().parent.parent
 # A target file that imports torch at its top: importing it to look for the factory loads torch.

@@ -182,7 +182,7 @@ def test_a_worker_past_its_timeout_becomes_a_timeout_row(tmp_path, spawned):
 
 def test_an_exception_inside_a_worker_is_an_error_row_with_its_line(tmp_path):
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.fresh import run_fresh
+    from nanobench.harness.workers.fresh import run_fresh
 
     spec = WorkerSpec(model=str(tmp_path / "gone"), steps=2, backend="eager", mode="off")
     row = run_fresh("nanobench.compile.session", asdict(spec), timeout=120)
@@ -197,7 +197,7 @@ WORKER_ENV = {"PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', ''
 
 
 def test_a_timeout_kills_the_worker_and_its_grandchildren(spawned):
-    from nanobench.harness.fresh import run_fresh
+    from nanobench.harness.workers.fresh import run_fresh
 
     row = run_fresh(
         "tests.spawning_worker",
@@ -217,7 +217,7 @@ def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned, sigint_hea
     """SIGINT to the process running run_fresh (as Ctrl-C reaches the CLI), not to the group."""
     driver = (
         "import json, sys\n"
-        "from nanobench.harness.fresh import run_fresh\n"
+        "from nanobench.harness.workers.fresh import run_fresh\n"
         "run_fresh('tests.spawning_worker', {'sleep_s': 600}, timeout=600,\n"
         "          on_progress=lambda e: print(json.dumps(e), flush=True))\n"
     )
@@ -241,7 +241,7 @@ def test_an_interrupt_kills_the_worker_and_its_grandchildren(spawned, sigint_hea
 
 RENAMING_WORKER = """
 import nanobench.compile.session as session
-from nanobench.harness.fresh import serve_main
+from nanobench.harness.workers.fresh import serve_main
 
 real_ledger = session.CompileSession.ledger
 
@@ -262,7 +262,7 @@ def test_a_field_renamed_in_the_worker_fails_the_parent_naming_it(tmp_path, monk
     from engine.sources import materialize_preset
     from nanobench.compile.bench import sweep
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.rows import RowSchemaError
+    from nanobench.harness.runs.rows import RowSchemaError
 
     (tmp_path / "renaming_worker.py").write_text(RENAMING_WORKER)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")

@@ -420,7 +420,7 @@ def test_the_buckets_figure_keeps_its_text_whole_and_apart():
 
     from nanobench.buckets.bench import measure
     from nanobench.buckets.spec import BucketsSpec
-    from nanobench.harness.rows import as_dicts
+    from nanobench.harness.runs.rows import as_dicts
     from reports.buckets import draw_buckets
 
     spec = BucketsSpec().validate()

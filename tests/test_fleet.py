@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from nanobench.harness.fleet import Fleet, first_failure, later_status
-from nanobench.harness.rounds import Comparison, RoundPlan
+from nanobench.harness.workers.fleet import Fleet, first_failure, later_status
+from nanobench.harness.workers.rounds import Comparison, RoundPlan
 
 MODULE = "tests.fleet_worker"
 

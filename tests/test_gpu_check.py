@@ -116,7 +116,7 @@ def test_a_compile_mode_stopped_by_the_budget_is_a_skip_and_the_others_keep_thei
     import nanobench.compile.bench
     import nanobench.compile.rows
 
-    # The fresh worker's own word for a mode past its timeout (harness.fresh): "timeout".
+    # The fresh worker's own word for a mode past its timeout (harness.workers.fresh): "timeout".
     statuses = {"off": "ok", "dynamic": "timeout", "static": "error: boom"}
 
     def sweep(spec, modes, timeout):

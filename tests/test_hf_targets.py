@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.targets import inputs_at, make_target, shape_signature
+from nanobench.harness.step.targets import inputs_at, make_target, shape_signature
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

@@ -17,10 +17,10 @@ from nanobench.decode import history as decode_history
 from nanobench.decode.derive import derive
 from nanobench.decode.roofline import PROBE
 from nanobench.decode.rows import SystemRow
-from nanobench.harness.code_identity import CodeIdentity
-from nanobench.harness.history import KEEP_RUNS, MIN_RUNS, Calibration, Past, past_of
-from nanobench.harness.history_store import KeyFacts, RunHistory
-from nanobench.harness.stats import ratio_interval
+from nanobench.harness.runs.code_identity import CodeIdentity
+from nanobench.harness.runs.history_store import KeyFacts, RunHistory
+from nanobench.harness.statistics.history import KEEP_RUNS, MIN_RUNS, Calibration, Past, past_of
+from nanobench.harness.statistics.stats import ratio_interval
 from tests.test_decode_cmd import run_spec
 
 K, R = 2, 10  # processes, rounds: decode's default processes
@@ -133,7 +133,7 @@ def test_the_store_keeps_the_latest_runs_and_skips_a_torn_line(tmp_path):
 
 
 def steady_windows(rng, systems, rounds=6, run_effect=0.0):
-    from nanobench.harness.rounds import Window
+    from nanobench.harness.workers.rounds import Window
 
     base = {"engine-eager": 5.0, "hf-eager": 10.0, PROBE: 1.0}
     out = []
@@ -185,7 +185,7 @@ def test_decode_records_a_finished_runs_ratios_and_the_next_runs_read_them(tmp_p
 
 
 def compile_windows(rng, rounds=6, run_effect=0.0):
-    from nanobench.harness.rounds import Window
+    from nanobench.harness.workers.rounds import Window
 
     out = []
     for r in range(1, rounds + 1):
@@ -200,7 +200,7 @@ def test_compile_records_each_speedup_and_its_rows_and_stop_rule_read_them(tmp_p
     from nanobench.compile.rows import CompileRow
     from nanobench.compile.rows import derive as compile_derive
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.rounds import Comparison, intervals
+    from nanobench.harness.workers.rounds import Comparison, intervals
 
     rng = np.random.default_rng(4)
     store, worker = RunHistory(tmp_path), WorkerSpec(model="tiny")
@@ -305,7 +305,7 @@ def test_a_compile_run_reads_its_earlier_runs_and_no_history_neither_reads_nor_r
 def test_history_lends_only_where_it_has_more_degrees_of_freedom_than_the_run():
     """Three earlier runs (2 df) beat two processes' own variance (1 df), not a pool of six
     systems in three processes (10 df); twelve earlier runs (11 df) beat the pool too."""
-    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from nanobench.harness.workers.rounds import Comparison, RoundPlan, intervals, run_rounds
     from tests.helpers import noisy_fleet
 
     cmp = [Comparison("a/b", "a", "b")]
@@ -328,7 +328,7 @@ def test_history_lends_only_where_it_has_more_degrees_of_freedom_than_the_run():
 def test_where_the_pool_refuses_a_comparison_history_weighs_against_its_own_processes():
     """A system whose processes disagree past the pool keeps its own interval (K - 1 = 2 df):
     five earlier runs (4 df), fewer than the pool's 10, are then the better informed."""
-    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from nanobench.harness.workers.rounds import Comparison, RoundPlan, intervals, run_rounds
     from tests.helpers import noisy_fleet
 
     cmp = [Comparison("a/b", "a", "b")]
@@ -348,7 +348,7 @@ def test_where_the_pool_refuses_a_comparison_history_weighs_against_its_own_proc
 def test_earlier_runs_that_vary_more_than_the_run_admits_are_lent_with_fewer_degrees_of_freedom():
     """Three earlier runs (2 df) against a pool's 10: lent where the runs spread 0.15 in log
     (an effect the run's processes all share), not where they agree (the test above)."""
-    from nanobench.harness.rounds import Comparison, RoundPlan, intervals, run_rounds
+    from nanobench.harness.workers.rounds import Comparison, RoundPlan, intervals, run_rounds
     from tests.helpers import noisy_fleet
 
     cmp = [Comparison("a/b", "a", "b")]

@@ -20,9 +20,9 @@ from nanobench.compile import history as compile_history
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.rows import derive as compile_derive
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.code_identity import code_identity, model_sha, target_files
-from nanobench.harness.history import MIN_RUNS, Calibration, Past, past_of
-from nanobench.harness.history_store import RunHistory, unsound
+from nanobench.harness.runs.code_identity import code_identity, model_sha, target_files
+from nanobench.harness.runs.history_store import RunHistory, unsound
+from nanobench.harness.statistics.history import MIN_RUNS, Calibration, Past, past_of
 from tests.test_history import compile_windows, simulated_run
 
 STEP = """
@@ -127,7 +127,7 @@ def test_only_a_sound_run_is_recorded():
     ok = CompileRow(mode="off", status="ok")
     assert unsound([ok.status, "ok"], []) == ""
     assert unsound(["ok", "crashed: SIGKILL"], []).startswith("1 of 2 rows or probes not ok")
-    from nanobench.harness.gates import Gate
+    from nanobench.harness.runs.gates import Gate
 
     noise = Gate("amortised", False, "can't tell", "inconclusive", 1.1, 0.9, 1.3)
     broken = Gate("best_engine_vs_floor", False, "probe failed", "inconclusive")
@@ -136,7 +136,7 @@ def test_only_a_sound_run_is_recorded():
 
 
 def append_lines(root: str, n: int, tag: int) -> None:
-    from nanobench.harness.history_store import RunHistory
+    from nanobench.harness.runs.history_store import RunHistory
     from tests.test_history import facts
 
     store = RunHistory(Path(root))

@@ -10,7 +10,7 @@ import torch
 from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
 from nanobench.compile.bench import cache_env
-from nanobench.harness.inductor_cache import codegen_key, warm_dir
+from nanobench.harness.workers.inductor_cache import codegen_key, warm_dir
 
 
 def test_the_suite_compiles_into_its_own_fresh_inductor_cache():
@@ -27,7 +27,7 @@ def test_the_warm_key_changes_with_each_codegen_fact(monkeypatch):
     # host's own (an AVX2 host once made "AVX2" equal to its base key).
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     monkeypatch.setattr(torch, "__version__", "2.98.0")
-    monkeypatch.setattr("nanobench.harness.inductor_cache.cpu_model", lambda: "A CPU")
+    monkeypatch.setattr("nanobench.harness.workers.inductor_cache.cpu_model", lambda: "A CPU")
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     base = codegen_key("cpu")
     assert codegen_key("cpu") == base  # stable: a warm cache is reused
@@ -45,7 +45,9 @@ def test_the_warm_key_changes_with_each_codegen_fact(monkeypatch):
         elif fact == "torch":
             monkeypatch.setattr(torch, "__version__", value)
         else:
-            monkeypatch.setattr("nanobench.harness.inductor_cache.cpu_model", lambda v=value: v)
+            monkeypatch.setattr(
+                "nanobench.harness.workers.inductor_cache.cpu_model", lambda v=value: v
+            )
         key = codegen_key("cpu")
         assert key not in seen, f"changing {fact} left the key as it was"
         seen.add(key)

@@ -19,7 +19,7 @@ from nanobench.gpu.kernel_bench import (
     decode_read_bytes,
     kernel_bandwidth_gate,
 )
-from nanobench.harness.rounds import RoundPlan
+from nanobench.harness.workers.rounds import RoundPlan
 
 SMALL = dict(heads=4, kv_heads=2, head_dim=32)
 # rows=2, context=40, H=4, Hkv=2, D=32, fp32, int64 indices, counted by hand:

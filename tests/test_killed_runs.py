@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 import typer
 
-from nanobench.harness.console import interrupted, run_command
-from nanobench.harness.lifeline import PARENT_ENV, Terminated, interrupt_code
+from nanobench.harness.cli.console import interrupted, run_command
+from nanobench.harness.cli.lifeline import PARENT_ENV, Terminated, interrupt_code
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -129,7 +129,7 @@ def test_the_interrupted_line_exits_with_the_signal_that_interrupted():
 # does. Then the parent is SIGKILLed: the worker and its grandchild must go.
 THREAD_SPAWNED = """
 import json, threading, time
-from nanobench.harness.fresh import LiveWorker
+from nanobench.harness.workers.fresh import LiveWorker
 
 def spawn():
     set_up = threading.Event()
@@ -169,7 +169,7 @@ def test_a_worker_outlives_the_thread_that_spawned_it_but_not_its_parent():
 # Where there is no prctl: the daemon thread that polls for the parent.
 POLLING_CHILD = """
 import os, subprocess, sys, time
-from nanobench.harness import lifeline
+from nanobench.harness.cli import lifeline
 
 lifeline._parent_death_signal = lambda parent: False  # as on a system without prctl
 lifeline.end_with_parent()
@@ -179,8 +179,8 @@ time.sleep(600)
 """
 POLLING_DRIVER = f"""
 import os, subprocess, sys, time
-from nanobench.harness.fresh import own_group
-from nanobench.harness.lifeline import parent_env
+from nanobench.harness.workers.fresh import own_group
+from nanobench.harness.cli.lifeline import parent_env
 
 subprocess.Popen([sys.executable, "-c", {POLLING_CHILD!r}], env={{**os.environ, **parent_env()}},
                  **own_group())
@@ -207,7 +207,7 @@ def test_a_child_whose_parent_died_before_it_asked_ends_at_once():
     """Its parent named, but gone by the time it asks for the signal: nothing would send it."""
     dead = subprocess.Popen(["true"])
     dead.wait()  # a pid that is nobody's parent now
-    code = "from nanobench.harness.lifeline import end_with_parent\nend_with_parent()\n"
+    code = "from nanobench.harness.cli.lifeline import end_with_parent\nend_with_parent()\n"
     child = subprocess.run(
         [sys.executable, "-c", code + "import time\ntime.sleep(60)\n"],
         env={**ENV, PARENT_ENV: str(dead.pid)},

@@ -121,11 +121,49 @@ def test_no_import_runs_against_the_floors():
     assert sorted(upward(graph())) == []
 
 
+# harness's sub-packages, bottom up: a package imports only those before it (errors first).
+HARNESS_FLOORS = (("errors",), ("statistics", "step"), ("cli",), ("workers",), ("runs",))
+
+
+def harness_floor(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:2] != ["nanobench", "harness"] or len(parts) < 3:
+        return None
+    return next(i for i, names in enumerate(HARNESS_FLOORS) if parts[2] in names)
+
+
+def harness_upward(g: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Every import from one harness sub-package into one on its floor or above."""
+    found = set()
+    for m, targets in g.items():
+        mine = harness_floor(m)
+        for t in targets:
+            theirs = harness_floor(t)
+            same = t.split(".")[2:3] == m.split(".")[2:3]
+            if mine is not None and theirs is not None and not same and theirs >= mine:
+                found.add((m, t))
+    return found
+
+
+def test_harness_sub_packages_import_down_their_floors():
+    assert sorted(harness_upward(graph())) == []
+    every = {p.parent.name for p in (ROOT / "nanobench" / "harness").glob("*/__init__.py")}
+    assert every == {n for names in HARNESS_FLOORS for n in names} - {"errors"}
+
+
+def test_the_harness_check_sees_an_import_up_a_floor():
+    g = {"nanobench.harness.cli.console": {"nanobench.harness.workers.lifeline"}}
+    assert harness_upward(g) == {("nanobench.harness.cli.console",
+                                  "nanobench.harness.workers.lifeline")}  # fmt: skip
+    g = {"nanobench.harness.runs.x": {"nanobench.harness.cli.y", "nanobench.harness.runs.z"}}
+    assert harness_upward(g) == set()
+
+
 def test_the_checks_see_a_cycle_and_an_upward_import():
     g = {"a": {"b"}, "b": {"a"}, "c": set()}
     assert cycles(g) == [["a", "b"]]
-    g = {"reports.x": {"nanobench.harness.rows"}, "nanobench.harness.rows": set()}
-    assert upward(g) == {("reports.x", "nanobench.harness.rows")}
+    g = {"reports.x": {"nanobench.harness.runs.rows"}, "nanobench.harness.runs.rows": set()}
+    assert upward(g) == {("reports.x", "nanobench.harness.runs.rows")}
     g = {"nanobench.harness.x": {"nanobench.compile.bench"}, "nanobench.compile.bench": set()}
     assert upward(g) == {("nanobench.harness.x", "nanobench.compile.bench")}
 

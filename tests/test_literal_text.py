@@ -16,7 +16,7 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.console import stderr_console, stdout_console
+from nanobench.harness.cli.console import stderr_console, stdout_console
 
 CORPUS = Path(__file__).parent / "corpus"
 WRITTEN = "x.py:factory: [red]y[/red] [bold]z[/bold]"

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.load import LoadSample, crowded_note, threads_that_fit
+from nanobench.harness.workers.load import LoadSample, crowded_note, threads_that_fit
 
 runner = CliRunner()
 SPIN = [sys.executable, "-c", "while True: pass"]
@@ -62,7 +62,7 @@ def sample_watching(monkeypatch, child: int, **kw) -> tuple[LoadSample, float]:
     bracket that sleep, so it saw at least as many) over a wall time at least the sampler's.
     A loaded box gives a spinning child any share, so the bounds below follow from this one
     rather than from a fixed fraction of a core."""
-    import nanobench.harness.load as load
+    import nanobench.harness.workers.load as load
 
     inside: list[int] = []
 
@@ -106,8 +106,8 @@ def test_a_busy_child_is_other_processes_load_unless_it_is_the_runs_own(busy_chi
 
 def test_decode_warns_before_timing_and_every_row_and_the_env_carry_the_load(tmp_path, monkeypatch):
     import nanobench.decode.bench as bench
-    import nanobench.harness.console as console
-    import nanobench.harness.load as load
+    import nanobench.harness.cli.console as console
+    import nanobench.harness.workers.load as load
     from tests.test_decode_cmd import fake_sweep
 
     crowded = LoadSample(load_avg_1m=4.0, others_cores=1.5, own_cores=0.0, cores=2, window_s=0.5)

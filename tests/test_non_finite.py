@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from engine.weights import CheckpointError, load_checkpoint
 from nanobench.cli import app
-from nanobench.harness.finite import FiniteWatch, NonFiniteLogits
+from nanobench.harness.workers.finite import FiniteWatch, NonFiniteLogits
 from tests.helpers import TINY_MHA, write_model
 
 BROKEN = "model.layers.1.mlp.down_proj.weight"

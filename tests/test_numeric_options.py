@@ -42,8 +42,8 @@ def test_a_negative_number_is_one_line_exit_2(command, option, tmp_path, monkeyp
         raise AssertionError(f"{command} {option} -3 started measuring")
 
     # A value that slips through validation must fail here, not start a minutes-long sweep.
-    monkeypatch.setattr("nanobench.harness.fresh.run_fresh", measuring)
-    monkeypatch.setattr("nanobench.harness.fresh.LiveWorker", measuring)
+    monkeypatch.setattr("nanobench.harness.workers.fresh.run_fresh", measuring)
+    monkeypatch.setattr("nanobench.harness.workers.fresh.LiveWorker", measuring)
     outputs = [] if command == "explain" else ["--out", str(tmp_path / "o")]
     result = CliRunner().invoke(app, [command, option, "-3", *outputs])
     assert result.exit_code == 2, result.output

@@ -11,7 +11,7 @@ from tests.test_decode_cmd import runner
 
 @pytest.fixture
 def no_worker(monkeypatch):
-    from nanobench.harness import fresh
+    from nanobench.harness.workers import fresh
 
     def refuse(*args, **kwargs):
         raise AssertionError("a worker was started before the output paths were tried")
@@ -32,7 +32,7 @@ def test_an_export_path_that_cannot_be_written_is_exit_2_before_any_worker(
 
 
 def test_a_writable_export_path_is_left_as_it_was_found(tmp_path):
-    from nanobench.harness.validate import out_file
+    from nanobench.harness.cli.validate import out_file
 
     path = tmp_path / "deeper" / "records.json"
     out_file(str(path), "--export-json")

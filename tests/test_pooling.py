@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from nanobench.harness import pooling
-from nanobench.harness.pooling import process_pool
-from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
-from nanobench.harness.stats import verdict_at_most
-from nanobench.harness.verdicts import INCONCLUSIVE
+from nanobench.harness.statistics import pooling
+from nanobench.harness.statistics.pooling import process_pool
+from nanobench.harness.statistics.stats import verdict_at_most
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE
+from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
 from tests.helpers import noisy_fleet
 
 STEPS = 8

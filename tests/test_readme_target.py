@@ -32,7 +32,7 @@ def folder(tmp_path, monkeypatch):
 def test_the_readmes_factory_beside_a_module_of_its_own_explains_as_dynamo_does(folder):
     import torch
 
-    from nanobench.harness.targets import make_target
+    from nanobench.harness.step.targets import make_target
 
     result = runner.invoke(app, ["explain", "--target", "entry.py:factory", "--step", "3"])
     assert result.exit_code == 0, result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobench.harness.remedies import (
+from nanobench.harness.step.remedies import (
     Growth,
     ValueGuard,
     quote_dynamic_row,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nanobench.harness.fresh import LiveWorker, run_fresh, start_side_by_side
-from nanobench.harness.rounds import (
+from nanobench.harness.workers.fresh import LiveWorker, run_fresh, start_side_by_side
+from nanobench.harness.workers.rounds import (
     SAMPLE_COLUMNS,
     Comparison,
     RoundPlan,
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 FAKE_WORKER = """
 import os, signal, time
-from nanobench.harness.fresh import serve_main
+from nanobench.harness.workers.fresh import serve_main
 
 
 class Session:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from nanobench.harness.rows import RowSchemaError, as_dicts, columns, rebuild
+from nanobench.harness.runs.rows import RowSchemaError, as_dicts, columns, rebuild
 
 
 @dataclasses.dataclass(frozen=True)

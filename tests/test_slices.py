@@ -11,7 +11,7 @@ import pytest
 
 from nanobench.decode.rows import RunSpec
 from nanobench.decode.session import DecodeSession, TokenClock
-from nanobench.harness.slices import SlicedGeneration, slice_bounds, slices_for
+from nanobench.harness.workers.slices import SlicedGeneration, slice_bounds, slices_for
 
 
 def test_slice_bounds_cover_every_step_once_in_order_the_first_slices_longer():

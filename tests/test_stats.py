@@ -13,21 +13,9 @@ import numpy as np
 import pytest
 
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from nanobench.harness.gates import Gate, ratio_gate
-from nanobench.harness.output import finish
-from nanobench.harness.rounds import (
-    DECIDED_REL_CI,
-    Comparison,
-    RoundPlan,
-    Window,
-    intervals,
-    look_confidence,
-    looks,
-    rotation,
-    run_rounds,
-    time_steps,
-)
-from nanobench.harness.stats import (
+from nanobench.harness.runs.gates import Gate, ratio_gate
+from nanobench.harness.runs.output import finish
+from nanobench.harness.statistics.stats import (
     MIN_ROUNDS,
     Interval,
     difference_interval,
@@ -39,7 +27,19 @@ from nanobench.harness.stats import (
     verdict_at_least,
     verdict_at_most,
 )
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.workers.rounds import (
+    DECIDED_REL_CI,
+    Comparison,
+    RoundPlan,
+    Window,
+    intervals,
+    look_confidence,
+    looks,
+    rotation,
+    run_rounds,
+    time_steps,
+)
 from tests.helpers import noisy_fleet
 
 STEPS = 16
@@ -403,7 +403,7 @@ def test_a_95_percent_look_after_every_round_claims_too_often():
 def test_two_processes_that_disagree_widely_give_an_open_interval_not_an_overflow():
     """A ratio whose processes disagree by orders of magnitude: the interval's ends may be
     unbounded (inf), but the statistic never raises (it once overflowed math.exp)."""
-    from nanobench.harness.stats import ratio_interval
+    from nanobench.harness.statistics.stats import ratio_interval
 
     spread = (1.0, 1.1, 0.9, 1.05, 0.95)
     a = [*spread, *(1e100 * x for x in spread)]  # the old statistic raised OverflowError here

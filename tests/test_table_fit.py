@@ -13,7 +13,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from nanobench.harness.console import FitTables, stdout_console
+from nanobench.harness.cli.console import FitTables, stdout_console
 
 HEADERS = ["mode", "status", "shapes", "builds", "reuse", "fell back", "predicted", "guards"]
 HEADERS += ["compile s", "step ms\n(IQR)", "speedup [95%]", "breakeven [95%]", "worth it"]

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.gpu.memory_check import profiled_peak_bytes
 from nanobench.harness.errors import BadInput
-from nanobench.harness.targets import make_target
+from nanobench.harness.step.targets import make_target
 from nanobench.memory.decode_workspace import decode_memory
 from nanobench.memory.target_memory import TargetListMemory, largest_fitting, size_memory
 from reports.style import binary_bytes
@@ -355,7 +355,7 @@ def test_transformers_static_cache_prices_on_meta_as_on_real_tensors(rows):
 
 
 def test_the_builtin_hf_static_target_is_refused_on_meta_with_the_remedy():
-    from nanobench.harness.validate import model_option
+    from nanobench.harness.cli.validate import model_option
 
     directory, _ = model_option("tiny")
     with pytest.raises(BadInput) as info:

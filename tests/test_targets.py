@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from nanobench.cli import app
 from nanobench.harness.errors import BadInput
-from nanobench.harness.targets import (
+from nanobench.harness.step.targets import (
     TargetError,
     changing_scalars,
     growing_dims,
@@ -166,7 +166,7 @@ def test_compile_refuses_a_bad_target_before_any_worker(step_file, tmp_path, mon
     def measuring(*args, **kwargs):
         raise AssertionError("a worker started before validation")
 
-    monkeypatch.setattr("nanobench.harness.fresh.run_fresh", measuring)
+    monkeypatch.setattr("nanobench.harness.workers.fresh.run_fresh", measuring)
     out = ["--out", str(tmp_path / "o")]
     for args, needle in (
         (["--target", f"{step_file}:missing"], "missing: steps"),
@@ -275,7 +275,7 @@ def test_the_prediction_reads_the_python_values_of_the_inputs(seen, mode, expect
 
 def test_a_guard_that_changes_with_no_input_behind_it_is_one_build_a_step():
     from nanobench.compile.target_session import predict_target
-    from nanobench.harness.remedies import ValueGuard
+    from nanobench.harness.step.remedies import ValueGuard
 
     # A resume function's local (after a .item()): each of 10 steps presents a new value.
     local = ValueGuard("L['___stack0'] == 7", "step.py:3", True)

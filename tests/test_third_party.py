@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-from nanobench.harness.third_party import to_log
+from nanobench.harness.step.third_party import to_log
 
 
 def test_warnings_and_third_party_records_go_to_the_log_and_the_handlers_come_back(

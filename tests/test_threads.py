@@ -63,7 +63,7 @@ def other(n: int) -> int:
 
 def worker_threads(spec, asked: int) -> int:
     from nanobench.compile.bench import WORKER
-    from nanobench.harness.fresh import run_fresh
+    from nanobench.harness.workers.fresh import run_fresh
 
     row = run_fresh(WORKER, asdict(replace(spec, mode="off", threads=asked)), timeout=300)
     assert row["status"] == "ok", row
@@ -137,7 +137,7 @@ def test_explain_traces_the_engine_in_dtype():
 @pytest.mark.parametrize("asked", [1, 2])
 def test_the_kernel_bench_times_under_threads(this_process_at, asked):
     from nanobench.gpu.kernel_bench import bench_kernels
-    from nanobench.harness.rounds import RoundPlan
+    from nanobench.harness.workers.rounds import RoundPlan
 
     parent = this_process_at(other(asked))
     seen = []
@@ -176,8 +176,8 @@ def test_a_later_off_worker_set_up_on_one_thread_times_on_its_threads_over_every
     from engine.sources import materialize_preset
     from nanobench.compile.bench import WORKER
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.fresh import LiveWorker
-    from nanobench.harness.rounds import live_window
+    from nanobench.harness.workers.fresh import LiveWorker
+    from nanobench.harness.workers.rounds import live_window
 
     spec = WorkerSpec(model=str(materialize_preset("tiny")), steps=2, threads=2, process=2)
     worker = LiveWorker(WORKER, asdict(spec))

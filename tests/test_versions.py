@@ -23,8 +23,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as tomli
     import tomli as tomllib
 
 from nanobench.cli import app
-from nanobench.harness import versions
-from nanobench.harness.versions import (
+from nanobench.harness.cli import versions
+from nanobench.harness.cli.versions import (
     OLDEST_TRANSFORMERS,
     OLDEST_TRITON,
     SAID,

@@ -19,8 +19,8 @@ from __future__ import annotations
 import typer
 
 from nanobench.buckets.spec import OUT, BucketsSpec
-from nanobench.harness.console import run_command
-from nanobench.harness.options import (
+from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.options import (
     BatchTrace,
     BlockSize,
     CaptureRows,
@@ -48,7 +48,7 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
-from nanobench.harness.validate import out_dir_tried
+from nanobench.harness.cli.validate import out_dir_tried
 
 
 def buckets(

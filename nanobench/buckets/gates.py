@@ -3,7 +3,7 @@
 What it is: `gates(spec, result)`: each run closed, its plans equal to the arithmetic, the
 capture list within `--max-shapes` at the chosen multiple, the padding bounded.
 What it is not: the pricing (`bench.py`) or the run (`run.py`).
-Invariant: every gate goes through `harness.gates.gate`: a broken promise is a failed gate
+Invariant: every gate goes through `harness.runs.gates.gate`: a broken promise is a failed gate
 (exit 1 under --check), never bad input.
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 from engine.buckets import check_capture_budget, check_run_closed, check_waste_bounded
 from nanobench.buckets.bench import capture_buckets, check_plans_match_arithmetic, run_buckets
 from nanobench.buckets.spec import BucketsSpec
-from nanobench.harness.gates import Gate, gate
+from nanobench.harness.runs.gates import Gate, gate
 
 
 def gates(spec: BucketsSpec, result) -> list[Gate]:
     """Closed runs, plans = arithmetic, the capture budget at the chosen multiple, bounded waste.
 
     `result` is `buckets_bench.measure`'s (its rows and the per-step traces they came from).
-    Every gate goes through `nanobench.harness.gates.gate`, so a broken promise is a failed gate
+    Every gate goes through `nanobench.harness.runs.gates.gate`, so a broken promise is a failed gate
     (exit 1 under --check) and never bad input.
     """
     found: list[Gate] = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nanobench.harness.rows import as_dicts
+from nanobench.harness.runs.rows import as_dicts
 
 if TYPE_CHECKING:
     from nanobench.buckets.spec import BucketsSpec

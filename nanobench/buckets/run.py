@@ -14,10 +14,10 @@ from dataclasses import asdict
 from nanobench.buckets.bench import CaptureRow, RecommendedRow, RunRow, measure
 from nanobench.buckets.gates import gates
 from nanobench.buckets.spec import CSV_NAME, PNG_NAME, BucketsSpec
-from nanobench.harness.console import stdout_console
-from nanobench.harness.output import finish
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.validate import out_dir
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.cli.validate import out_dir
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
 from reports.buckets import (
     BUCKETS_COLUMNS,
     draw_buckets,

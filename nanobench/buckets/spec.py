@@ -12,9 +12,13 @@ import csv
 from dataclasses import dataclass, replace
 
 from engine.config import KERNELS
+from nanobench.harness.cli.options import Ints
+from nanobench.harness.cli.validate import (
+    capture_sizes_option,
+    device_memory_bytes,
+    record_s_option,
+)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.options import Ints
-from nanobench.harness.validate import capture_sizes_option, device_memory_bytes, record_s_option
 
 CSV_NAME = "buckets.csv"
 PNG_NAME = "bucketed-decode-shape.png"
@@ -139,7 +143,7 @@ class BucketsSpec:
                 "--target, --device-memory: bound the list chosen for --batch-trace; pass all "
                 "three (and --max-graphs)"
             )
-        from nanobench.harness.targets import target_option
+        from nanobench.harness.step.targets import target_option
 
         target_option(self.target)
         if self.gpu_memory_utilization <= 0.0:

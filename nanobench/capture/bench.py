@@ -30,9 +30,9 @@ from nanobench.capture.timing import DEFAULT_PLAN, Clock, time_run, timing_of
 from nanobench.cost.buckets import bucket_run
 from nanobench.cost.capture import capture_cost_s, capture_reuse_share
 from nanobench.cost.pool import check_pool_shared
-from nanobench.harness.dynamo_explain import seeded_prompts
-from nanobench.harness.gates import gate
-from nanobench.harness.rounds import RoundPlan, Window
+from nanobench.harness.runs.gates import gate
+from nanobench.harness.step.dynamo_explain import seeded_prompts
+from nanobench.harness.workers.rounds import RoundPlan, Window
 
 # Replayed logits are the same kernels on the same shapes (both engines are bucketed): on CPU
 # (eager recorder) they are bit-identical. On a device the two engines may pick different GEMM

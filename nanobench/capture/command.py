@@ -16,8 +16,8 @@ from __future__ import annotations
 import typer
 
 from nanobench.capture.spec import CaptureSpec
-from nanobench.harness.console import run_command
-from nanobench.harness.options import (
+from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.options import (
     BudgetS,
     CaptureRows,
     CaptureSizes,
@@ -43,7 +43,7 @@ from nanobench.harness.options import (
     WidthMultiple,
     WidthMultiples,
 )
-from nanobench.harness.validate import out_dir, out_dir_tried, step_named
+from nanobench.harness.cli.validate import out_dir, out_dir_tried, step_named
 
 
 def capture(

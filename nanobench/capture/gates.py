@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from engine.captured import CaptureUnsound, check_replays_dominate
 from nanobench.capture.rows import RunRow
 from nanobench.capture.timing import REPLAY_TARGET, ratio_of
-from nanobench.harness.gates import Gate, gate, ratio_gate
+from nanobench.harness.runs.gates import Gate, gate, ratio_gate
 from reports.style import binary_bytes
 
 if TYPE_CHECKING:

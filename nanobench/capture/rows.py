@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanobench.harness.rows import columns
+from nanobench.harness.runs.rows import columns
 
 
 @dataclass(frozen=True)

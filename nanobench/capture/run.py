@@ -27,14 +27,14 @@ from nanobench.capture.rows import capture_columns
 from nanobench.capture.spec import CaptureSpec
 from nanobench.capture.timing import SAMPLE_HEADER, ratio_notes
 from nanobench.capture.workspace import with_traced, workspace_rows
-from nanobench.harness.console import stdout_console
-from nanobench.harness.env_record import collect_env, write_env
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.cli.validate import fits_option, model_option, out_dir
 from nanobench.harness.errors import BadInput
-from nanobench.harness.output import finish
-from nanobench.harness.rounds import sample_rows
-from nanobench.harness.rows import as_dicts
-from nanobench.harness.threads import threads_applied
-from nanobench.harness.validate import fits_option, model_option, out_dir
+from nanobench.harness.runs.env_record import collect_env, write_env
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts
+from nanobench.harness.workers.rounds import sample_rows
+from nanobench.harness.workers.threads import threads_applied
 from nanobench.memory.decode_workspace import with_heads
 from reports.capture import plot_capture, render_capture, write_capture_csv
 from reports.csvio import write_rows

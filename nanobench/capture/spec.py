@@ -15,10 +15,10 @@ from nanobench.capture.timing import (
     REL_CI,
     ROUNDS,
 )
-from nanobench.harness.options import (
+from nanobench.harness.cli.options import (
     Ints,
 )
-from nanobench.harness.validate import capture_sizes_option, device_option, dtype_option
+from nanobench.harness.cli.validate import capture_sizes_option, device_option, dtype_option
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class CaptureSpec:
         device_option(self.device)
         self.round_plan()
         if self.target:
-            from nanobench.harness.targets import target_option
+            from nanobench.harness.step.targets import target_option
 
             target_option(self.target)
         return replace(
@@ -65,6 +65,6 @@ class CaptureSpec:
         )
 
     def round_plan(self):
-        from nanobench.harness.rounds import round_plan
+        from nanobench.harness.workers.rounds import round_plan
 
         return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)

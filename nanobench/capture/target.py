@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.buckets import DecodeBuckets
-from nanobench.harness.console import stdout_console
-from nanobench.harness.output import finish
-from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.memory.target_memory import list_memory
 from nanobench.pool_budget.budget import TargetSizeRow, target_rows
 from reports.csvio import write_rows

@@ -2,7 +2,7 @@
 
 What it is: `engine_window` (one engine as a rounds system: an untimed prefill, then the run's
 decode steps each timed, fed the tokens the correctness drive fed), `time_run` (both systems
-through `nanobench.harness.rounds.run_rounds`, their order rotating each round), `timing_of(windows)`
+through `nanobench.harness.workers.rounds.run_rounds`, their order rotating each round), `timing_of(windows)`
 (a `capture.rows.RunTiming`: per side the median and IQR of step ms and the median run ms over
 rounds; the ratio replayed / eager with its 95% interval paired by round and its verdict against
 REPLAY_TARGET) and `ratio_notes` (the ratio's line per run length).
@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 
 from nanobench.capture.rows import RunTiming
-from nanobench.harness.rounds import (
+from nanobench.harness.statistics.stats import Interval, spread, verdict_at_most
+from nanobench.harness.workers.rounds import (
     SAMPLE_COLUMNS,
     Comparison,
     RoundPlan,
@@ -31,7 +32,6 @@ from nanobench.harness.rounds import (
     run_rounds,
     time_steps,
 )
-from nanobench.harness.stats import Interval, spread, verdict_at_most
 
 EAGER, REPLAYED = "eager", "replayed"
 COMPARISON = Comparison("replayed/eager", REPLAYED, EAGER)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import typer
 
-from nanobench.harness import options as o
-from nanobench.harness.console import run_command
+from nanobench.harness.cli import options as o
+from nanobench.harness.cli.console import run_command
 
 
 def compare_command(

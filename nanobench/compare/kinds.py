@@ -62,7 +62,7 @@ COMPARERS = {
         "reports.compile:why",
     ),
     "explain": Comparer(
-        "explain", "explain.csv", "mode", "nanobench.harness.dynamo_explain:ExplainRow",
+        "explain", "explain.csv", "mode", "nanobench.harness.step.dynamo_explain:ExplainRow",
         "nanobench.explain.before_after:COLUMNS", (), "nanobench.compare.runs:explain_changes",
     ),
     "decode": Comparer(

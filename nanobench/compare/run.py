@@ -4,7 +4,7 @@ What it is: `run_compare(old, new, ...)`, the command's work once its arguments 
 runs loaded and checked to be of one command, their changes and what is on one side only (the
 command's own pieces, `kinds.COMPARERS`), the drift notes, the gates the user named, then
 `compare.csv`, `compare.png` (compile, decode), the table and the exit code.
-What it is not: the reading of saved runs (`runs.py`, `harness.saved`) or the table
+What it is not: the reading of saved runs (`runs.py`, `harness.runs.saved`) or the table
 (`reports.change`).
 Invariant: nothing is measured; every figure printed is a saved row's or sample's.
 """
@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from nanobench.compare.kinds import comparer
 from nanobench.compare.runs import check_comparable, drift_notes, load
-from nanobench.harness.change import check_columns, no_more_gates, no_slower_gates
-from nanobench.harness.console import stdout_console
-from nanobench.harness.output import finish
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.validate import out_dir
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.cli.validate import out_dir
+from nanobench.harness.runs.change import check_columns, no_more_gates, no_slower_gates
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
 from reports.change import draw_compare, render_changes
 from reports.csvio import write_rows
 
@@ -36,7 +36,7 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
     gates = no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
     notes = drift_notes(old, new)
     where = out_dir(out)
-    from nanobench.harness.change import Change
+    from nanobench.harness.runs.change import Change
 
     outputs = {"csv": str(write_rows(where / "compare.csv", as_dicts(found), columns(Change)))}
     title = f"{old.command}: {old.where} (old) vs {new.where} (new)"

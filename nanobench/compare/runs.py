@@ -20,17 +20,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from nanobench.compare.kinds import COMPARERS, comparer
-from nanobench.harness.change import (
+from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.change import (
     Change,
     apart_interval,
     count_change,
     timing_change,
     value_change,
 )
-from nanobench.harness.env_record import EnvRecord
-from nanobench.harness.errors import BadInput
-from nanobench.harness.rounds import Window
-from nanobench.harness.saved import read_document, read_rows, read_windows
+from nanobench.harness.runs.env_record import EnvRecord
+from nanobench.harness.runs.saved import read_document, read_rows, read_windows
+from nanobench.harness.workers.rounds import Window
 from reports.style import article
 
 APART = (
@@ -71,7 +71,7 @@ def load(path: str) -> SavedRun:
 
 
 def _from_dir(where: Path, command: str) -> SavedRun:
-    from nanobench.harness.env_record import read_env
+    from nanobench.harness.runs.env_record import read_env
 
     kind = comparer(command)
     rows = read_rows(where / kind.csv, kind.load("row_type"), unwritten=("tokens",))
@@ -83,7 +83,7 @@ def _from_dir(where: Path, command: str) -> SavedRun:
 
 
 def _from_document(path: Path) -> SavedRun:
-    from nanobench.harness.rows import rebuild
+    from nanobench.harness.runs.rows import rebuild
 
     doc = read_document(path)
     row_type = comparer(doc["command"]).load("row_type")

@@ -3,7 +3,7 @@
 What it is: the pieces the sweep hands the worker (`nanobench.compile.session`): its module
 (`WORKER`), its Inductor cache (`cache_env`) and its payload read back as a row (`annotate`);
 `interleaved_sweep(...)` (--processes live workers per mode through the run's fleet,
-`harness.fleet`: each mode's first set up alone and the later ones side by side, then timed
+`harness.workers.fleet`: each mode's first set up alone and the later ones side by side, then timed
 windows in rotating rounds, each mode's rounds dealt over its workers, until every gate is
 decided or every speedup's interval is tight), `sweep(...)`
 (one-shot: a mode's first pass in a fresh process, what the GPU check runs). Each worker is
@@ -24,19 +24,19 @@ from dataclasses import asdict, dataclass, replace
 
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness import fleet as fleets
-from nanobench.harness.fleet import Fleet, Listener, first_failure, later_status
-from nanobench.harness.fresh import run_fresh
-from nanobench.harness.inductor_cache import fresh_dir, warm_dir
-from nanobench.harness.member import AFTER, BEFORE, Member
-from nanobench.harness.rounds import Comparison, RoundPlan, Window, first_pass_window
+from nanobench.harness.workers import fleet as fleets
+from nanobench.harness.workers.fleet import Fleet, Listener, first_failure, later_status
+from nanobench.harness.workers.fresh import run_fresh
+from nanobench.harness.workers.inductor_cache import fresh_dir, warm_dir
+from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window, first_pass_window
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
 
 
 def cache_env(cache: str, mode: str, device: str) -> tuple[dict[str, str], str | None]:
     """Cold: a fresh Inductor cache per mode (returned for cleanup). Warm: the one shared
-    directory for this machine's code-generation setting (`nanobench.harness.inductor_cache`)."""
+    directory for this machine's code-generation setting (`nanobench.harness.workers.inductor_cache`)."""
     # PGO pinned off: its state in the cache would let a later worker compile another graph.
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0"}
     if cache == "cold":

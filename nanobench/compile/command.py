@@ -14,9 +14,9 @@ from __future__ import annotations
 import typer
 
 from nanobench.compile.spec import CompileSpec
-from nanobench.harness import options as o
-from nanobench.harness.console import run_command
-from nanobench.harness.validate import out_dir_tried, out_file, step_named
+from nanobench.harness.cli import options as o
+from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.validate import out_dir_tried, out_file, step_named
 
 D = CompileSpec()
 

@@ -14,9 +14,9 @@ from engine.buckets import DecodeBuckets
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import check_graph_reused, check_no_fallback, check_shapes_bucketed
-from nanobench.harness.gates import Gate, gate, interval_gate, undecided_hint
-from nanobench.harness.stats import Interval
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.runs.gates import Gate, gate, interval_gate, undecided_hint
+from nanobench.harness.statistics.stats import Interval
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 
 
 def gates(spec: CompileSpec, rows: list[CompileRow]) -> list[Gate]:

@@ -3,11 +3,11 @@
 What it is: `settings_of` (what makes two compile runs the same: the worker's spec but its mode,
 process and trace root, and the processes), `keys` (each compiled mode's `KeyFacts`, the code it
 measures included: the target's sources, the model's files, nanobench's and the engine's),
-`load` (each mode's speedup calibration, `harness.history`, by the name its comparison has in
+`load` (each mode's speedup calibration, `harness.statistics.history`, by the name its comparison has in
 the rounds: the mode), `record` (a sound finished run's every speedup, its estimate and
 within-process variance) and `use` (what the run read and recorded, for its history file).
-What it is not: the interval (`harness.history.Calibration.interval`), the files
-(`harness.history_store`) or the rows.
+What it is not: the interval (`harness.statistics.history.Calibration.interval`), the files
+(`harness.runs.history_store`) or the rows.
 Invariant: only a plain run (no --vs, --vs-path) reads or writes history, and only a sound one
 is recorded: an interrupted run, a failed row or a gate with no interval records nothing.
 """
@@ -18,10 +18,10 @@ from dataclasses import asdict
 
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.code_identity import code_identity
-from nanobench.harness.history import Calibration, past_of
-from nanobench.harness.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
-from nanobench.harness.rounds import Window, paired_rounds
+from nanobench.harness.runs.code_identity import code_identity
+from nanobench.harness.runs.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
+from nanobench.harness.statistics.history import Calibration, past_of
+from nanobench.harness.workers.rounds import Window, paired_rounds
 
 
 def settings_of(worker: WorkerSpec, processes: int) -> dict:

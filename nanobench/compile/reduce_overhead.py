@@ -11,7 +11,7 @@ Invariant: the counts are torch's, read after the run; off/dynamic/static rows c
 
 from __future__ import annotations
 
-from nanobench.harness.choices import REDUCE_OVERHEAD
+from nanobench.harness.cli.choices import REDUCE_OVERHEAD
 from nanobench.harness.errors import BadInput
 
 

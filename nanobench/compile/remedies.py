@@ -1,10 +1,10 @@
 """The engine's remedies for a compiled mode's row, worded by what the sweep measured.
 
-What it is: `engine_remedies(row, spec)` (the fixes `harness.remedies` finds for the engine's
+What it is: `engine_remedies(row, spec)` (the fixes `harness.step.remedies` finds for the engine's
 step: its growing dimension is the decode step's width, its inputs are planned in
 `engine/plan.py`) and `with_dynamic_row(rows)` (every `symbolic` remedy quoting what this
 sweep's dynamic row measured).
-What it is not: the rules themselves (`harness.remedies`) or a target's remedies (a target of
+What it is not: the rules themselves (`harness.step.remedies`) or a target's remedies (a target of
 the user's own gets none: nanobench cannot see where its inputs come from).
 Invariant: a remedy never contradicts a row beside it.
 """
@@ -16,7 +16,7 @@ from dataclasses import replace
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
-from nanobench.harness.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
+from nanobench.harness.step.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
 
 
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:

@@ -21,9 +21,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from nanobench.cost.compile import breakeven_steps
-from nanobench.harness.rounds import Comparison, Window, paired_rounds, window_pool
-from nanobench.harness.rows import RowSchemaError, rebuild
-from nanobench.harness.stats import (
+from nanobench.harness.runs.rows import RowSchemaError, rebuild
+from nanobench.harness.statistics.stats import (
     CONFIDENCE,
     difference_interval,
     processes_bind,
@@ -32,7 +31,8 @@ from nanobench.harness.stats import (
     spread,
     verdict_at_least,
 )
-from nanobench.harness.verdicts import FAIL, PASS
+from nanobench.harness.statistics.verdicts import FAIL, PASS
+from nanobench.harness.workers.rounds import Comparison, Window, paired_rounds, window_pool
 
 CANT_TELL = "can't tell at this noise"
 

@@ -1,7 +1,7 @@
 """One `nanobench compile` run: resolve the model, sweep the modes in rounds, report.
 
 What it is: `run_compile(spec, status, ...)`, the command's work once its spec validated:
-each side resolved (`sides.py`), then one measured run (`harness.measured_run`) around
+each side resolved (`sides.py`), then one measured run (`harness.runs.measured_run`) around
 the sweep (`bench.interleaved_sweep`); `CompileKind` is what compile brings to that run: its
 rows derived, the engine's remedies and traces, its changes, gates, heading and report.
 What it is not: the command's options (`command.py`), its spec (`spec.py`), its gates
@@ -25,14 +25,14 @@ from nanobench.compile.sides import worker_specs
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
 from nanobench.compile.vs import changes
-from nanobench.harness.console import stdout_console
-from nanobench.harness.export import export_compile
-from nanobench.harness.load import crowded_note, look_before_timing
-from nanobench.harness.measured_run import MeasuredRun, RunKind
-from nanobench.harness.member import Member
-from nanobench.harness.rounds import round_plan
-from nanobench.harness.targets import BUILTINS
-from nanobench.harness.validate import out_dir
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.cli.validate import out_dir
+from nanobench.harness.runs.export import export_compile
+from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
+from nanobench.harness.step.targets import BUILTINS
+from nanobench.harness.workers.load import crowded_note, look_before_timing
+from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.rounds import round_plan
 from reports.compile import draw_compiled_decode, render_compile, why
 from reports.style import counted, title
 

@@ -37,8 +37,9 @@ from nanobench.compile.ledger import first_pass
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.target_session import TargetSession
 from nanobench.compile.windows import WindowServer
-from nanobench.harness.dynamo_call import trace_call
-from nanobench.harness.dynamo_explain import (
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.step.dynamo_call import trace_call
+from nanobench.harness.step.dynamo_explain import (
     ExplainRow,
     break_table,
     explained_counts,
@@ -46,11 +47,10 @@ from nanobench.harness.dynamo_explain import (
     seeded_prompts,
     value_guards,
 )
-from nanobench.harness.finite import FiniteWatch
-from nanobench.harness.fresh import serve_main
-from nanobench.harness.rounds import time_steps
-from nanobench.harness.rows import rebuild
-from nanobench.harness.threads import apply_threads, threads_applied
+from nanobench.harness.workers.finite import FiniteWatch
+from nanobench.harness.workers.fresh import serve_main
+from nanobench.harness.workers.rounds import time_steps
+from nanobench.harness.workers.threads import apply_threads, threads_applied
 
 
 def build_stepper(spec: WorkerSpec, **extra) -> Engine:

@@ -11,10 +11,10 @@ Invariant: the before side's bad input names the option the user typed for it (-
 from __future__ import annotations
 
 from nanobench.compile.spec import CompileSpec, WorkerSpec
+from nanobench.harness.cli.validate import dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
-from nanobench.harness.measured_run import for_each_side
-from nanobench.harness.targets import BUILTINS, target_option
-from nanobench.harness.validate import dtype_option, fits_option, model_option
+from nanobench.harness.runs.measured_run import for_each_side
+from nanobench.harness.step.targets import BUILTINS, target_option
 
 
 def resolve(spec: CompileSpec) -> tuple[str, str]:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from engine.buckets import DecodeBuckets
 from nanobench.compile.reduce_overhead import check_modes
 from nanobench.cost.buckets import open_shapes
-from nanobench.harness import options as o
-from nanobench.harness.change import check_columns, check_sides
+from nanobench.harness.cli import options as o
+from nanobench.harness.cli.validate import device_option, positive
 from nanobench.harness.errors import BadInput
-from nanobench.harness.validate import device_option, positive
+from nanobench.harness.runs.change import check_columns, check_sides
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,9 @@ class CompileSpec:
     rounds: int = 3
     max_rounds: int = 30
     processes: int = 3  # fresh workers per mode: docs/measuring.md#what-a-process-costs
-    history: bool = True  # earlier runs' spread on this machine (harness.history); a plain run
+    history: bool = (
+        True  # earlier runs' spread on this machine (harness.statistics.history); a plain run
+    )
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False
@@ -75,7 +77,7 @@ class CompileSpec:
     def validate(self) -> CompileSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
         # numpy (through the statistics) loads when the command runs, not at CLI start.
-        from nanobench.harness.rounds import round_plan
+        from nanobench.harness.workers.rounds import round_plan
 
         round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
         positive("--processes", self.processes)

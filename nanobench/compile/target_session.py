@@ -5,7 +5,7 @@ values `step_inputs` presented, before dynamo says) and `TargetSession` (the fac
 this fresh process, `forward` is compiled per the mode and called once per step, then replayed
 in timed windows; the row is `compile.ledger.first_pass`, as the engine's session builds it,
 plus the target's growing dims and remedies).
-What it is not: explaining a target (`nanobench.harness.target_bench`) or the sweep.
+What it is not: explaining a target (`nanobench.harness.step.target_bench`) or the sweep.
 Invariant: step inputs are built before the timed call and outside the traced region; a step
 that raises is a failed row (`TargetError`), never a traceback.
 """
@@ -27,10 +27,10 @@ from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
-from nanobench.harness.dynamo_explain import per_call
-from nanobench.harness.remedies import Growth, remedies_for, value_guard
-from nanobench.harness.target_bench import call_step, probe_target
-from nanobench.harness.targets import (
+from nanobench.harness.step.dynamo_explain import per_call
+from nanobench.harness.step.remedies import Growth, remedies_for, value_guard
+from nanobench.harness.step.target_bench import call_step, probe_target
+from nanobench.harness.step.targets import (
     TargetError,
     changing_scalars,
     growing_dims,

@@ -14,17 +14,16 @@ ratio of the two sides' speedups round by round, never of two medians.
 from __future__ import annotations
 
 from nanobench.compile.rows import CompileRow
-from nanobench.harness.change import (
+from nanobench.harness.runs.change import (
     Change,
     count_change,
-    each_level,
     timing_change,
     value_change,
     with_level,
 )
-from nanobench.harness.member import AFTER, BEFORE, Member
-from nanobench.harness.rounds import Comparison, Window, intervals
-from nanobench.harness.stats import ratio_interval
+from nanobench.harness.statistics.stats import each_level, ratio_interval
+from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.rounds import Comparison, Window, intervals
 
 # Change column -> the row's field, each count under the one name every command gives it
 # (docs/measuring.md, "The counts"): graphs, breaks and break sites of one call, as `explain`

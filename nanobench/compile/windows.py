@@ -15,7 +15,7 @@ from dataclasses import asdict
 from torch._dynamo.utils import counters
 
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.rounds import Window
+from nanobench.harness.workers.rounds import Window
 
 
 def steady_mask(builds_per_step: list[int], fell_back: bool) -> list[bool]:

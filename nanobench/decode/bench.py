@@ -3,7 +3,7 @@
 What it is: the systems and their targets (`DecodeTargets`), `sweep_sides(...)` (each side's
 `DecodeMember`s, one side alone or a before-and-after run's two in one fleet; `sweep` is one
 side's) with --processes live
-workers per system and for the roofline probe, through the run's fleet, `harness.fleet`: the
+workers per system and for the roofline probe, through the run's fleet, `harness.workers.fleet`: the
 first ones one at a time, the later side by side, then interleaved rounds of one timed
 generation each, or of its slices when whole ones would not fit the budget, and of one floor
 measurement for the probe, each member's rounds dealt over its workers). The rows' derived columns are `nanobench.decode.derive`, the
@@ -25,15 +25,15 @@ from pathlib import Path
 
 from nanobench.decode.roofline import PROBE
 from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
-from nanobench.harness import fleet as fleets
-from nanobench.harness.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
+from nanobench.harness.cli.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
-from nanobench.harness.fleet import Fleet, Listener, first_failure, later_status
-from nanobench.harness.inductor_cache import fresh_dir
-from nanobench.harness.member import AFTER, BEFORE, Member
-from nanobench.harness.rounds import Comparison, RoundPlan
-from nanobench.harness.rows import rebuild
-from nanobench.harness.slices import ROUNDS_IN_BUDGET, slices_for
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.workers import fleet as fleets
+from nanobench.harness.workers.fleet import Fleet, Listener, first_failure, later_status
+from nanobench.harness.workers.inductor_cache import fresh_dir
+from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.rounds import Comparison, RoundPlan
+from nanobench.harness.workers.slices import ROUNDS_IN_BUDGET, slices_for
 
 # The module every decode worker runs (`python -m`): a system's session or the probe's.
 WORKER = "nanobench.decode.session"

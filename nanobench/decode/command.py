@@ -14,9 +14,8 @@ from __future__ import annotations
 import typer
 
 from nanobench.decode.spec import DecodeSpec
-from nanobench.harness.console import run_command
-from nanobench.harness.errors import BadInput
-from nanobench.harness.options import (
+from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.options import (
     Backend,
     BudgetS,
     CheckOpt,
@@ -47,7 +46,8 @@ from nanobench.harness.options import (
     VsModel,
     WidthMultiple,
 )
-from nanobench.harness.validate import model_named, out_dir_tried, out_file
+from nanobench.harness.cli.validate import model_named, out_dir_tried, out_file
+from nanobench.harness.errors import BadInput
 
 
 def decode_command(

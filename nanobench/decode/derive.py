@@ -22,9 +22,9 @@ from dataclasses import asdict, replace
 
 from nanobench.decode.roofline import PROBE, floor_beaten, roofline_ms
 from nanobench.decode.rows import DecodeRow, ProbeRow, RunSpec, SystemRow
-from nanobench.harness.history import Calibration
-from nanobench.harness.rounds import Comparison, Window, paired_rounds, window_pool
-from nanobench.harness.stats import CONFIDENCE, ratio_interval, spread
+from nanobench.harness.statistics.history import Calibration
+from nanobench.harness.statistics.stats import CONFIDENCE, ratio_interval, spread
+from nanobench.harness.workers.rounds import Comparison, Window, paired_rounds, window_pool
 
 # The reference whose tokens every row is compared with, in order of preference.
 REFERENCES = ("engine-eager", "hf-eager")
@@ -111,7 +111,7 @@ def ratio_fields(
     history: Mapping[tuple[str, str], Calibration],
 ) -> dict:  # fmt: skip
     """The row's ratio to each transformers system and to the floor (the probe's windows, one a
-    round), each paired by round and lent the machine's history of it (`harness.history`),
+    round), each paired by round and lent the machine's history of it (`harness.statistics.history`),
     else the run's process pool (`rounds.window_pool`)."""
     d: dict = {}
     for column, theirs in COMPARED.items():

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed, targets_for
 from nanobench.decode.rows import DecodeRow
-from nanobench.harness.gates import Gate, gate, ratio_gate
-from nanobench.harness.stats import Interval
-from nanobench.harness.verdicts import INCONCLUSIVE
+from nanobench.harness.runs.gates import Gate, gate, ratio_gate
+from nanobench.harness.statistics.stats import Interval
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE
 
 if TYPE_CHECKING:
     from nanobench.decode.spec import DecodeSpec

@@ -3,11 +3,11 @@
 What it is: `settings_of` (what makes two decode runs the same: the worker's run minus its
 system, the processes, the dtype resolved), `keys` (each (system, ratio column)'s `KeyFacts`,
 the code it measures included: the model's files, nanobench's and the engine's sources and
-transformers' version), `load` (each key's calibration, `harness.history`; `by_comparison`, the
+transformers' version), `load` (each key's calibration, `harness.statistics.history`; `by_comparison`, the
 same under the stop rule's names), `record` (a sound finished run's every ratio, its estimate
 and within-process variance) and `use` (what the run read and recorded, for its history file).
-What it is not: the interval (`harness.history.Calibration.interval`), the files
-(`harness.history_store`) or the rows.
+What it is not: the interval (`harness.statistics.history.Calibration.interval`), the files
+(`harness.runs.history_store`) or the rows.
 Invariant: only a plain run (one side) reads or writes history, and only a sound one is
 recorded: an interrupted run, a failed row or probe, or a row without the ratio records nothing.
 """
@@ -18,10 +18,10 @@ from dataclasses import asdict
 
 from nanobench.decode.derive import COMPARED
 from nanobench.decode.rows import DecodeRow, RunSpec
-from nanobench.harness.code_identity import code_identity
-from nanobench.harness.history import Calibration, past_of
-from nanobench.harness.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
-from nanobench.harness.rounds import Window, paired_rounds
+from nanobench.harness.runs.code_identity import code_identity
+from nanobench.harness.runs.history_store import Borrowed, KeyFacts, RunHistory, machine_facts
+from nanobench.harness.statistics.history import Calibration, past_of
+from nanobench.harness.workers.rounds import Window, paired_rounds
 
 Name = tuple[str, str]  # (system, ratio column)
 

@@ -1,12 +1,12 @@
 """One `nanobench decode` run: check the model on both sides, sweep the systems, report.
 
 What it is: `run_decode(spec, status, ...)`: each side's `RunSpec` (`sides.py`: the checks
-that need the model), then one measured run (`harness.measured_run`) around the interleaved
+that need the model), then one measured run (`harness.runs.measured_run`) around the interleaved
 sweep (`bench.sweep_sides`); `DecodeKind` is what decode brings to it: each side's rows derived
 from its systems, its probe and its windows, the samples' text, its changes, gates and report;
 and the rows as written are `rows.public`.
 What it is not: the command's options or spec (`command.py`), the workers (`session.py`), the
-statistics (`derive.derive`, `nanobench.harness.stats`) or the run's files, env record,
+statistics (`derive.derive`, `nanobench.harness.statistics.stats`) or the run's files, env record,
 interrupt and exit code (`MeasuredRun`).
 Invariant: a system whose tokens differ from its side's reference fails the run; the load
 before and after the run is in the env record, and a row timed on a crowded machine says so.
@@ -26,11 +26,11 @@ from nanobench.decode.samples import add_samples
 from nanobench.decode.sides import run_specs
 from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes
-from nanobench.harness import load  # looked up per run: the tests' seam
-from nanobench.harness.console import stdout_console
-from nanobench.harness.export import export_decode
-from nanobench.harness.measured_run import MeasuredRun, RunKind
-from nanobench.harness.member import Member
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.runs.export import export_decode
+from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
+from nanobench.harness.workers import load  # looked up per run: the tests' seam
+from nanobench.harness.workers.member import Member
 from reports.change import DECODE_PANELS
 from reports.decode import draw_decode, render_decode
 from reports.style import title

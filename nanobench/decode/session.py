@@ -6,7 +6,7 @@ built by then), the systems (`engine_system`: the engine eager, compiled or capt
 `DecodeSession`, the session this module serves (`python -m nanobench.decode.session`, the probe's
 too): set-up builds the system and runs one untimed warm-up generation (where compiling happens);
 each request is one timed greedy generation, a window of `steps - 1` decode steps, or one
-slice of a generation that the systems take turns at (`nanobench.harness.slices`); `finish` reports
+slice of a generation that the systems take turns at (`nanobench.harness.workers.slices`); `finish` reports
 tokens, determinism and what was built while timed.
 What it is not: the sweep, the floor or the gates (`nanobench.decode.bench`).
 Invariant: every system runs the same checkpoint, seeded prompts and number of greedy steps
@@ -34,12 +34,12 @@ from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed
 from nanobench.decode.roofline import PROBE, ProbeSession
 from nanobench.decode.rows import RunSpec
 from nanobench.decode.samples import text_prompts, tokenizer_for
-from nanobench.harness.dynamo_explain import seeded_prompts
-from nanobench.harness.finite import FiniteWatch
-from nanobench.harness.fresh import serve_main
-from nanobench.harness.rounds import Window
-from nanobench.harness.rows import rebuild
-from nanobench.harness.slices import SlicedGeneration, slice_bounds
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.step.dynamo_explain import seeded_prompts
+from nanobench.harness.workers.finite import FiniteWatch
+from nanobench.harness.workers.fresh import serve_main
+from nanobench.harness.workers.rounds import Window
+from nanobench.harness.workers.slices import SlicedGeneration, slice_bounds
 
 # -- timing -----------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class DecodeSession:
         """One timed generation: its decode steps are the window (all steady: warmed up).
 
         A request with `slice` k of `slices` n times only the k-th slice of a generation that
-        slice 1 started (`nanobench.harness.slices`): the systems take turns mid-generation.
+        slice 1 started (`nanobench.harness.workers.slices`): the systems take turns mid-generation.
         """
         if "slices" in request:
             return self.serve_slice(int(request["round"]), request["slice"], request["slices"])

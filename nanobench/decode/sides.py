@@ -19,9 +19,9 @@ from nanobench.decode.bench import DTYPE_BYTES, HF_SYSTEMS, transformers_can_loa
 from nanobench.decode.roofline import kv_read_bytes, step_flops, weight_bytes
 from nanobench.decode.rows import RunSpec
 from nanobench.decode.spec import DecodeSpec
+from nanobench.harness.cli.validate import device_option, dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
-from nanobench.harness.measured_run import for_each_side
-from nanobench.harness.validate import device_option, dtype_option, fits_option, model_option
+from nanobench.harness.runs.measured_run import for_each_side
 
 
 def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from nanobench.harness.change import check_columns
-from nanobench.harness.choices import SYSTEMS
-from nanobench.harness.errors import BadInput
-from nanobench.harness.options import (
+from nanobench.harness.cli.choices import SYSTEMS
+from nanobench.harness.cli.options import (
     Names,
 )
+from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.change import check_columns
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,10 @@ class DecodeSpec:
     timeout: int = 900
     out: str = "nanobench-out"
     processes: int = 3  # fresh workers per system: docs/measuring.md#what-a-process-costs
-    history: bool = True  # earlier runs' spread on this machine (harness.history); a plain run
-    export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.export)
+    history: bool = (
+        True  # earlier runs' spread on this machine (harness.statistics.history); a plain run
+    )
+    export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.runs.export)
     vs_model: str = ""  # the before side's model (the after side: --model)
     vs_dtype: str | None = None  # the before side's dtype (the after side: --dtype)
     no_more: tuple[str, ...] | None = None
@@ -63,7 +65,7 @@ class DecodeSpec:
         return {"before": replace(before, **plain), "after": self}
 
     def round_plan(self):
-        from nanobench.harness.rounds import round_plan
+        from nanobench.harness.workers.rounds import round_plan
 
         return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
 

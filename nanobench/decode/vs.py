@@ -13,16 +13,16 @@ never two medians; a side's tokens are checked against its own side's reference.
 from __future__ import annotations
 
 from nanobench.decode.rows import DecodeRow
-from nanobench.harness.change import (
+from nanobench.harness.runs.change import (
     Change,
     count_change,
-    each_level,
     timing_change,
     value_change,
     with_level,
 )
-from nanobench.harness.member import AFTER, BEFORE, Member
-from nanobench.harness.rounds import Comparison, Window, intervals
+from nanobench.harness.statistics.stats import each_level
+from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.rounds import Comparison, Window, intervals
 
 ONE_WARMUP = "one warm-up a side: no interval"
 VALUES = ("tokens_per_s", "prefill_ms", "ratio_vs_floor", "peak_rss_mb", "tokens_match")

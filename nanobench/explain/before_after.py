@@ -6,7 +6,7 @@ engine on another path; the after side from `--target` or `--path`), `changes` (
 `Change` per member and column: graphs, breaks, ops, guards, value guards) and `differences`
 (the break reasons and value guards on one side only).
 What it is not: the explaining (`explain/command.py`'s row builders), the gates'
-arithmetic (`nanobench.harness.change`) or the table (`reports.explain`).
+arithmetic (`nanobench.harness.runs.change`) or the table (`reports.explain`).
 Invariant: the two sides are usually different files, so a break is the same break when its
 reason and its source line are (never its frame's path); a value guard by its text. Both
 sides are explained with the same options but the one that names the side.
@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from nanobench.harness.change import Change, count_change
+from nanobench.harness.runs.change import Change, count_change
 
 if TYPE_CHECKING:  # the row's module imports torch
-    from nanobench.harness.dynamo_explain import ExplainRow
+    from nanobench.harness.step.dynamo_explain import ExplainRow
 
 # The columns explain measures, as `--no-more` names them, and the row field each one reads.
 COLUMNS = {

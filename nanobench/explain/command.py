@@ -3,8 +3,8 @@
 What it is: `ExplainSpec` (every option's default, and `validate()` for the rules across
 options), `gates(spec, rows)` (one graph per explained forward, and `--no-more` against the
 before side) and the command, which writes `<out>/explain.csv` (every row, its side named).
-What it is not: the explaining itself (`nanobench.harness.dynamo_explain`, `target_bench.explain_target`),
-the before and after (`explain/before_after.py`), reading a saved CSV back (`harness/saved.py`) or
+What it is not: the explaining itself (`nanobench.harness.step.dynamo_explain`, `target_bench.explain_target`),
+the before and after (`explain/before_after.py`), reading a saved CSV back (`harness/runs/saved.py`) or
 the tables (`reports.explain`).
 Invariant: explain runs in this process (one `torch._dynamo.explain` call a side, nothing
 compiled), in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input
@@ -21,13 +21,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from nanobench.explain.before_after import COLUMNS
-from nanobench.harness import options as o
-from nanobench.harness.console import run_command, stdout_console
-from nanobench.harness.errors import BadInput, as_vs
-from nanobench.harness.gates import Gate, gate
-from nanobench.harness.output import finish
-from nanobench.harness.threads import threads_applied
-from nanobench.harness.validate import (
+from nanobench.harness.cli import options as o
+from nanobench.harness.cli.console import run_command, stdout_console
+from nanobench.harness.cli.validate import (
     device_option,
     dtype_option,
     fits_option,
@@ -35,10 +31,14 @@ from nanobench.harness.validate import (
     out_dir,
     step_named,
 )
+from nanobench.harness.errors import BadInput, as_vs
+from nanobench.harness.runs.gates import Gate, gate
+from nanobench.harness.runs.output import finish
+from nanobench.harness.workers.threads import threads_applied
 
 if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
     from nanobench.explain.before_after import Sides
-    from nanobench.harness.dynamo_explain import ExplainRow
+    from nanobench.harness.step.dynamo_explain import ExplainRow
 
 MEASURED = tuple(COLUMNS)  # what --no-more may name: every count explain compares
 
@@ -66,7 +66,7 @@ class ExplainSpec:
 
     def validate(self) -> ExplainSpec:
         """Rules across options; returns the spec with `auto` resolved to a concrete dtype."""
-        from nanobench.harness.change import check_columns, check_sides
+        from nanobench.harness.runs.change import check_columns, check_sides
 
         if self.target and (self.layers or self.prefill):
             raise BadInput("--target: --layers and --prefill apply to the engine, not to a target")
@@ -82,7 +82,7 @@ class ExplainSpec:
 def sides_named(spec: ExplainSpec) -> None:
     """The model and each side's target: first as named, with nothing imported (a preset or a
     path; a file that binds its factory), then each target imported and its factory checked."""
-    from nanobench.harness.targets import target_option
+    from nanobench.harness.step.targets import target_option
 
     step_named(spec.model, spec.target, spec.vs)
     if spec.vs:
@@ -98,7 +98,7 @@ def gates(spec: ExplainSpec, rows: list[ExplainRow], changes=()) -> list[Gate]:
     """check_single_graph per row of the after side, named by depth (the engine) or by step (a
     target); with a before side, `--no-more` per member and named column."""
     from nanobench.cost.compile import check_single_graph
-    from nanobench.harness.change import no_more_gates
+    from nanobench.harness.runs.change import no_more_gates
 
     rows = [r for r in rows if r.side != "before"]
     return [
@@ -115,8 +115,8 @@ def gates(spec: ExplainSpec, rows: list[ExplainRow], changes=()) -> list[Gate]:
 def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
     """Build the target here (explain has no worker) and explain step `spec.step`."""
     from nanobench.compile.dynamo import quiet_dynamo
-    from nanobench.harness.target_bench import explain_target
-    from nanobench.harness.targets import BUILTINS, TargetError, make_target, target_option
+    from nanobench.harness.step.target_bench import explain_target
+    from nanobench.harness.step.targets import BUILTINS, TargetError, make_target, target_option
 
     target_option(spec.target)
     directory = ""
@@ -137,8 +137,8 @@ def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
 
 def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
     """The engine's forward at each depth, with the plan-outside remedies for what it found."""
-    from nanobench.harness.dynamo_explain import explain_forward
-    from nanobench.harness.remedies import plan_outside
+    from nanobench.harness.step.dynamo_explain import explain_forward
+    from nanobench.harness.step.remedies import plan_outside
 
     _, config = model_option(spec.model)
     fits_option(config, spec.dtype, spec.device)
@@ -210,9 +210,9 @@ def explain(
 def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check: bool) -> int:
     """Explain one side or both, write explain.csv, print (or --json) and pick the exit code."""
     from nanobench.explain.before_after import changes, differences, explain_sides
-    from nanobench.harness.dynamo_explain import ExplainRow, scaling
-    from nanobench.harness.rows import as_dicts, columns
-    from nanobench.harness.third_party import to_log
+    from nanobench.harness.runs.rows import as_dicts, columns
+    from nanobench.harness.step.dynamo_explain import ExplainRow, scaling
+    from nanobench.harness.step.third_party import to_log
     from reports.csvio import write_rows
 
     with (
@@ -261,7 +261,7 @@ def side_outputs(spec: ExplainSpec, found, directory, threads: int) -> dict[str,
     to say whether two explain runs ran on the same machine and software)."""
     import sys
 
-    from nanobench.harness.env_record import collect_env, write_env
+    from nanobench.harness.runs.env_record import collect_env, write_env
     from reports.explain import draw_explain
 
     what = spec.target or f"the engine, {spec.path} path"

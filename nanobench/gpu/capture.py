@@ -30,7 +30,7 @@ from engine.recorders import STREAMS, ordinary_pool_bytes, warm_library_state
 from engine.weights import DTYPES
 from nanobench.capture.pools import pool_rows
 from nanobench.cost.pool import check_pool_shared
-from nanobench.harness.dynamo_explain import seeded_prompts
+from nanobench.harness.step.dynamo_explain import seeded_prompts
 
 # Batch sizes of the successive batches (row buckets 4, 8, 1, 8) and steps per batch: 32 steps.
 PHASES = (3, 8, 1, 5)
@@ -238,7 +238,7 @@ def check_target_reserved(
     are the recorder's own, their library state made first (`warm_library_state`), so the
     growth read around the recording is the graph's private pool: whole segments.
     """
-    from nanobench.harness.targets import inputs_at, make_target
+    from nanobench.harness.step.targets import inputs_at, make_target
     from nanobench.memory.reserved import reserved_bytes
     from nanobench.memory.target_memory import size_memory
 

@@ -40,9 +40,9 @@ from dataclasses import asdict
 from pathlib import Path
 from xml.etree import ElementTree
 
+from nanobench.harness.cli.lifeline import parent_env
 from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from nanobench.harness.lifeline import parent_env
-from nanobench.harness.verdicts import INCONCLUSIVE
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE
 
 REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False; gpu-check needs a GPU"
@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     # Compile for real: the interpreter would run Python on CUDA tensors.
     os.environ.pop("TRITON_INTERPRET", None)
-    from nanobench.harness.console import stderr_console, stdout_console
+    from nanobench.harness.cli.console import stderr_console, stdout_console
     from reports.gpu_check import RowLog, render_gpu_check
 
     progress = stderr_console()

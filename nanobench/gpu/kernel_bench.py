@@ -4,7 +4,7 @@ What it is: `bench_kernels(points, ...)`, which for each `(rows, context)` point
 K/V pools and a slot table whose blocks are scattered through the pool the way the engine's
 allocator hands them out, gives every row exactly `context` tokens, and times both reads:
 `paged_attention_batched_reference(validated=True)` and `paged_attention_triton` over the same
-table, in interleaved rounds (`nanobench.harness.rounds.run_rounds`: one timer call per kernel per
+table, in interleaved rounds (`nanobench.harness.workers.rounds.run_rounds`: one timer call per kernel per
 round, reference and triton alternating, the order rotating each round). On CUDA the timer is
 `triton.testing.do_bench` (CUDA events, L2 flushed before every call, the median kept); on CPU
 (tests, under the interpreter) a host clock; any `Timer` can be injected. Each row carries
@@ -37,10 +37,15 @@ import torch
 
 from kernels.reference import paged_attention_batched_reference
 from kernels.triton_decode import paged_attention_triton
-from nanobench.harness.gates import Gate, interval_gate
-from nanobench.harness.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
-from nanobench.harness.stats import MIN_ROUNDS, Interval, ratio_interval, verdict_at_least
-from nanobench.harness.threads import threads_applied
+from nanobench.harness.runs.gates import Gate, interval_gate
+from nanobench.harness.statistics.stats import (
+    MIN_ROUNDS,
+    Interval,
+    ratio_interval,
+    verdict_at_least,
+)
+from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window, intervals, run_rounds
+from nanobench.harness.workers.threads import threads_applied
 
 INDEX_BYTES = 8  # the engine's slot table and lengths are int64
 ERR_ROWS = 4  # rows checked against the fp32 oracle: the oracle's pool is only their slots

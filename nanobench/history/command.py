@@ -4,7 +4,7 @@ What it is: the command: no argument lists every key (`--target` only a target's
 its runs; `--of OUT` says which earlier runs a saved run read and whether each interval was
 lent; `--clear` removes a KEY's, a `--target`'s or (`--all`) every key's runs.
 What it is not: the listing (`listing.py`), the tables (`reports/history.py`) or the files
-(`harness.history_store`).
+(`harness.runs.history_store`).
 Invariant: importing this loads no torch; nothing is measured; `--clear` removes only what was
 selected, and a selection that is missing or ambiguous is one line and exit 2.
 """
@@ -17,8 +17,8 @@ from dataclasses import asdict
 
 import typer
 
-from nanobench.harness import options as o
-from nanobench.harness.console import run_command
+from nanobench.harness.cli import options as o
+from nanobench.harness.cli.console import run_command
 from nanobench.harness.errors import BadInput
 
 
@@ -41,7 +41,7 @@ def history_command(
     Example: nanobench history --target step.py:factory --clear
     """
     with run_command(quiet=True):
-        from nanobench.harness.history_store import RunHistory
+        from nanobench.harness.runs.history_store import RunHistory
 
         validate(key, of, target, clear, every)
         store = RunHistory()
@@ -65,7 +65,7 @@ def validate(key, of, target, clear: bool, every: bool) -> None:
 
 def run_history(store, key, of, target, clear: bool, every: bool, json_mode: bool) -> dict:
     """Do what the options ask; print the table unless --json; the JSON document."""
-    from nanobench.harness.console import stdout_console
+    from nanobench.harness.cli.console import stdout_console
     from nanobench.history import listing
     from reports.history import render_borrowed, render_keys, render_runs
 

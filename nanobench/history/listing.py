@@ -3,7 +3,7 @@
 What it is: the rows (`KeyRow`, `RunRow`, `BorrowedRow`, frozen) built from a `RunHistory`
 (`key_rows`, `run_rows`) or from a saved run's `<command>-history.json` (`borrowed_rows`),
 `find_key` (a key named by a prefix), `select` (the keys a `--clear` removes) and `clear`.
-What it is not: the statistics (`harness.history`), the files' format (`harness.history_store`)
+What it is not: the statistics (`harness.statistics.history`), the files' format (`harness.runs.history_store`)
 or the table (`reports/history.py`).
 Invariant: every figure is read from the files; an unknown or ambiguous key, an unreadable
 folder or a saved run with no history file is a `BadInput` naming it.
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.history import Calibration, Past
-from nanobench.harness.history_store import HistoryUse, RunHistory
+from nanobench.harness.runs.history_store import HistoryUse, RunHistory
+from nanobench.harness.statistics.history import Calibration, Past
 
 HISTORY_FILES = ("compile-history.json", "decode-history.json")
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.targets import TargetError, _one_line, inputs_at, make_target
+from nanobench.harness.step.targets import TargetError, _one_line, inputs_at, make_target
 from nanobench.memory.live_bytes import LiveBytes
 from nanobench.memory.reserved import reserved_bytes, shared_reserved_bytes
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import typer
 
-from nanobench.harness.console import run_command
-from nanobench.harness.options import (
+from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.options import (
     BlockSize,
     CaptureOutput,
     CaptureSizes,
@@ -36,7 +36,7 @@ from nanobench.harness.options import (
     Target,
     WidthMultiples,
 )
-from nanobench.harness.validate import out_dir, out_dir_tried, step_named
+from nanobench.harness.cli.validate import out_dir, out_dir_tried, step_named
 from nanobench.pool_budget.spec import OUT, PoolBudgetSpec
 
 

@@ -7,7 +7,7 @@ Invariant: not fitting is a failed gate (exit 1 under --check), never bad input.
 
 from __future__ import annotations
 
-from nanobench.harness.gates import Gate
+from nanobench.harness.runs.gates import Gate
 from nanobench.pool_budget.spec import PoolBudgetSpec
 
 

@@ -14,11 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.buckets import DecodeBuckets
-from nanobench.harness.console import stdout_console
-from nanobench.harness.gates import Gate
-from nanobench.harness.output import finish
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.validate import config_option
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.cli.validate import config_option
+from nanobench.harness.runs.gates import Gate
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.memory.target_memory import list_memory
 from nanobench.pool_budget.budget import (
     BudgetRow,

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from nanobench.harness.errors import BadInput
-from nanobench.harness.options import (
+from nanobench.harness.cli.options import (
     Ints,
     Names,
 )
-from nanobench.harness.validate import (
+from nanobench.harness.cli.validate import (
     capture_sizes_option,
     device_memory_bytes,
     device_option,
     dtype_option,
     record_s_option,
 )
+from nanobench.harness.errors import BadInput
 
 OUT = "nanobench-out"
 
@@ -61,7 +61,7 @@ class PoolBudgetSpec:
         device_option(self.device)
         record_s_option(self.record_s_per_graph)
         if self.target:
-            from nanobench.harness.targets import target_option
+            from nanobench.harness.step.targets import target_option
 
             target_option(self.target)
         return replace(

@@ -113,7 +113,7 @@ def check_artifacts(path: str) -> Path:
     blob = artifact_bytes(path)
     from torch.compiler._cache import CacheArtifactManager
 
-    from nanobench.harness.third_party import to_log
+    from nanobench.harness.step.third_party import to_log
 
     folder = Path(tempfile.mkdtemp(prefix="nanobench-artifacts-"))
     with to_log(folder / "torch-warnings.log") as logged:

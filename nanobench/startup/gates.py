@@ -10,8 +10,8 @@ Invariant: a gate reads only ok rows; a failed start fails the run through `fini
 
 from __future__ import annotations
 
-from nanobench.harness.gates import Gate
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.runs.gates import Gate
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 from nanobench.startup.rows import StartRow, paired_t
 from nanobench.startup.spec import StartupSpec
 from reports.style import counted

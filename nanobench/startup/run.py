@@ -1,6 +1,6 @@
 """One `nanobench startup` run: every start in its own fresh process, back to back, then report.
 
-What it is: `StartupKind` (what startup brings to a measured run, `harness.measured_run`: its
+What it is: `StartupKind` (what startup brings to a measured run, `harness.runs.measured_run`: its
 rows with their savings, the graphs beside them, its changes, gates, heading and report) and
 `run_startup(spec, status, ...)`: each side's model resolved, then one measured run around the
 starts (`starts.Starts`).
@@ -16,12 +16,12 @@ from dataclasses import replace
 from functools import partial
 
 from nanobench.compile.sides import resolve
-from nanobench.harness.console import stdout_console
-from nanobench.harness.export import export_startup
-from nanobench.harness.measured_run import MeasuredRun, RunKind, for_each_side
-from nanobench.harness.member import Member
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.targets import BUILTINS
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.runs.export import export_startup
+from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, for_each_side
+from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.step.targets import BUILTINS
+from nanobench.harness.workers.member import Member
 from nanobench.startup.caches import check_artifacts
 from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES

@@ -34,13 +34,13 @@ from torch._dynamo.utils import (  # noqa: E402
 from nanobench.compile.dynamo import compiler_for, quiet_dynamo  # noqa: E402
 from nanobench.compile.reduce_overhead import compile_kwargs  # noqa: E402
 from nanobench.compile.session import build_stepper  # noqa: E402
-from nanobench.harness.dynamo_explain import seeded_prompts  # noqa: E402
-from nanobench.harness.finite import FiniteWatch  # noqa: E402
-from nanobench.harness.fresh import serve_main  # noqa: E402
-from nanobench.harness.rows import rebuild  # noqa: E402
-from nanobench.harness.target_bench import call_step  # noqa: E402
-from nanobench.harness.targets import inputs_at, make_target  # noqa: E402
-from nanobench.harness.threads import apply_threads  # noqa: E402
+from nanobench.harness.runs.rows import rebuild  # noqa: E402
+from nanobench.harness.step.dynamo_explain import seeded_prompts  # noqa: E402
+from nanobench.harness.step.target_bench import call_step  # noqa: E402
+from nanobench.harness.step.targets import inputs_at, make_target  # noqa: E402
+from nanobench.harness.workers.finite import FiniteWatch  # noqa: E402
+from nanobench.harness.workers.fresh import serve_main  # noqa: E402
+from nanobench.harness.workers.threads import apply_threads  # noqa: E402
 from nanobench.startup.ledger import HASH_DETAILS, StepLedger, frame_record  # noqa: E402
 from nanobench.startup.spec import StartJob  # noqa: E402
 

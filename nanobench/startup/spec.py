@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from nanobench.compile.spec import CompileSpec, WorkerSpec
-from nanobench.harness import options as o
-from nanobench.harness.change import check_columns, check_sides
+from nanobench.harness.cli import options as o
 from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.change import check_columns, check_sides
 
 KINDS = ("cold", "warm", "hot")  # a run's order: warm and hot read what its cold start left
 # What a comparison's --no-more and --no-slower may name here: the counts a start row has where
@@ -53,7 +53,7 @@ class StartupSpec:
     no_more: tuple[str, ...] | None = None
     no_slower: tuple[str, ...] | None = None
     margin: float = 0.05
-    export_json: str = ""  # also the starts as PyTorch OSS benchmark records (harness.export)
+    export_json: str = ""  # also the starts as PyTorch OSS benchmark records (harness.runs.export)
 
     @property
     def compared(self) -> bool:

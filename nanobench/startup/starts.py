@@ -7,7 +7,7 @@ each; with `--vs`, each start as a before and an after start back to back,
 its side's caches and its rows handed to `keep`, the ready rows a warm or hot start's saving is
 read against, the graphs each built, the seconds the starts took).
 What it is not: a start itself (`startup.session`), its phases (`startup.phases`), the run's
-files and report (`startup.run`, `harness.measured_run`).
+files and report (`startup.run`, `harness.runs.measured_run`).
 Invariant: a start is timed from the parent's clock at spawn; a start that failed is a failed
 row of its kind, never a figure of another kind; a side's warm and hot starts read only what
 that side's cold start left.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nanobench.harness.fresh import run_fresh
+from nanobench.harness.workers.fresh import run_fresh
 from nanobench.startup.caches import CacheRoot, start_env
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of
 from nanobench.startup.spec import KINDS, StartJob, StartupSpec

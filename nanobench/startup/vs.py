@@ -7,11 +7,11 @@ interval over the runs' log ratios) and `changes(rows)` (per mode and start kind
 warm": ready and compile seconds and the compile phases as after / before paired by run; the cache
 answers, graphs and kernels built as exact counts).
 What it is not: a start (`startup.run`, `startup.session`), the caches each side reads
-(`startup.caches`), the gates (`harness.change.vs_gates`) or the table
+(`startup.caches`), the gates (`harness.runs.change.vs_gates`) or the table
 (`reports.startup.render_changes`).
 Invariant: a timing change pairs run i of before with run i of after, two starts taken one
 right after the other; a pair where either start failed is left out, never filled in; a run's
-timing changes hold together at 95% (`harness.change.each_level`), so an A/A run says faster or
+timing changes hold together at 95% (`harness.statistics.stats.each_level`), so an A/A run says faster or
 slower anywhere in it at most one time in twenty.
 """
 
@@ -20,7 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from nanobench.harness.change import Change, count_change, each_level, timing_change, with_level
+from nanobench.harness.runs.change import (
+    Change,
+    count_change,
+    timing_change,
+    with_level,
+)
+from nanobench.harness.statistics.stats import each_level
 from nanobench.startup.rows import StartRow, paired_t
 
 SIDES = ("before", "after")
@@ -50,7 +56,7 @@ def paired_ratio(after: list[float], before: list[float], confidence: float = LE
     Not `stats.ratio_interval`: its bootstrap needs 5 pairs (`MIN_ROUNDS`) and a start run has
     2 by default; the t interval over runs is startup's own rule (`saved s`, `--max-warm-s`).
     """
-    from nanobench.harness.stats import Interval
+    from nanobench.harness.statistics.stats import Interval
 
     logs = [math.log(a / b) for a, b in zip(after, before)]
     mean, low, high = paired_t(logs, confidence)

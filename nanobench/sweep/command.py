@@ -20,11 +20,9 @@ from typing import Annotated
 import typer
 
 from nanobench.commands import Command
-from nanobench.harness.console import run_command, say_error, stdout_console
-from nanobench.harness.errors import BadInput
-from nanobench.harness.gates import Gate
-from nanobench.harness.lifeline import interrupt_code
-from nanobench.harness.options import (
+from nanobench.harness.cli.console import run_command, say_error, stdout_console
+from nanobench.harness.cli.lifeline import interrupt_code
+from nanobench.harness.cli.options import (
     Address,
     CheckOpt,
     DryRun,
@@ -37,8 +35,10 @@ from nanobench.harness.options import (
     Resources,
     Timeout,
 )
-from nanobench.harness.output import finish
-from nanobench.harness.verdicts import INCONCLUSIVE, PASS
+from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.gates import Gate
+from nanobench.harness.runs.output import finish
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE, PASS
 
 GridArg = Annotated[
     str | None,
@@ -152,7 +152,7 @@ def sweep(
 
 def run_points(spec: SweepSpec, grid_spec, found: list, ray_options: dict, status):
     """Run the points the ledger has not finished (all with --redo); returns (ledger, ran)."""
-    from nanobench.harness.validate import out_dir
+    from nanobench.harness.cli.validate import out_dir
     from nanobench.sweep.launchers import Task, launch_local, launch_ray
     from nanobench.sweep.points import TIMED, Ledger
 

@@ -28,8 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from importlib import metadata
 
+from nanobench.harness.cli.lifeline import parent_env
 from nanobench.harness.errors import BadInput
-from nanobench.harness.lifeline import parent_env
 
 # Exit codes of a command (nanobench.harness.errors) as point statuses; anything else is a crash.
 STATUS_BY_EXIT = {0: "ok", 1: "failed", 2: "bad-input"}

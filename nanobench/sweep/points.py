@@ -25,7 +25,7 @@ from pathlib import Path
 
 from nanobench.commands import command as registered
 from nanobench.harness.errors import BadInput
-from nanobench.harness.rows import RowSchemaError, rebuild
+from nanobench.harness.runs.rows import RowSchemaError, rebuild
 
 # The commands whose points are timed must never share a machine; the others only count.
 TIMED = ("compile", "decode", "capture")
@@ -80,7 +80,7 @@ def command_options(command: str) -> dict[str, OptionSpec]:
     """The sweepable options of one registered command, from its signature and annotations.
 
     An option is declared as `Annotated[type, typer.Option(...)]` with a plain default
-    (nanobench.harness.options); a `typer.Option(...)` default is read too, for a command added that way.
+    (nanobench.harness.cli.options); a `typer.Option(...)` default is read too, for a command added that way.
     """
     run = registered(command).run
     hints = typing.get_type_hints(run, include_extras=True)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from nanobench.harness.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from nanobench.harness.gates import Gate
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE
+from nanobench.harness.runs.gates import Gate
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE
 
 
 def finish(

@@ -112,7 +112,7 @@ def crowded_note(threads: int, sample: LoadSample) -> str | None:
 
 def look_before_timing(threads: int, say=None) -> tuple[LoadSample, str | None]:
     """A sample before any worker starts, and its note, said at once (stderr) when crowded."""
-    from nanobench.harness.console import say_warning
+    from nanobench.harness.cli.console import say_warning
 
     sample = sample_load()
     note = crowded_note(threads, sample)

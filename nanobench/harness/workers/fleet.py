@@ -28,9 +28,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from nanobench.harness.fresh import LiveWorker, start_side_by_side
-from nanobench.harness.member import Member
-from nanobench.harness.rounds import (
+from nanobench.harness.workers.fresh import LiveWorker, start_side_by_side
+from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.rounds import (
     Comparison,
     RoundPlan,
     Window,

@@ -5,7 +5,7 @@ target's sources (`target_files`: the factory's file and the sibling modules it 
 through the folder), the model's (`model_sha`: config.json whole, and each weight file's name,
 size and first and last MiB: the safetensors header names every tensor and its offsets), and
 nanobench's and the engine's own sources with nanobench's and transformers' versions. A run of
-changed code gets another history key (`harness.history.history_key`), so an earlier version's
+changed code gets another history key (`harness.statistics.history.history_key`), so an earlier version's
 spread is never lent to it.
 What it is not: the machine's facts (`history.machine_facts`) or the run's settings; it loads
 nothing: no import of the user's module, torch or transformers.
@@ -103,7 +103,7 @@ def module_file(dotted: str) -> Path | None:
 
 def target_files(target: str) -> list[Path]:
     """The sources a target's factory was loaded from; none for the engine or a built-in."""
-    from nanobench.harness.targets import BUILTINS
+    from nanobench.harness.step.targets import BUILTINS
 
     where, sep, _ = target.rpartition(":")
     if not target or target in BUILTINS or not sep:

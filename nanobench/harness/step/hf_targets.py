@@ -1,6 +1,6 @@
 """Built-in targets: one decode step of a transformers causal LM, static or dynamic cache.
 
-What it is: `hf_static` and `hf_dynamic`, factories of the target protocol (`nanobench.harness.targets`)
+What it is: `hf_static` and `hf_dynamic`, factories of the target protocol (`nanobench.harness.step.targets`)
 plus `model` (a checkpoint directory the engine loads: Llama, Mistral, Qwen2, Qwen3). Each
 loads the model with `AutoModelForCausalLM` (safetensors, offline), prefills seeded prompts
 into a `StaticCache` or a `DynamicCache` outside any traced region, and steps one token per

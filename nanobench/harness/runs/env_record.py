@@ -3,7 +3,7 @@
 What it is: `EnvRecord` (frozen: schema version, nanobench version and git commit, torch,
 triton and transformers versions, CPU model, cores, torch threads, the CPU capability ATen
 dispatches to, CUDA device and driver, argv, and the machine's load before and after the run:
-1-minute load average and the cores other processes kept busy, `nanobench.harness.load`),
+1-minute load average and the cores other processes kept busy, `nanobench.harness.workers.load`),
 `collect_env(threads, argv)`, `with_load(record, before, after)` and `write_env(path,
 record)`, which writes `<out>/<command>-env.json` whole or not at all.
 What it is not: a check. Nothing here refuses to run; a missing piece is null.
@@ -22,8 +22,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import nanobench
-from nanobench.harness.inductor_cache import cpu_model
-from nanobench.harness.rows import rebuild
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.workers.inductor_cache import cpu_model
 
 SCHEMA_VERSION = 2  # 2: the load before and after the run
 
@@ -111,7 +111,7 @@ def collect_env(threads: int, argv: list[str]) -> EnvRecord:
 
 
 def with_load(record: EnvRecord, before=None, after=None) -> EnvRecord:
-    """The record with `nanobench.harness.load.LoadSample`s taken before and after the timed run."""
+    """The record with `nanobench.harness.workers.load.LoadSample`s taken before and after the timed run."""
     found = {}
     for when, sample in (("before", before), ("after", after)):
         if sample is not None:

@@ -6,7 +6,7 @@ rounds fit the budget when whole generations cannot) and `SlicedGeneration` (the
 generation run in a thread whose clock stops after each slice's last step until the next slice
 is asked for, so the systems take turns mid-generation).
 What it is not: the statistics or the scheduler. A slice is a window like any other
-(`nanobench.harness.rounds`): each one is a paired round, dealt to the workers in turn like whole
+(`nanobench.harness.workers.rounds`): each one is a paired round, dealt to the workers in turn like whole
 windows, and every slice of a generation stays in the worker that started it (each worker's
 k-th request is slice (k - 1) mod n + 1 of its own generation, `rounds.live_window`).
 Invariant: a sliced generation runs every step in order at its own context length, exactly as

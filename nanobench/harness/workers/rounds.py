@@ -10,8 +10,8 @@ order each round, until at a look every comparison's interval is as tight as ask
 gate is decided, the rounds run out or the budget is spent) and `intervals` (each comparison's
 ratio interval from the windows, hierarchical over processes when the rounds came from several,
 the run's process pool lent to each: `window_pool`).
-What it is not: a process manager (`nanobench.harness.fresh.LiveWorker` is) or statistics
-(`nanobench.harness.stats` is). A "system" is anything that answers `window(round) -> Window`.
+What it is not: a process manager (`nanobench.harness.workers.fresh.LiveWorker` is) or statistics
+(`nanobench.harness.statistics.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
 windows and every window already returned is kept. Drift between rounds hits every system of a
 round alike, so a round's ratio is paired; round r of every system runs in its process
@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.member import Member, as_member
-from nanobench.harness.pooling import ProcessPool, process_pool
-from nanobench.harness.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
+from nanobench.harness.statistics.pooling import ProcessPool, process_pool
+from nanobench.harness.statistics.stats import CONFIDENCE, MIN_ROUNDS, Interval, ratio_interval
+from nanobench.harness.workers.member import Member, as_member
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class Comparison:
     numerator: Member
     denominator: Member
     # how many intervals hold together with this one (a comparison's changes): it is read at
-    # their shared level (`change.each_level`), the level its change's table prints
+    # their shared level (`stats.each_level`), the level its change's table prints
     family: int = 1
 
     def __post_init__(self) -> None:
@@ -198,7 +198,7 @@ def intervals(
 ) -> dict[str, Interval]:
     """Each comparison's ratio interval, its earlier runs' spread (`history[name]`, a
     `history.Calibration`) or else the run's process pool lent to each."""
-    from nanobench.harness.change import each_level
+    from nanobench.harness.statistics.stats import each_level
 
     lent = history or {}
     return {
@@ -336,9 +336,9 @@ def describe(name: str, interval: Interval) -> str:
 def live_window(
     worker, member: Member | str, timeout: float, slices: int = 1, pin: int | None = None
 ) -> Callable[[int], Window]:
-    """A live worker (`nanobench.harness.fresh.LiveWorker`) as a system: each round one request; with
+    """A live worker (`nanobench.harness.workers.fresh.LiveWorker`) as a system: each round one request; with
     `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
-    (`nanobench.harness.slices`), whichever rounds the worker is dealt; with `pin`, the worker
+    (`nanobench.harness.workers.slices`), whichever rounds the worker is dealt; with `pin`, the worker
     times it on that core (`fresh.pin_this_thread`)."""
     served = [0]
     member = as_member(member)

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from nanobench.harness.stats import Interval, bounded_exp
+from nanobench.harness.statistics.stats import Interval, bounded_exp
 
 MIN_RUNS = 3  # earlier runs before their spread is used: 2 degrees of freedom, t = 4.3
 KEEP_RUNS = 20  # the most recent runs a calibration reads: a machine drifts over weeks

@@ -8,7 +8,7 @@ torch: a mistyped name is said at once), `target_option` then imports and inspec
 without calling it (the parent's validation, `BadInput`); `make_target` calls it (in a
 worker); `inputs_at` calls one step; `shape_signature` and `growing_dims` read the shape
 history of the step inputs, `scalar_signature` and `changing_scalars` the Python values in them.
-The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.hf_targets`) also take `model`.
+The built-ins `hf-static` and `hf-dynamic` (`nanobench.harness.step.hf_targets`) also take `model`.
 What it is not: a runner. Explaining a target lives in `target_bench`; compiling and timing
 one in `nanobench.compile.target_session`.
 Invariant: every way a target can be wrong (import, signature, factory, step) is a
@@ -31,8 +31,8 @@ from nanobench.harness.errors import BadInput, MeasurementFailed
 
 PROTOCOL = ("rows", "prompt_len", "steps", "device", "dtype")
 BUILTINS = {
-    "hf-static": "nanobench.harness.hf_targets:hf_static",
-    "hf-dynamic": "nanobench.harness.hf_targets:hf_dynamic",
+    "hf-static": "nanobench.harness.step.hf_targets:hf_static",
+    "hf-dynamic": "nanobench.harness.step.hf_targets:hf_dynamic",
 }
 
 

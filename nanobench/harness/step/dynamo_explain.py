@@ -21,7 +21,7 @@ from engine.attention import UnplannedDecode
 from engine.config import EngineConfig, ModelConfig
 from engine.engine import Engine
 from engine.plan import plan_decode
-from nanobench.harness.dynamo_call import Traced, hits, trace_call
+from nanobench.harness.step.dynamo_call import Traced, hits, trace_call
 
 
 @dataclass(frozen=True)

@@ -23,18 +23,24 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from nanobench.harness.change import Change, comparison_gates
-from nanobench.harness.console import interrupted, say_warning, stdout_console
-from nanobench.harness.env_record import collect_env, with_load, write_env
+from nanobench.harness.cli.console import interrupted, say_warning, stdout_console
+from nanobench.harness.cli.validate import out_dir, out_file
 from nanobench.harness.errors import BadInput
-from nanobench.harness.eta import announce
-from nanobench.harness.member import BEFORE, Member
-from nanobench.harness.output import finish
-from nanobench.harness.rounds import RoundPlan, Window, describe, look_confidence, sample_columns
-from nanobench.harness.rounds import sample_rows as window_samples
-from nanobench.harness.rows import as_dicts, columns
-from nanobench.harness.validate import out_dir, out_file
-from nanobench.harness.verdicts import INCONCLUSIVE
+from nanobench.harness.runs.change import Change, comparison_gates
+from nanobench.harness.runs.env_record import collect_env, with_load, write_env
+from nanobench.harness.runs.eta import announce
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE
+from nanobench.harness.workers.member import BEFORE, Member
+from nanobench.harness.workers.rounds import (
+    RoundPlan,
+    Window,
+    describe,
+    look_confidence,
+    sample_columns,
+)
+from nanobench.harness.workers.rounds import sample_rows as window_samples
 from reports.csvio import write_rows
 
 
@@ -185,7 +191,7 @@ class MeasuredRun:
     def open(self, look: Callable | None = None) -> None:
         """The env record, with the load seen before timing (`look` returns it and the crowded
         note; without one, a plain sample)."""
-        from nanobench.harness import load
+        from nanobench.harness.workers import load
 
         record = collect_env(self.kind.spec.threads, sys.argv)
         before, self.note = look(record.threads) if look else (load.sample_load(), None)
@@ -267,7 +273,7 @@ class MeasuredRun:
     def open_history(self) -> dict | None:
         """A plain run's earlier figures on this machine (its command keeps them, and
         --history is on): lent to its rows; what the stop rule borrows, returned."""
-        from nanobench.harness.history_store import RunHistory
+        from nanobench.harness.runs.history_store import RunHistory
 
         kind = self.kind
         if kind.history is None or not kind.spec.history or self.sided:
@@ -279,7 +285,7 @@ class MeasuredRun:
     def settle_history(self, rows: list, gates: list) -> str | None:
         """A sound run's figures recorded; what it read and recorded written beside its CSV
         (the file's path); the store's problems said, one line each (`settle`)."""
-        from nanobench.harness.history_store import settle
+        from nanobench.harness.runs.history_store import settle
 
         if self.store is None:
             return None
@@ -308,7 +314,7 @@ class MeasuredRun:
             crowded: Callable | None = None) -> int:  # fmt: skip
         """Announce, measure, then the env record after, the files, gates and report; the
         exit code `finish` picks. `crowded(threads, after)` words a load seen after timing."""
-        from nanobench.harness import load
+        from nanobench.harness.workers import load
 
         timer = announce(self.kind.command, self.kind.spec, self.status)
         self.measure(body, planned)

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nanobench.harness.code_identity import CodeIdentity
-from nanobench.harness.history import Calibration, Past
+from nanobench.harness.runs.code_identity import CodeIdentity
+from nanobench.harness.statistics.history import Calibration, Past
 
 HISTORY_ENV = "NANOBENCH_HISTORY"
 
@@ -41,7 +41,7 @@ def machine_facts() -> dict:
     """What makes two runs the same machine: CPU model, usable cores, torch's version."""
     from importlib.metadata import version
 
-    from nanobench.harness.inductor_cache import cpu_model
+    from nanobench.harness.workers.inductor_cache import cpu_model
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": cpu_model(), "cores": cores, "torch": version("torch")}

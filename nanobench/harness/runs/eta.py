@@ -5,11 +5,11 @@ after another, their compiles, later workers set up side by side, rounds of time
 rounds' budget), `model_s` (a stated, pure cost model over a Plan), `plan_of` (the plan of a
 `compile`, `decode` or `startup` spec, read off its fields), `Estimate` (the seconds and where
 they came from: the median of this machine's earlier runs of the same settings,
-`harness.durations`, else the model) and its one line, `span` and `progress_note` (the elapsed
-and ~left a progress line ends with), and `announce` / `Timer` (say the line on stderr, hand the
+`harness.runs.durations`, else the model) and its one line (`console.span` and
+`console.progress_note` word the elapsed and ~left a progress line ends with), and `announce` / `Timer` (say the line on stderr, hand the
 estimate to the progress line, record a finished run's wall time).
-What it is not: the store of wall times (`harness.durations`), the progress box
-(`harness.console.Status`) or the stop rule (`harness.rounds`): the model's rounds are a bound.
+What it is not: the store of wall times (`harness.runs.durations`), the progress box
+(`harness.cli.console.Status`) or the stop rule (`harness.workers.rounds`): the model's rounds are a bound.
 Invariant: the estimate never costs the run: an unreadable or corrupt store is the model, a spec
 the model cannot read is no estimate, and nothing here writes to stdout.
 """
@@ -22,6 +22,8 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, is_dataclass
+
+from nanobench.harness.cli.console import span
 
 # The model's unit costs, for the tiny model on a 2-core CPU, from `make bench`'s phases
 # (`compile.csv`'s setup_s, later_setup_s, compile_s, step_ms), between a quiet box (docs/
@@ -129,16 +131,6 @@ def plan_of(command: str, spec, cores: int) -> Plan | None:
         return None
 
 
-def span(seconds: float) -> str:
-    """'45 s', '3 min 40 s', '1 h 05 min': what a person reads at a glance."""
-    s = max(round(seconds), 0)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s" if s < 600 else f"{round(s / 60)} min"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A run's expected seconds and where they came from."""
@@ -170,13 +162,6 @@ class Estimate:
         return f"{head} (median from {what} earlier {runs} {these}{spread})"
 
 
-def progress_note(elapsed: float, expected: float) -> str:
-    """What a progress line ends with: '1 min 05 s elapsed, ~2 min 35 s left'."""
-    if elapsed <= expected:
-        return f"{span(elapsed)} elapsed, ~{span(expected - elapsed)} left"
-    return f"{span(elapsed)} elapsed, past the ~{span(expected)} estimated"
-
-
 def settings_of(spec) -> dict:
     """What makes two runs the same work: the spec, less where its outputs go."""
     fields = asdict(spec) if is_dataclass(spec) else {}
@@ -193,7 +178,7 @@ class Timer:
     def done(self, ok: bool) -> None:
         if not ok or not self.key:
             return
-        from nanobench.harness.durations import Durations
+        from nanobench.harness.runs.durations import Durations
 
         Durations().record(self.key, time.monotonic() - self.started)
 
@@ -202,7 +187,7 @@ def announce(command: str, spec, status, cores: int | None = None) -> Timer:
     """Say the run's estimate on stderr (not under --quiet), hand it to the progress line
     (`status.expect`), start its clock. Whatever fails here, the run goes on unestimated."""
     # The store reads the machine's facts and the history folder: loaded when a run starts.
-    from nanobench.harness.durations import Durations, settings_key
+    from nanobench.harness.runs.durations import Durations, settings_key
 
     started = time.monotonic()
     try:

@@ -7,7 +7,7 @@ of its own, so `nanobench history` never lists it as a key): a line per
 finished run, `{"key", "wall_s", "at"}`, appended under an exclusive lock and read under a
 shared one, as the run history is (`history_store.locked`).
 What it is not: the run history (`history_store`: its files and their format are its own and
-untouched here) or the estimate made from these seconds (`harness.eta`).
+untouched here) or the estimate made from these seconds (`harness.runs.eta`).
 Invariant: the file never costs a run: a torn or foreign line is skipped, an unreadable file is
 no earlier run, an unwritable one is a run not recorded.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nanobench.harness.history_store import history_root, locked, machine_facts
+from nanobench.harness.runs.history_store import history_root, locked, machine_facts
 
 FILE = Path("durations") / "runs.jsonl"
 

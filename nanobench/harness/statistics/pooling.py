@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from nanobench.harness.stats import Interval, bounded_exp
+from nanobench.harness.statistics.stats import Interval, bounded_exp
 
 # A pool is refused when the systems' process effects differ at this level: a refused pool
 # costs width, a wrong one coverage (tests/test_pooling.py drives both).

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 import typer
 
 from engine.config import CAPTURE_OUTPUTS, DECODE_PATHS, DTYPES, KERNELS
-from nanobench.harness.choices import (
+from nanobench.harness.cli.choices import (
     BACKENDS,
     CACHES,
     COUNT_COLUMNS,

@@ -105,7 +105,7 @@ def step_named(model: str, target: str, vs: str = "") -> None:
     """--vs, --target and --model as named, nothing imported (`targets.target_named`,
     `model_named`), in the order a run resolves them: the before side first. The model is the
     engine's, or a built-in target's."""
-    from nanobench.harness.targets import BUILTINS, target_named
+    from nanobench.harness.step.targets import BUILTINS, target_named
 
     if vs:
         try:

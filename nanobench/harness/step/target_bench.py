@@ -17,10 +17,15 @@ from functools import partial
 
 import torch
 
-from nanobench.harness.dynamo_call import trace_call
-from nanobench.harness.dynamo_explain import ExplainRow, break_table, explained_counts
-from nanobench.harness.remedies import ValueGuard, quote_dynamic_row, remedies_for, symbolic_source
-from nanobench.harness.targets import Target, TargetError, inputs_at
+from nanobench.harness.step.dynamo_call import trace_call
+from nanobench.harness.step.dynamo_explain import ExplainRow, break_table, explained_counts
+from nanobench.harness.step.remedies import (
+    ValueGuard,
+    quote_dynamic_row,
+    remedies_for,
+    symbolic_source,
+)
+from nanobench.harness.step.targets import Target, TargetError, inputs_at
 
 # Guards on a value a step may change: a constant, an equality, a container's length.
 STEP_GUARDS = ("CONSTANT_MATCH", "EQUALS_MATCH", "SEQUENCE_LENGTH", "DICT_LENGTH")

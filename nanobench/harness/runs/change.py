@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.gates import Gate, ratio_gate
+from nanobench.harness.runs.gates import Gate, ratio_gate
 
 if TYPE_CHECKING:  # the statistics load numpy, which the CLI must not pay for at start
-    from nanobench.harness.stats import Interval
+    from nanobench.harness.statistics.stats import Interval
 
 FASTER, SLOWER, CANT_TELL = "faster", "slower", "can't tell"
 # A side with no figure at all (warm seconds over one process): nothing measured to tell about.
@@ -104,13 +104,6 @@ def value_change(member: str, column: str, before, after) -> Change:
     )
 
 
-def each_level(level: float, comparisons: int) -> float:
-    """The level of each of a run's `comparisons` timing changes so that all of them hold
-    together at `level` (Bonferroni: 1 - (1 - level) / m). An A/A run reads a dozen ratios;
-    at 95% each, one of them says faster or slower in about a run in three."""
-    return 1 - (1 - level) / max(1, comparisons)
-
-
 def with_level(change: Change, level: float) -> Change:
     """The change with the level its interval was read at (a look's, `rounds.look_confidence`)."""
     return replace(change, level=round(level, 4)) if change.low is not None else change
@@ -126,7 +119,7 @@ def apart_interval(before: list[list[float]], after: list[list[float]], confiden
     """
     from scipy.stats import t
 
-    from nanobench.harness.stats import Interval
+    from nanobench.harness.statistics.stats import Interval
 
     def units(side: list[list[float]]) -> list[float]:
         groups = [[math.log(v) for v in g if v and v > 0] for g in side]
@@ -219,7 +212,7 @@ def comparison_gates(failed: dict[str, str], spec, found: list[Change]) -> list[
 def _slowdown(c: Change) -> Interval:
     """The change as a slowdown (> 1 is slower): after / before of a step time, its inverse for
     a speedup."""
-    from nanobench.harness.stats import Interval
+    from nanobench.harness.statistics.stats import Interval
 
     nan = math.nan
     values = [nan if v is None else v for v in (c.change, c.low, c.high)]

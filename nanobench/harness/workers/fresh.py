@@ -9,7 +9,7 @@ side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then
 A worker exits once its final row is out (`exit_now`: what exit runs, not the teardown);
 `start_side_by_side` sets up several LiveWorkers at once when their threads leave cores free;
 a request that names a `pin` core moves the worker's timing thread there (`pin_this_thread`).
-What it is not: a scheduler (`nanobench.harness.rounds` decides who runs when).
+What it is not: a scheduler (`nanobench.harness.workers.rounds` decides who runs when).
 Invariant: a worker that crashes, is killed or passes its timeout still yields a row, with a
 `status` of `crashed: <signal>`, `timeout` or `error: <one line>`; nothing it measured before is
 lost, and killing it kills its whole process group (Inductor's compile workers with it); a
@@ -32,8 +32,8 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 
+from nanobench.harness.cli.lifeline import end_with_parent, parent_env
 from nanobench.harness.errors import MeasurementFailed
-from nanobench.harness.lifeline import end_with_parent, parent_env
 
 EVENT = "@@nanobench "
 

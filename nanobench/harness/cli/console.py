@@ -4,7 +4,7 @@ What it is: `run_command()`, a context manager every command body runs in. It tu
 mistake into one line on stderr and exit 2, an interrupt into exit 128 + its signal (SIGTERM
 raising as Ctrl-C does while it runs), and yields a `Status`, the `status(msg)` callable that
 shows progress on stderr only when both streams are terminals and `--quiet` is not set; once a
-run's estimate is known (`Status.expect`, from `harness.eta`) the line ends with the time
+run's estimate is known (`Status.expect`, from `harness.runs.eta`) the line ends with the time
 elapsed and the time left, redrawn as the spinner turns.
 `OneLineErrors`, the app's command group, does the same for what click rejects while parsing
 (`--rows x`, an unknown option, a missing value) instead of Typer's usage box.
@@ -27,10 +27,13 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from nanobench.harness.cli.lifeline import (
+    end_with_parent,
+    interrupt_code,
+    terminate_as_interrupt,
+)
+from nanobench.harness.cli.versions import warn_untested_torch
 from nanobench.harness.errors import EXIT_BAD_INPUT, BadInput
-from nanobench.harness.eta import progress_note
-from nanobench.harness.lifeline import end_with_parent, interrupt_code, terminate_as_interrupt
-from nanobench.harness.versions import warn_untested_torch
 
 PIPED_WIDTH = 160  # columns when stdout is not a terminal
 
@@ -124,7 +127,7 @@ class Status:
 @contextmanager
 def run_command(quiet: bool = False):
     """The command's body: SIGTERM ends it as Ctrl-C does (exit 143 for 130), and a command
-    spawned by nanobench (a sweep's point) ends with its parent (`harness.lifeline`)."""
+    spawned by nanobench (a sweep's point) ends with its parent (`harness.cli.lifeline`)."""
     end_with_parent()
     warn_untested_torch(say_warning)
     live = not quiet and sys.stderr.isatty() and sys.stdout.isatty()
@@ -198,3 +201,20 @@ def interrupted(finished: int, windows: int, missing: list[str], *paths) -> type
         f"{' and '.join(str(p) for p in paths)}; not run: {', '.join(missing) or 'none'}"
     )
     return typer.Exit(interrupt_code(sys.exc_info()[1]))
+
+
+def span(seconds: float) -> str:
+    """'45 s', '3 min 40 s', '1 h 05 min': what a person reads at a glance."""
+    s = max(round(seconds), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s" if s < 600 else f"{round(s / 60)} min"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def progress_note(elapsed: float, expected: float) -> str:
+    """What a progress line ends with: '1 min 05 s elapsed, ~2 min 35 s left'."""
+    if elapsed <= expected:
+        return f"{span(elapsed)} elapsed, ~{span(expected - elapsed)} left"
+    return f"{span(elapsed)} elapsed, past the ~{span(expected)} estimated"

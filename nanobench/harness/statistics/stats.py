@@ -27,7 +27,7 @@ from functools import partial
 
 import numpy as np
 
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 
 CONFIDENCE = 0.95
 RESAMPLES = 10000
@@ -420,3 +420,10 @@ def processes_bind(interval: Interval, target: float) -> bool:
         return False
     gap, reach = towards(interval, target)
     return gap > 0 and reach > 0 and (gap / reach) ** 2 <= 1 - interval.within_share
+
+
+def each_level(level: float, comparisons: int) -> float:
+    """The level of each of a run's `comparisons` timing changes so that all of them hold
+    together at `level` (Bonferroni: 1 - (1 - level) / m). An A/A run reads a dozen ratios;
+    at 95% each, one of them says faster or slower in about a run in three."""
+    return 1 - (1 - level) / max(1, comparisons)

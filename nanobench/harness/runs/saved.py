@@ -20,8 +20,8 @@ import typing
 from pathlib import Path
 
 from nanobench.harness.errors import BadInput
-from nanobench.harness.rounds import Window
-from nanobench.harness.rows import RowSchemaError, columns, rebuild
+from nanobench.harness.runs.rows import RowSchemaError, columns, rebuild
+from nanobench.harness.workers.rounds import Window
 
 
 def _cells(path: Path, what: str) -> tuple[list[str], list[dict]]:

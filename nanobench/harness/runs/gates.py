@@ -3,7 +3,7 @@
 What it is: `Gate` (a verdict of pass, fail or inconclusive; a timing gate also carries its
 estimate, 95% interval and target), `gate(name, check, ...)` (a `check_*` function's exception
 becomes a failed gate), `interval_gate` and `ratio_gate` (a timing gate from an interval of
-`nanobench.harness.stats`) and `undecided_hint` (what would decide an inconclusive one).
+`nanobench.harness.statistics.stats`) and `undecided_hint` (what would decide an inconclusive one).
 What it is not: the verdict names (`verdicts`), the rule that reaches one (`stats`), a command's
 own promises (each command's `gates.py`) or the exit code a gate leads to (`output.finish`).
 Invariant: `passed` is `verdict == "pass"`, checked when a gate is made; an interval that
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nanobench.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Gate:
 
 
 def interval_gate(name: str, verdict: str, detail: str, interval, target: float) -> Gate:
-    """A timing gate: the verdict of an Interval (nanobench.harness.stats) against its target."""
+    """A timing gate: the verdict of an Interval (nanobench.harness.statistics.stats) against its target."""
 
     def number(value: float) -> float | None:
         return None if value != value else round(value, 4)
@@ -58,7 +58,7 @@ def interval_gate(name: str, verdict: str, detail: str, interval, target: float)
 
 def ratio_gate(name: str, what: str, interval, target: float) -> Gate:
     """A step-time ratio at most `target`: pass only when its whole 95% interval is."""
-    from nanobench.harness.stats import (
+    from nanobench.harness.statistics.stats import (
         MIN_ROUNDS,
         processes_bind,
         rounds_to_decide,
