@@ -13,8 +13,8 @@ from __future__ import annotations
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.harness.cli.validate import dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.measured_run import for_each_side
 from nanobench.harness.step.targets import BUILTINS, target_option
+from nanobench.harness.workers.member import for_each_side
 
 
 def resolve(spec: CompileSpec) -> tuple[str, str]:

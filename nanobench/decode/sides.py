@@ -21,7 +21,7 @@ from nanobench.decode.rows import RunSpec
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.cli.validate import device_option, dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.measured_run import for_each_side
+from nanobench.harness.workers.member import for_each_side
 
 
 def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:

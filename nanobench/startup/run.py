@@ -18,10 +18,10 @@ from functools import partial
 from nanobench.compile.sides import resolve
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.export import export_startup
-from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, for_each_side
+from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
 from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.harness.step.targets import BUILTINS
-from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.member import Member, for_each_side
 from nanobench.startup.caches import check_artifacts
 from nanobench.startup.gates import gates
 from nanobench.startup.phases import START_PHASES

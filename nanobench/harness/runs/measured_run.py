@@ -8,7 +8,8 @@ each failed member and the columns its user named), the outputs, figure, export 
 It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decided`), and
 `run(measure)` is the whole run around the command's own measuring. `RunKind` is what a
 command supplies: its members' rows derived, its changes, its gates, its heading, report and
-export; a side is a parameter of the same run (`spec.sides()`), never a second copy of it.
+export; a side is a parameter of the same run (`spec.sides()`, each resolved by
+`member.for_each_side`), never a second copy of it.
 What it is not: the measuring itself (the fleet, `fleet.Fleet.sweep`; startup's starts), a
 command's rows or the statistics.
 Invariant: every row and window is on disk before the next one is measured; a comparison's
@@ -32,7 +33,7 @@ from nanobench.harness.runs.eta import announce
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
-from nanobench.harness.workers.member import BEFORE, Member
+from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import (
     RoundPlan,
     Window,
@@ -42,26 +43,6 @@ from nanobench.harness.workers.rounds import (
 )
 from nanobench.harness.workers.rounds import sample_rows as window_samples
 from reports.csvio import write_rows
-
-
-def for_each_side(sides: dict, resolve: Callable, renames: dict[str, str]) -> dict:
-    """Each side's `resolve(side_spec)`, in order. The before side's options were typed under
-    other names (`renames`: --target as --vs, --model as --vs-model): its bad input says
-    them, or is said to be that side's."""
-    found = {}
-    for side, side_spec in sides.items():
-        try:
-            found[side] = resolve(side_spec)
-        except BadInput as e:
-            if side != BEFORE:
-                raise
-            said = str(e)
-            hits = [old for old in renames if old in said]
-            for old in hits:
-                said = said.replace(old, renames[old])
-            first = next(iter(renames.values()), "the before side")
-            raise BadInput(said if hits else f"{first}: {said}") from None
-    return found
 
 
 class RunKind:
