@@ -23,6 +23,8 @@ COMMANDS = (
     "decode",
     "startup",
     "sweep",
+    "compare",
+    "history",
 )
 # What sits under the commands: each of these may import only its own floor and below.
 LOWER = ("harness", "memory", "cost")

@@ -1,14 +1,15 @@
 """`nanobench buckets` (alias `bucketbench`): price a closed decode shape set before capturing.
 
-What it is: the command, its spec (`BucketsSpec`: every option's default and the cross-option
-rules) and its gates. It runs `nanobench.buckets.bench` on the host (a real cache and real
+What it is: the command: its options (each defaulting to `BucketsSpec`'s, `buckets/spec.py`),
+validated and handed to `buckets/run.py`, which runs `nanobench.buckets.bench` on the host (a real cache and real
 plans, no weights, no compiler), prints table 1 (per run length) and table 2 (the capture list
 per width multiple, both kernels), with `--batch-trace FILE --max-graphs K` table 3 (the capture
 list chosen for the served trace, beside vLLM's and SGLang's priced on it); each list's
 startup seconds (its graphs x one graph's record seconds, `--record-s-per-graph` or the CUDA
 model the row names) sit beside its memory; it writes
 `<out>/buckets.csv` and
-`<out>/bucketed-decode-shape.png`, and turns the gates into an exit status under `--check`.
+`<out>/bucketed-decode-shape.png`, and turns the gates (`buckets/gates.py`) into an exit status
+under `--check`.
 What it is not: the measurement (`nanobench.buckets.bench`) or the formatting (`reports.buckets`).
 Invariant: a gate failure is exit 1 under --check and never exit 2; bad input leaves the out
 directory untouched.

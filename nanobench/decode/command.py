@@ -1,10 +1,10 @@
 """`nanobench decode`: the engine against transformers, side by side, each in a fresh process.
 
-What it is: `DecodeSpec` (every option's default and the rules across options), `gates(spec,
-rows)` (tokens, warm-up and the target ratios, each judged on its 95% interval) and the command,
-which validates, runs `decode_bench.sweep`, derives the rows and writes the CSV, figure and env.
-What it is not: the measurement (`decode_bench`, `decode_session`) or the report
-(`reports.decode`).
+What it is: the command: its options (each defaulting to `DecodeSpec`'s), which it validates
+into a spec and hands to `decode/run.py`.
+What it is not: the spec (`decode/spec.py`), the gates (`decode/gates.py`), the measurement
+(`decode/bench.py`, `decode/session.py`), the rows (`decode/rows.py`, `decode/derive.py`) or
+the report (`reports.decode`).
 Invariant: every user mistake is refused before a worker starts, a mistaken name or path before
 torch is imported; a row's columns are its type's.
 """

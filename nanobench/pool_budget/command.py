@@ -1,7 +1,8 @@
 """`nanobench pool-budget`: does the capture list fit beside the weights and the KV pool?
 
-What it is: the command, its spec (`PoolBudgetSpec`: every option's default and the
-cross-option rules) and its gates: one `check_pool_budget` per priced list. Each list's row
+What it is: the command: its options (each defaulting to `PoolBudgetSpec`'s,
+`pool_budget/spec.py`), validated and handed to `pool_budget/run.py`; its gates
+(`pool_budget/gates.py`) are one `check_pool_budget` per priced list. Each list's row
 also prices the seconds recording it adds to a start (`--record-s-per-graph`, or the model of
 `--device` the row names).
 What it is not: the arithmetic (`nanobench.pool_budget.budget`, from a `ModelConfig` alone, no

@@ -10,7 +10,7 @@ It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decid
 command supplies: its members' rows derived, its changes, its gates, its heading, report and
 export; a side is a parameter of the same run (`spec.sides()`, each resolved by
 `member.for_each_side`), never a second copy of it.
-What it is not: the measuring itself (the fleet, `fleet.Fleet.sweep`; startup's starts), a
+What it is not: the measuring itself (the fleet, `fleet.sweep`; startup's starts), a
 command's rows or the statistics.
 Invariant: every row and window is on disk before the next one is measured; a comparison's
 gates, its stop rule and its table read one set of changes, derived at one level per look.
