@@ -21,7 +21,8 @@ from nanobench.compile.rows import CompileRow
 from nanobench.harness.runs.change import apart_interval
 from nanobench.harness.runs.env_record import collect_env, write_env
 from nanobench.harness.runs.rows import as_dicts, columns
-from nanobench.harness.workers.rounds import SAMPLE_COLUMNS, Window, sample_rows
+from nanobench.harness.runs.samples import SAMPLE_COLUMNS, sample_rows
+from nanobench.harness.workers.rounds import Window
 from reports.csvio import write_rows
 
 runner = CliRunner()

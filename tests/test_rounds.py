@@ -15,16 +15,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from nanobench.harness.runs.samples import SAMPLE_COLUMNS, sample_rows
+from nanobench.harness.workers.fleet import live_window
 from nanobench.harness.workers.fresh import LiveWorker, run_fresh, start_side_by_side
 from nanobench.harness.workers.rounds import (
-    SAMPLE_COLUMNS,
     Comparison,
     RoundPlan,
     Window,
-    live_window,
     rotation,
     run_rounds,
-    sample_rows,
     spread_over,
 )
 from reports.csvio import write_rows

@@ -33,7 +33,7 @@ from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.env_record import collect_env, write_env
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts
-from nanobench.harness.workers.rounds import sample_rows
+from nanobench.harness.runs.samples import sample_rows
 from nanobench.harness.workers.threads import threads_applied
 from nanobench.memory.decode_workspace import with_heads
 from reports.capture import plot_capture, render_capture, write_capture_csv

@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 
 from nanobench.capture.rows import RunTiming
+from nanobench.harness.runs.samples import SAMPLE_COLUMNS
 from nanobench.harness.statistics.stats import Interval, spread, verdict_at_most
 from nanobench.harness.workers.rounds import (
-    SAMPLE_COLUMNS,
     Comparison,
     RoundPlan,
     Window,

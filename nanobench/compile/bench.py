@@ -25,11 +25,17 @@ from dataclasses import asdict, dataclass, replace
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
 from nanobench.harness.workers import fleet as fleets
-from nanobench.harness.workers.fleet import Fleet, Listener, first_failure, later_status
+from nanobench.harness.workers.fleet import (
+    Fleet,
+    Listener,
+    first_failure,
+    first_pass_window,
+    later_status,
+)
 from nanobench.harness.workers.fresh import run_fresh
 from nanobench.harness.workers.inductor_cache import fresh_dir, warm_dir
 from nanobench.harness.workers.member import AFTER, BEFORE, Member
-from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window, first_pass_window
+from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
 

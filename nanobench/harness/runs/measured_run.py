@@ -32,16 +32,11 @@ from nanobench.harness.runs.env_record import collect_env, with_load, write_env
 from nanobench.harness.runs.eta import announce
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.runs.samples import sample_columns
+from nanobench.harness.runs.samples import sample_rows as window_samples
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
 from nanobench.harness.workers.member import Member
-from nanobench.harness.workers.rounds import (
-    RoundPlan,
-    Window,
-    describe,
-    look_confidence,
-    sample_columns,
-)
-from nanobench.harness.workers.rounds import sample_rows as window_samples
+from nanobench.harness.workers.rounds import RoundPlan, Window, describe, look_confidence
 from reports.csvio import write_rows
 
 

@@ -8,8 +8,13 @@ workers 2..N, set up side by side as the cores allow, `fresh.start_side_by_side`
 `rounds.run_rounds`), `close` (every worker asked for its final row at once, then each row
 gathered) and, whatever ends the run (an interrupt too), every worker's process group killed
 and every directory handed to `clean` removed. Every member's windows are timed on one core
-(`timing_core`), so a round's pair sees the same core. `later_status` and `first_failure` word a later
-worker's failure the one way both commands report it.
+(`timing_core`), so a round's pair sees the same core. `later_status` and `first_failure` word a
+later worker's failure the one way both commands report it. `sweep(fleet, parts, ...)` is the
+whole of it for any set of members: each a `Part` (a member kind: a compiled mode, a decode
+system, the roofline probe) saying what its workers are handed and how their answers become
+its row, reported to a `Listener` (`runs.measured_run.MeasuredRun`) as they come;
+`live_window` (a live worker as a system of the rounds) and `first_pass_window` (a first pass
+as round 0).
 What it is not: a command's rows (each command rebuilds the payloads into its own row type),
 its environment (each says which cache a worker reads) or the statistics.
 Invariant: a worker is registered before anyone waits for it, so an interrupt during its
@@ -29,12 +34,11 @@ from functools import partial
 from typing import Protocol
 
 from nanobench.harness.workers.fresh import LiveWorker, start_side_by_side
-from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.member import Member, as_member
 from nanobench.harness.workers.rounds import (
     Comparison,
     RoundPlan,
     Window,
-    live_window,
     run_rounds,
     spread_over,
 )
@@ -262,3 +266,37 @@ def later_status(status: str, process: int, later: str) -> str:
     if status == "ok" and later != "ok":
         return f"process {process}: {later}"
     return status
+
+
+def live_window(
+    worker, member: Member | str, timeout: float, slices: int = 1, pin: int | None = None
+) -> Callable[[int], Window]:
+    """A live worker (`nanobench.harness.workers.fresh.LiveWorker`) as a system: each round one request; with
+    `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
+    (`nanobench.harness.workers.slices`), whichever rounds the worker is dealt; with `pin`, the worker
+    times it on that core (`fresh.pin_this_thread`)."""
+    served = [0]
+    member = as_member(member)
+
+    def window(round_index: int) -> Window:
+        request = {"op": "window", "round": round_index}
+        if pin is not None:
+            request["pin"] = pin
+        if slices > 1:
+            request.update(slice=served[0] % slices + 1, slices=slices)
+        served[0] += 1
+        row = worker.request(request, timeout)
+        if row.get("status") != "ok":
+            return Window(member.name, round_index, str(row.get("status")), side=member.side)
+        return Window(**{**row, "system": member.name, "side": member.side})
+
+    return window
+
+
+def first_pass_window(member: Member | str, row: dict) -> Window:
+    """A worker's untimed-by-rounds first pass (round 0): its builds are in `built`."""
+    member = as_member(member)
+    built = tuple(row.get("builds_per_step") or ())
+    ms = tuple(row.get("step_ms_all") or ())
+    steady = tuple(b == 0 for b in built)
+    return Window(member.name, 0, "ok", ms, built, steady, side=member.side)

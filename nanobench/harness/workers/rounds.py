@@ -1,7 +1,8 @@
 """Interleaved rounds: compared systems take turns at timed windows until their ratios are tight.
 
-What it is: `Window` (one system's timed steps in one round) and `Sample` (one timed step, a row
-of `<command>-samples.csv`), `time_steps` (the timing loop every worker runs, with an injectable
+What it is: `Window` (one member's timed steps in one round) and `Sample` (one timed step, a row
+of `<command>-samples.csv`, `runs.samples`), `Comparison` (a ratio of two members, read at the
+level it holds together with its family), `time_steps` (the timing loop every worker runs, with an injectable
 clock), `RoundPlan` (--rounds, --max-rounds, --rel-ci, --budget-s, validated), `rotation` (ABC,
 BCA, CAB, ...), `spread_over` (a system's rounds dealt to its N worker processes in turn, each
 window stamped with its process), `looks` and `look_confidence` (the fixed look schedule and
@@ -9,7 +10,8 @@ the alpha each look spends), `run_rounds` (hand one system at a time a window, r
 order each round, until at a look every comparison's interval is as tight as asked or every
 gate is decided, the rounds run out or the budget is spent) and `intervals` (each comparison's
 ratio interval from the windows, hierarchical over processes when the rounds came from several,
-the run's process pool lent to each: `window_pool`).
+the run's process pool lent to each: `window_pool`), and `describe` (a progress line's
+interval). A live worker as a system and a first pass as a window are the fleet's.
 What it is not: a process manager (`nanobench.harness.workers.fresh.LiveWorker` is) or statistics
 (`nanobench.harness.statistics.stats` is). A "system" is anything that answers `window(round) -> Window`.
 Invariant: one window at a time, never two at once; a system whose window failed runs no more
@@ -331,57 +333,3 @@ def describe(name: str, interval: Interval) -> str:
         f"{name} {interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}] "
         f"({interval.rounds} rounds{over})"
     )
-
-
-def live_window(
-    worker, member: Member | str, timeout: float, slices: int = 1, pin: int | None = None
-) -> Callable[[int], Window]:
-    """A live worker (`nanobench.harness.workers.fresh.LiveWorker`) as a system: each round one request; with
-    `slices` n, this worker's k-th request asks for slice (k - 1) mod n + 1 of its generation
-    (`nanobench.harness.workers.slices`), whichever rounds the worker is dealt; with `pin`, the worker
-    times it on that core (`fresh.pin_this_thread`)."""
-    served = [0]
-    member = as_member(member)
-
-    def window(round_index: int) -> Window:
-        request = {"op": "window", "round": round_index}
-        if pin is not None:
-            request["pin"] = pin
-        if slices > 1:
-            request.update(slice=served[0] % slices + 1, slices=slices)
-        served[0] += 1
-        row = worker.request(request, timeout)
-        if row.get("status") != "ok":
-            return Window(member.name, round_index, str(row.get("status")), side=member.side)
-        return Window(**{**row, "system": member.name, "side": member.side})
-
-    return window
-
-
-def first_pass_window(member: Member | str, row: dict) -> Window:
-    """A worker's untimed-by-rounds first pass (round 0): its builds are in `built`."""
-    member = as_member(member)
-    built = tuple(row.get("builds_per_step") or ())
-    ms = tuple(row.get("step_ms_all") or ())
-    steady = tuple(b == 0 for b in built)
-    return Window(member.name, 0, "ok", ms, built, steady, side=member.side)
-
-
-def sample_rows(windows: Iterable[Window], label: str, sided: bool = False) -> list[dict]:
-    """Every timed step as a long-format row; `label` names the member's column (system,
-    mode), and `sided` adds its side's column first (a before-and-after run's)."""
-    return [
-        {**({"side": s.side} if sided else {}), label: s.system, "process": s.process,
-         "round": s.round, "step": s.step, "ms": round(s.ms, 5), "built": s.built,
-         "steady": s.steady}
-        for w in windows
-        for s in w.samples()
-    ]  # fmt: skip
-
-
-SAMPLE_COLUMNS = ("process", "round", "step", "ms", "built", "steady")
-
-
-def sample_columns(label: str, sided: bool = False) -> list[str]:
-    """`sample_rows`' header."""
-    return [*(["side"] if sided else []), label, *SAMPLE_COLUMNS]

@@ -8,7 +8,7 @@ is asked for, so the systems take turns mid-generation).
 What it is not: the statistics or the scheduler. A slice is a window like any other
 (`nanobench.harness.workers.rounds`): each one is a paired round, dealt to the workers in turn like whole
 windows, and every slice of a generation stays in the worker that started it (each worker's
-k-th request is slice (k - 1) mod n + 1 of its own generation, `rounds.live_window`).
+k-th request is slice (k - 1) mod n + 1 of its own generation, `fleet.live_window`).
 Invariant: a sliced generation runs every step in order at its own context length, exactly as
 a whole one does (the same tokens); a step's time runs from the token before it to its own,
 less the pause when a slice ended between them, so no step is timed across another system's
