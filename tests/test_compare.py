@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.compare.runs import load
 from nanobench.compile.rows import CompileRow
-from nanobench.harness.change import apart_interval
 from nanobench.harness.env_record import collect_env, write_env
 from nanobench.harness.rounds import SAMPLE_COLUMNS, Window, sample_rows
 from nanobench.harness.rows import as_dicts, columns
+from nanobench.harness.t_intervals import apart_interval
 from reports.csvio import write_rows
 
 runner = CliRunner()

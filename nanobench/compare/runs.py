@@ -3,8 +3,8 @@
 What it is: `SavedRun` and `load(path)` (a saved output directory, `compile.csv` with its samples
 and env record or `explain.csv`, or a `--json` document, as typed rows), `compile_changes(old,
 new)` (per mode: the counts exact, step ms and speedup as new / old with an interval from each
-run's per-process means, `change.apart_interval`; compile seconds, breakeven and the verdict
-beside them) and `drift_notes(old, new)` (the line saying that runs taken apart carry the
+run's per-process means, `t_intervals.apart_interval`; compile seconds, breakeven and the
+verdict beside them) and `drift_notes(old, new)` (the line saying that runs taken apart carry the
 machine's drift, and each env fact or setting that differs, named).
 What it is not: `--vs` (one interleaved run, every change paired by round): a comparison of runs
 taken apart says so, and says more loudly when the machines or settings differ.
@@ -17,17 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from nanobench.harness.change import (
-    Change,
-    apart_interval,
-    count_change,
-    timing_change,
-    value_change,
-)
+from nanobench.harness.change import Change, count_change, timing_change, value_change
 from nanobench.harness.env_record import EnvRecord
 from nanobench.harness.errors import BadInput
 from nanobench.harness.rounds import Window
 from nanobench.harness.saved import read_document, read_rows, read_windows
+from nanobench.harness.t_intervals import apart_interval
 from reports.style import article
 
 # The CSV each command leaves under --out, in the order they are looked for.
