@@ -6,7 +6,8 @@ misses and the gates), `render_changes` (a `--vs` run: per mode and start kind, 
 quantity with before, after and the change, over the `Change` records `startup.vs` made) and
 `draw_startup` (a stacked bar per mode and kind, one colour per
 phase), over plain row dicts (the CSV's columns are `nanobench.startup.rows.StartRow`'s fields).
-What it is not: measurement or arithmetic beyond a mean: every number comes from the rows.
+What it is not: measurement or arithmetic beyond a mean: every number comes from the rows, an
+interval as the rows carry it (`ready_gm_s`, `saved_s`: `startup.rows.with_saved`).
 Invariant: a missing measurement prints as `-` and plots as nothing; a failed start is never
 averaged into its kind.
 """
@@ -20,7 +21,7 @@ from rich.text import Text
 
 from reports.change import changed, field, value
 from reports.csvio import save_figure
-from reports.style import counted, gate_mark
+from reports.style import counted, gate_mark, interval_sources
 
 LABELS = {
     "cache_key": "cache key",
@@ -61,18 +62,25 @@ def status_of(ok: list[dict], every: list[dict]) -> str:
 
 
 def ready_interval(ok: list[dict]) -> str:
-    """ready seconds' mean and t interval over the runs (the saved column's rule, by the clock)."""
-    values = [r["ready_s"] for r in ok]
-    if not values:
+    """ready seconds' geometric mean over the runs and its t interval, as the rows carry them
+    (rows not yet derived: the mean)."""
+    if not ok:
         return "-"
-    m = sum(values) / len(values)
-    if len(values) < 2:
-        return f"{m:.2f}"
-    from scipy.stats import t
+    last = ok[-1]
+    value = last.get("ready_gm_s")
+    value = mean(ok, "ready_s") if value is None else value
+    return with_interval(value, last.get("ready_gm_s_low"), last.get("ready_gm_s_high"))
 
-    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    half = float(t.ppf(0.975, len(values) - 1)) * sd / len(values) ** 0.5
-    return f"{m:.2f} [{m - half:.2f}, {m + half:.2f}]"
+
+def source_lines(rows: list[dict]) -> list[str]:
+    """Where the ready and saved intervals took their variance: a line per source."""
+    lines = []
+    for column, label in (("ready_gm_s", "ready s [95%]: geometric mean over runs"),
+                          ("saved_s", "saved s [95%]: mean over runs")):  # fmt: skip
+        pairs = [(r.get(f"{column}_variance"), r.get(f"{column}_df")) for r in rows
+                 if r.get(f"{column}_low") is not None]  # fmt: skip
+        lines += [f"{label}, variance {s}" for s in interval_sources(pairs)]
+    return lines
 
 
 def starts_table(rows: list[dict], title: str) -> Table:
@@ -125,6 +133,8 @@ def render_startup(console, rows: list[dict], phases, gates, title: str, elapsed
                 f"{r['mode']} {r['kind']} (run {r['run']}): the FX cache hit, yet "
                 f"{r['kernels_built']} kernels were built again (on CPU the artifacts carry "
                 "the C++ source, not the built library)"))  # fmt: skip
+    for line in source_lines(rows):
+        console.print(line, markup=False)
     starts_s = sum(r["wall_s"] or 0 for r in rows)
     console.print(f"{len(rows)} starts took {starts_s:.1f} s; the run {elapsed_s:.1f} s")
     for g in gates:
@@ -186,6 +196,9 @@ def render_changes(console, changes: list, rows: list[dict], gates, title: str, 
         "startup-changes.csv only.",
         markup=False,
     )
+    pairs = [(field(c, "variance"), field(c, "df")) for c in timed]
+    for source in interval_sources(pairs):
+        console.print(f"change intervals: variance {source}", markup=False)
     lacking = {field(c, "note") for c in changes if field(c, "note")}
     for note in sorted(lacking):
         console.print(f"note: {note}", markup=False)

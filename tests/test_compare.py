@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.compare.runs import load
 from nanobench.compile.rows import CompileRow
-from nanobench.harness.runs.change import apart_interval
 from nanobench.harness.runs.env_record import collect_env, write_env
 from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.harness.runs.samples import SAMPLE_COLUMNS, sample_rows
+from nanobench.harness.statistics.t_intervals import apart_interval
 from nanobench.harness.workers.rounds import Window
 from reports.csvio import write_rows
 

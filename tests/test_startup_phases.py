@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy.stats import t
 
 from nanobench.startup.phases import START_PHASES, graph_phases, start_phases
 from nanobench.startup.rows import StartRow, changed_components, graph_rows, missed, with_saved
@@ -94,6 +95,39 @@ def test_saved_is_cold_less_this_start_by_the_clock_paired_by_run():
     assert hot[0].saved_s == pytest.approx(sum(differences) / 2)
     assert hot[0].saved_s_low == pytest.approx(4.0 - half, abs=1e-3)
     assert hot[0].saved_s_high == pytest.approx(4.0 + half, abs=1e-3)
+
+
+def test_ready_is_a_geometric_mean_its_log_spread_pooled_over_the_modes_of_one_kind():
+    """Two runs: static's cold start alone, 45.58 and 51.49 s, is 48.5 [10.99, 86.08] at 1 df
+    (t = 12.7); its log spread pooled with off's and dynamic's cold starts, whose runs moved the
+    other way (no drift the modes share), has 3 df less what the runs' common move takes."""
+    cold = {"off": (3.95, 3.80), "dynamic": (30.1, 31.2), "static": (45.58, 51.49)}
+    warm = {"dynamic": (10.0, 10.4), "static": (12.0, 11.1)}
+    rows = [StartRow(mode=m, kind=kind, run=run, ready_s=seconds[run - 1])
+            for kind, by in (("cold", cold), ("warm", warm)) for m, seconds in by.items()
+            for run in (1, 2)]  # fmt: skip
+    rows.append(StartRow(mode="static", kind="hot", run=1, status="error: x"))
+    found = {(r.mode, r.kind): r for r in with_saved(rows) if r.run == 1}
+    # by hand, R = 2: each mode's log move d; the pool mean(d^2) / 2 = a + b, a = mean(d)^2 / 2
+    # the runs' common move (1 df), b = var(d) / 2 what the modes do apart ((G - 1) / G of 2 df)
+    d = [math.log(b / a) for a, b in cold.values()]
+    g, mean_d = len(d), sum(d) / len(d)
+    a, b = mean_d**2 / 2, sum((x - mean_d) ** 2 for x in d) / (2 * g)
+    df = (a + b) ** 2 / (a**2 + b**2 / (g - 1))
+    half = t.ppf(0.975, df) * math.sqrt((a + b) / 2)
+    for mode, (x1, x2) in cold.items():
+        r = found[(mode, "cold")]
+        gm = math.sqrt(x1 * x2)
+        assert r.ready_gm_s == pytest.approx(gm, abs=1e-4)
+        assert r.ready_gm_s_low == pytest.approx(gm * math.exp(-half), abs=1e-4)
+        assert r.ready_gm_s_high == pytest.approx(gm * math.exp(half), abs=1e-4)
+        assert r.ready_gm_s_variance == "pooled over 3 modes"
+        assert r.ready_gm_s_df == pytest.approx(df, abs=0.01) and 2.5 < df <= 3
+    static = found[("static", "cold")]
+    assert 40 < static.ready_gm_s_low and static.ready_gm_s_high < 56  # [42.8, 54.8]
+    # a kind pools with its own kind only; a failed start carries nothing
+    assert found[("static", "warm")].ready_gm_s_variance == "pooled over 2 modes"
+    assert found[("static", "hot")].ready_gm_s is None
 
 
 def test_a_failed_cold_start_pairs_with_nothing():

@@ -4,7 +4,8 @@ A fake worker (`run_fresh` replaced) stands in for the fresh processes: it sees 
 and environment, fills or reads the cache directory it was handed, and reports a ready row whose
 seconds the test chose, so the order, the caches each start read and the change figures are
 checked without torch compiling anything. The change figures are recomputed here from the rows'
-own ready seconds; one slow test runs the corpus pair for real.
+own ready seconds, each start's log ratios' variance pooled over the starts by hand; one slow
+test runs the corpus pair for real.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +24,9 @@ from typer.testing import CliRunner
 
 import nanobench.startup.starts as startup_starts
 from nanobench.cli import app
+from nanobench.harness.statistics.t_intervals import t_interval
 from nanobench.startup.rows import StartRow
-from nanobench.startup.vs import changes, paired_ratio
+from nanobench.startup.vs import changes
 
 runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
@@ -207,17 +210,41 @@ def table_lines(text: str) -> dict[tuple[str, str], list[str]]:
     return found
 
 
-def by_hand(rows: list[dict], mode: str, kind: str, level: float = 0.95, column: str = "ready_s"):
-    """Geometric mean of after / before over runs paired by number, and its t interval."""
+def log_ratios(rows: list[dict], mode: str, kind: str, column: str = "ready_s") -> list[float]:
+    """log(after / before) of one start, run by run."""
     side = {
         (r["side"], r["run"]): r[column] for r in rows if (r["mode"], r["kind"]) == (mode, kind)
     }
     runs = sorted({run for _, run in side})
-    logs = [math.log(side[("after", n)] / side[("before", n)]) for n in runs]
+    return [math.log(side[("after", n)] / side[("before", n)]) for n in runs]
+
+
+def by_hand(rows: list[dict], mode: str, kind: str, level: float = 0.95, column: str = "ready_s"):
+    """Geometric mean of after / before over runs paired by number, and its t interval over
+    that start's own runs alone."""
+    logs = log_ratios(rows, mode, kind, column)
     m = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
     half = t.ppf(0.5 + level / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
     return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def pooled_by_hand(rows: list[dict], starts: list[tuple[str, str]], level: float,
+                   column: str = "ready_s") -> dict:  # fmt: skip
+    """Each start's geometric mean and t interval, the log ratios' variance pooled over
+    `starts` (the mean squared deviation from each start's own mean, G (R - 1) df) at
+    Satterthwaite's df for the drift by run the starts share (MS_run / G + (G - 1) MS_int / G)."""
+    y = np.array([log_ratios(rows, mode, kind, column) for mode, kind in starts])  # [G, R]
+    g, r = y.shape
+    pooled = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum() / (g * (r - 1))
+    ms_run = g * ((y.mean(axis=0) - y.mean()) ** 2).sum() / (r - 1)
+    inter = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    ms_int = (inter**2).sum() / ((g - 1) * (r - 1))
+    a, b = ms_run / g, (g - 1) * ms_int / g
+    df = np.clip((a + b) ** 2 / (a**2 / (r - 1) + b**2 / ((g - 1) * (r - 1))), r - 1, g * (r - 1))
+    half = t.ppf(0.5 + level / 2, df) * math.sqrt(pooled / r)
+    return {start: (math.exp(m), math.exp(m - half), math.exp(m + half), df)
+            for start, m in zip(starts, y.mean(axis=1))}  # fmt: skip
 
 
 def test_the_change_is_the_geometric_mean_of_after_over_before_paired_by_run(tmp_path, fake):
@@ -231,9 +258,14 @@ def test_the_change_is_the_geometric_mean_of_after_over_before_paired_by_run(tmp
     timed = [c for c in changes if c["kind"] == "timing" and c["low"] is not None]
     level = 1 - 0.05 / len(timed)
     assert len(timed) >= 6 and all(c["level"] == pytest.approx(level, abs=1e-4) for c in timed)
+    starts = [("dynamic", "cold"), ("dynamic", "warm")]
+    pooled = pooled_by_hand(rows, starts, level)
     for kind in ("cold", "warm"):
         c = found[(f"dynamic {kind}", "ready_s")]
-        estimate, low, high = by_hand(rows, "dynamic", kind, level)
+        estimate, low, high, df = pooled[("dynamic", kind)]
+        # the two starts' log ratios spread alike: pooled, more df than a start's own 2
+        assert c["variance"] == "pooled over 2 starts" and c["df"] == pytest.approx(df, abs=0.01)
+        assert 2 < df <= 4
         assert c["change"] == pytest.approx(estimate, abs=1e-4)
         assert (c["low"], c["high"]) == (
             pytest.approx(low, abs=1e-4),
@@ -260,12 +292,14 @@ def test_the_change_is_the_geometric_mean_of_after_over_before_paired_by_run(tmp
     cells = table_lines(table.output)
     new = pd.read_csv(tmp_path / "startup.csv")
     level = pd.read_csv(tmp_path / "startup-changes.csv")["level"].max()
+    pooled = pooled_by_hand(new.to_dict("records"), starts, level)
     for kind in ("cold", "warm"):
         before, after, change = cells[(f"dynamic {kind}", "ready s")]
         mine = new[(new["kind"] == kind)].groupby("side")["ready_s"].mean()
         assert before == f"{mine['before']:.2f}" and after == f"{mine['after']:.2f}"
-        estimate, low, high = by_hand(new.to_dict("records"), "dynamic", kind, level)
+        estimate, low, high, _ = pooled[("dynamic", kind)]
         assert change == f"{estimate:.2f}x [{low:.2f}, {high:.2f}] faster"
+    assert "change intervals: variance pooled over 2 starts" in words
     assert cells[("dynamic cold", "FX misses")] == ["1", "1", "same"]
 
 
@@ -316,7 +350,7 @@ def test_an_a_a_comparison_decides_no_more_often_than_its_level():
         drift = np.exp(0.3 * rng.standard_normal(5))
         before = 3.0 * drift * np.exp(0.05 * rng.standard_normal(5))
         after = 3.0 * drift * np.exp(0.05 * rng.standard_normal(5))
-        interval = paired_ratio(list(after), list(before))
+        interval = t_interval(list(np.log(after / before)), log=True)
         decided += interval.low > 1 or interval.high < 1
     assert decided <= 3
 
@@ -351,14 +385,36 @@ def test_an_a_a_run_says_faster_or_slower_anywhere_in_it_at_most_3_times_in_20()
     assert decided <= 3
 
 
-def test_two_runs_give_an_interval_one_degree_of_freedom_wide():
-    interval = paired_ratio([2.0, 2.2], [2.0, 2.0])
+def test_one_start_alone_over_two_runs_has_an_interval_one_degree_of_freedom_wide():
+    interval = t_interval([math.log(2.0 / 2.0), math.log(2.2 / 2.0)], log=True)
     logs = [0.0, math.log(1.1)]
     half = t.ppf(0.975, 1) * abs(logs[1] - logs[0]) / math.sqrt(2) / math.sqrt(2)
     assert interval.estimate == pytest.approx(math.sqrt(1.1))
     assert interval.low == pytest.approx(math.exp(sum(logs) / 2 - half))
     assert interval.high == pytest.approx(math.exp(sum(logs) / 2 + half))
     assert interval.low < 0.6 and interval.high > 1.8  # a 10% spread over 2 runs: wide, honest
+
+
+def test_two_runs_a_start_pool_their_log_ratios_over_the_starts():
+    """The default two runs: each start's own interval has 1 df (t = 12.7 at 95%); the ready
+    ratios of four starts (two modes, cold and warm) that spread alike pool to more."""
+    rng = np.random.default_rng(3)
+    rows = [replace(r, mode=mode) for mode in ("dynamic", "static") for r in aa_rows(rng, runs=2)]
+    timed = [c for c in changes(rows) if c.kind == "timing"]
+    found = {(c.member, c.column): c for c in timed}
+    ready = [
+        found[(f"{m} {k}", "ready_s")] for m in ("dynamic", "static") for k in ("cold", "warm")
+    ]
+    assert {c.variance for c in ready} == {"pooled over 4 starts"}
+    assert all(1 <= c.df <= 4 for c in ready) and any(c.df > 1.5 for c in ready)
+    records = [dict(r.__dict__) for r in rows]
+    starts = [(m, k) for m in ("dynamic", "static") for k in ("cold", "warm")]
+    level = 1 - 0.05 / sum(c.low is not None for c in timed)  # held together, as a run's
+    assert ready[0].level == pytest.approx(level, abs=1e-4)
+    expected = pooled_by_hand(records, starts, level)
+    for c, start in zip(ready, starts):
+        estimate, low, high, _ = expected[start]
+        assert (c.change, c.low, c.high) == pytest.approx((estimate, low, high), abs=1e-4)
 
 
 @pytest.mark.slow

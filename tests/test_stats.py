@@ -118,20 +118,27 @@ def test_a_saving_never_contradicts_its_speedup_under_a_heavy_tail():
 
 
 def test_verdicts_need_the_whole_interval_on_one_side():
-    assert verdict_at_most(Interval(0.8, 0.7, 0.9, 5), 1.0) == PASS
-    assert verdict_at_most(Interval(1.2, 1.1, 1.3, 5), 1.0) == FAIL
-    assert verdict_at_most(Interval(0.95, 0.9, 1.05, 5), 1.0) == INCONCLUSIVE
-    assert verdict_at_most(Interval(0.5, math.nan, math.nan, 1), 1.0) == INCONCLUSIVE
-    assert verdict_at_least(Interval(2.0, 1.5, 2.5, 5), 1.0) == PASS
-    assert verdict_at_least(Interval(0.5, 0.4, 0.6, 5), 1.0) == FAIL
-    assert verdict_at_least(Interval(1.0, 0.9, 1.1, 5), 1.0) == INCONCLUSIVE
+    assert verdict_at_most(Interval(estimate=0.8, low=0.7, high=0.9, rounds=5), 1.0) == PASS
+    assert verdict_at_most(Interval(estimate=1.2, low=1.1, high=1.3, rounds=5), 1.0) == FAIL
+    assert (
+        verdict_at_most(Interval(estimate=0.95, low=0.9, high=1.05, rounds=5), 1.0) == INCONCLUSIVE
+    )
+    assert (
+        verdict_at_most(Interval(estimate=0.5, low=math.nan, high=math.nan, rounds=1), 1.0)
+        == INCONCLUSIVE
+    )
+    assert verdict_at_least(Interval(estimate=2.0, low=1.5, high=2.5, rounds=5), 1.0) == PASS
+    assert verdict_at_least(Interval(estimate=0.5, low=0.4, high=0.6, rounds=5), 1.0) == FAIL
+    assert (
+        verdict_at_least(Interval(estimate=1.0, low=0.9, high=1.1, rounds=5), 1.0) == INCONCLUSIVE
+    )
 
 
 def test_rounds_to_decide_scales_the_half_width_by_one_over_sqrt_rounds():
     # half-width 0.1 at 4 rounds, gap 0.05: 4 * (0.1 / 0.05)^2 = 16 rounds, 12 more
-    assert rounds_to_decide(Interval(1.05, 0.95, 1.15, 4), 1.0) == 12
-    assert rounds_to_decide(Interval(1.2, 1.1, 1.3, 4), 1.0) == 0
-    assert rounds_to_decide(Interval(1.0, 0.9, 1.1, 4), 1.0) is None
+    assert rounds_to_decide(Interval(estimate=1.05, low=0.95, high=1.15, rounds=4), 1.0) == 12
+    assert rounds_to_decide(Interval(estimate=1.2, low=1.1, high=1.3, rounds=4), 1.0) == 0
+    assert rounds_to_decide(Interval(estimate=1.0, low=0.9, high=1.1, rounds=4), 1.0) is None
 
 
 def test_rounds_to_decide_measures_the_interval_towards_the_target():
@@ -139,25 +146,37 @@ def test_rounds_to_decide_measures_the_interval_towards_the_target():
     facing the target sets the count. A make-bench run read 'about 1 more round' after 30, on a
     saving of -0.456 [-2.417, 6.817] against 4.587 (the half-width, 4.62, is below the gap)."""
     # reach 0.5 towards 1.0, gap 0.25: 5 * (0.5 / 0.25)^2 = 20 rounds, 15 more (binary-exact)
-    assert rounds_to_decide(Interval(0.75, 0.625, 1.25, 5), 1.0) == 15
+    assert rounds_to_decide(Interval(estimate=0.75, low=0.625, high=1.25, rounds=5), 1.0) == 15
     # the half-width (0.3125) would have said 5 * (0.3125 / 0.25)^2 = 7.8: 3 more
     # the same interval against 0.5, below its low end: already decided
-    assert rounds_to_decide(Interval(0.75, 0.625, 1.25, 5), 0.5) == 0
+    assert rounds_to_decide(Interval(estimate=0.75, low=0.625, high=1.25, rounds=5), 0.5) == 0
     # reach 7.273, gap 5.043: 30 * (7.273 / 5.043)^2 = 62.4 -> 33 more, never 1
-    assert rounds_to_decide(Interval(-0.456, -2.417, 6.817, 30), 4.587) == 33
+    assert (
+        rounds_to_decide(Interval(estimate=-0.456, low=-2.417, high=6.817, rounds=30), 4.587) == 33
+    )
 
 
 def test_only_the_within_process_share_shrinks_with_rounds():
     # s = 0.5, gap / reach = 0.8: 10 * 0.5 / (0.64 - 0.5) = 35.7 rounds, 26 more
-    assert rounds_to_decide(Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0) == 26
-    assert not processes_bind(Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0)
+    assert (
+        rounds_to_decide(
+            Interval(estimate=1.08, low=0.98, high=1.18, rounds=10, processes=2, within_share=0.5),
+            1.0,
+        )
+        == 26
+    )
+    assert not processes_bind(
+        Interval(estimate=1.08, low=0.98, high=1.18, rounds=10, processes=2, within_share=0.5), 1.0
+    )
     # s = 0.1: the between part alone (0.9 of the variance) reaches past the gap (0.64)
-    bound = Interval(1.08, 0.98, 1.18, 10, 2, 0.1)
+    bound = Interval(estimate=1.08, low=0.98, high=1.18, rounds=10, processes=2, within_share=0.1)
     assert rounds_to_decide(bound, 1.0) is None and processes_bind(bound, 1.0)
     # one process: all of the variance is within, rounds always can decide
-    assert not processes_bind(Interval(1.08, 0.98, 1.18, 10), 1.0)
+    assert not processes_bind(Interval(estimate=1.08, low=0.98, high=1.18, rounds=10), 1.0)
     # decided already: nothing binds
-    assert not processes_bind(Interval(1.2, 1.1, 1.3, 10, 2, 0.01), 1.0)
+    assert not processes_bind(
+        Interval(estimate=1.2, low=1.1, high=1.3, rounds=10, processes=2, within_share=0.01), 1.0
+    )
 
 
 def test_the_within_share_of_a_hierarchical_interval_is_the_anova_share():
@@ -179,10 +198,20 @@ def test_the_within_share_of_a_hierarchical_interval_is_the_anova_share():
 
 
 def test_a_gate_the_processes_hold_open_says_more_processes_not_more_rounds():
-    bound = ratio_gate("g", "ratio", Interval(1.08, 0.98, 1.18, 10, 2, 0.1), 1.0)
+    bound = ratio_gate(
+        "g",
+        "ratio",
+        Interval(estimate=1.08, low=0.98, high=1.18, rounds=10, processes=2, within_share=0.1),
+        1.0,
+    )
     assert "more --processes would narrow it" in bound.detail
     assert "more rounds would likely decide" not in bound.detail
-    open_ = ratio_gate("g", "ratio", Interval(1.08, 0.98, 1.18, 10, 2, 0.5), 1.0)
+    open_ = ratio_gate(
+        "g",
+        "ratio",
+        Interval(estimate=1.08, low=0.98, high=1.18, rounds=10, processes=2, within_share=0.5),
+        1.0,
+    )
     assert "about 26 more rounds would likely decide" in open_.detail
 
 

@@ -50,9 +50,8 @@ Clock = Callable[[], float]
 
 def ratio_of(row) -> Interval:
     """The Interval a RunTiming (or a capture RunRow) holds; a None end is NaN."""
-    nan = float("nan")
-    ends = (row.ratio_vs_eager, row.ratio_vs_eager_low, row.ratio_vs_eager_high)
-    return Interval(*(nan if v is None else v for v in ends), row.rounds)
+    return Interval.from_ends(estimate=row.ratio_vs_eager, low=row.ratio_vs_eager_low,
+                              high=row.ratio_vs_eager_high, rounds=row.rounds)  # fmt: skip
 
 
 def _sync(device: str) -> None:

@@ -4,7 +4,7 @@ What it is: `SavedRun` and `load(path)` (a saved output directory, `compile.csv`
 and env record, `decode.csv` or `explain.csv`, or a `--json` document, as typed rows, the
 command's pieces from `kinds.COMPARERS`), `compile_changes(old, new)` (per mode: the counts
 exact, step ms and speedup as new / old with an interval from each run's per-process means,
-`change.apart_interval`; compile seconds, breakeven and the verdict beside them),
+`t_intervals.apart_interval`; compile seconds, breakeven and the verdict beside them),
 `decode_changes` and `explain_changes` (each with what is on one side only) and
 `drift_notes(old, new)` (the line saying that runs taken apart carry the
 machine's drift, and each env fact or setting that differs, named).
@@ -21,15 +21,10 @@ from pathlib import Path
 
 from nanobench.compare.kinds import COMPARERS, comparer
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.change import (
-    Change,
-    apart_interval,
-    count_change,
-    timing_change,
-    value_change,
-)
+from nanobench.harness.runs.change import Change, count_change, timing_change, value_change
 from nanobench.harness.runs.env_record import EnvRecord
 from nanobench.harness.runs.saved import read_document, read_rows, read_windows
+from nanobench.harness.statistics.t_intervals import apart_interval
 from nanobench.harness.workers.rounds import Window
 from reports.style import article
 

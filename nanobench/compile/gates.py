@@ -63,9 +63,8 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
             else "no step time against off: run off in the same sweep"
         )
         return Gate(name, False, why)
-    nan = float("nan")
-    ends = (row.saving_per_step_ms, row.saving_per_step_ms_low, row.saving_per_step_ms_high)
-    saving = Interval(*(nan if v is None else v for v in ends), row.rounds or 0)
+    saving = Interval.from_ends(estimate=row.saving_per_step_ms, low=row.saving_per_step_ms_low,
+                                high=row.saving_per_step_ms_high, rounds=row.rounds)  # fmt: skip
     verdict = {"yes": PASS, "no": FAIL}.get(row.worth_compiling, INCONCLUSIVE)
 
     def steps(value) -> str:

@@ -87,15 +87,11 @@ def best_engine_row(rows: list[DecodeRow]) -> DecodeRow | None:
 def ratio_of(row: DecodeRow, column: str) -> Interval:
     """The Interval a row holds in column, column_low, column_high (None: NaN), over its
     processes, with the share of its variance more rounds would shrink."""
-    nan = float("nan")
-    ends = [getattr(row, k) for k in (column, f"{column}_low", f"{column}_high")]
-    share = getattr(row, f"{column}_within_share")
-    return Interval(
-        *(nan if v is None else v for v in ends),
-        row.rounds,
-        row.processes,
-        1.0 if share is None else share,
-    )
+    return Interval.from_ends(
+        estimate=getattr(row, column), low=getattr(row, f"{column}_low"),
+        high=getattr(row, f"{column}_high"), rounds=row.rounds, processes=row.processes,
+        within_share=getattr(row, f"{column}_within_share"),
+    )  # fmt: skip
 
 
 def check_nothing_built(row: DecodeRow) -> None:

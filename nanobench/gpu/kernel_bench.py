@@ -317,13 +317,12 @@ def kernel_bandwidth_gate(
     row = next((t for t in timings if t.kernel == TRITON and (t.rows, t.context) == at), None)
     if row is None or row.hbm_fraction is None:
         return Gate(name, False, f"no Triton timing with a measured bandwidth at {at[0]}x{at[1]}")
-    nan = math.nan
-    low, high = (nan if v is None else v for v in (row.hbm_fraction_low, row.hbm_fraction_high))
-    interval = Interval(row.hbm_fraction, low, high, row.rounds)
+    interval = Interval.from_ends(estimate=row.hbm_fraction, low=row.hbm_fraction_low,
+                                  high=row.hbm_fraction_high, rounds=row.rounds)  # fmt: skip
     verdict = verdict_at_least(interval, min_fraction)
     span = (
-        f"[{low:.0%}, {high:.0%}] over {row.rounds} rounds"
-        if math.isfinite(low)
+        f"[{interval.low:.0%}, {interval.high:.0%}] over {row.rounds} rounds"
+        if math.isfinite(interval.low)
         else f"no interval ({row.rounds} rounds; one needs {MIN_ROUNDS})"
     )
     detail = (

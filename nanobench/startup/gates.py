@@ -2,9 +2,10 @@
 
 What it is: `gates(spec, rows)`: every warm and hot start hit the caches its cold start saved
 (a miss fails, naming the start, the graph and what changed in the cache key), and with
-`--max-warm-s` each mode's warm start is under it (its runs' mean and t interval: pass only
-when the whole interval is under, fail only when the whole of it is over).
-What it is not: the rows or their arithmetic (`startup.rows`).
+`--max-warm-s` each mode's warm start is under it (its runs' geometric mean and t interval, the
+row's `ready_gm_s`, pooled over the modes where they agree: pass only when the whole interval
+is under, fail only when the whole of it is over).
+What it is not: the rows or their arithmetic (`startup.rows`, `harness.statistics.t_intervals`).
 Invariant: a gate reads only ok rows; a failed start fails the run through `finish`, not here.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from nanobench.harness.runs.gates import Gate
 from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
-from nanobench.startup.rows import StartRow, paired_t
+from nanobench.startup.rows import StartRow
 from nanobench.startup.spec import StartupSpec
 from reports.style import counted
 
@@ -34,21 +35,23 @@ def caches_hit(rows: list[StartRow]) -> Gate:
 
 
 def warm_under(rows: list[StartRow], mode: str, max_s: float) -> Gate:
+    """The mode's warm ready seconds against max_s on the interval the rows carry (`with_saved`)."""
     name = f"{mode} warm start under {max_s:g} s"
-    times = [r.ready_s for r in rows if (r.mode, r.kind, r.status) == (mode, "warm", "ok")]
-    if not times:
+    warm = [r for r in rows if (r.mode, r.kind, r.status) == (mode, "warm", "ok")]
+    if not warm:
         return Gate(name, False, f"{mode}: no warm start finished")
-    mean, low, high = paired_t(times)
-    if low != low:
+    r = warm[0]
+    mean, low, high = r.ready_gm_s, r.ready_gm_s_low, r.ready_gm_s_high
+    if low is None or high is None:
         verdict, span = INCONCLUSIVE, f"{mean:.2f} s over 1 run (an interval needs --runs 2)"
     else:
         verdict = PASS if high < max_s else FAIL if low > max_s else INCONCLUSIVE
-        span = f"{mean:.2f} s [{low:.2f}, {high:.2f}] over {counted(len(times), 'run')}"
+        span = (f"{mean:.2f} s [{low:.2f}, {high:.2f}] over {counted(len(warm), 'run')} "
+                f"({r.ready_gm_s_variance}, {r.ready_gm_s_df:g} df)")  # fmt: skip
     detail = f"{span}; the target is under {max_s:g} s"
     if verdict == INCONCLUSIVE:
         detail += "; can't tell at this noise (more --runs)"
-    ends = [None if v != v else round(v, 4) for v in (mean, low, high)]
-    return Gate(name, verdict == PASS, detail, verdict, *ends, max_s)
+    return Gate(name, verdict == PASS, detail, verdict, mean, low, high, max_s)
 
 
 def gates(spec: StartupSpec, rows: list[StartRow]) -> list[Gate]:

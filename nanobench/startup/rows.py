@@ -4,23 +4,31 @@ What it is: `StartRow` (a start's wall time to ready and to its first token, its
 facts, the steady step, and what a cache saved against the clock) and `GraphRow` (one graph's
 phases and cache answers), both built by `rows_of(ready, launched, wall_s, cold)` from a
 worker's ready row; `missed(...)` (a warm or hot graph that missed what its cold start saved,
-and what torch's FX cache key says changed); `with_saved(rows)`, the cold-less-this seconds
-paired by run with their interval (within a side, in a `--vs` run).
-What it is not: a measurement (`startup.session`) or the phase arithmetic (`startup.phases`).
+and what torch's FX cache key says changed); `with_saved(rows)`, each start's mode and kind's
+ready seconds over the runs (their geometric mean) and, for a warm or hot start, the
+cold-less-this seconds paired by run (their mean), each with its t interval, the variance pooled
+over the side's modes of that kind (`t_intervals.pooled_t_intervals`: two runs leave each mode
+one degree of freedom, t = 12.7).
+What it is not: a measurement (`startup.session`), the phase arithmetic (`startup.phases`) or
+an interval's (`harness.statistics.t_intervals`).
 Invariant: time saved is cold's wall time less this start's, by the clock, never the ledger's
-`remote_cache_time_saved_s`; a failed start derives nothing and is never shown as its kind.
+`remote_cache_time_saved_s`; a failed start derives nothing and is never shown as its kind; a
+pooled interval pools only modes of one side and start kind whose variances agree, and says so.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from nanobench.startup.phases import (
     first_pass_s,
     start_phases,
     step_graphs,
 )
+
+if TYPE_CHECKING:  # the statistics load numpy and scipy: a start's rows are built without them
+    from nanobench.harness.statistics.stats import Interval
 
 
 @dataclass(frozen=True)
@@ -68,9 +76,16 @@ class StartRow:
     pgo: str | None = None  # dynamo's automatic-dynamic PGO: off (pinned) | on
     pgo_state_found: bool | None = None
     step_ms: float | None = None  # the steady step after, a second pass over the same steps
+    ready_gm_s: float | None = None  # ready_s of this mode and kind, geometric mean over runs
+    ready_gm_s_low: float | None = None
+    ready_gm_s_high: float | None = None
+    ready_gm_s_df: float | None = None
+    ready_gm_s_variance: str | None = None  # own: its runs, or pooled over the side's modes
     saved_s: float | None = None  # cold's ready_s less this start's, mean over runs
     saved_s_low: float | None = None
     saved_s_high: float | None = None
+    saved_s_df: float | None = None
+    saved_s_variance: str | None = None  # own: its runs, or pooled over the side's modes
     torch_version: str | None = None
     cpu_capability: str | None = None
     aten_cpu_capability: str | None = None
@@ -243,37 +258,57 @@ def failed_row(mode: str, kind: str, run: int, status: str, pgo: bool, side: str
                     pgo="on" if pgo else "off")  # fmt: skip
 
 
-def paired_t(differences: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean of paired differences and its t interval over them (NaN ends below two)."""
-    n = len(differences)
-    mean = sum(differences) / n
-    if n < 2:
-        return mean, math.nan, math.nan
-    from scipy.stats import t
+def by_mode(cells: dict[tuple, dict[int, float]], log: bool) -> dict[tuple, Interval]:
+    """Each (side, mode, kind) cell's values by run as its mean and t interval, the variance
+    pooled over the modes of its side and kind: a mode's cold start is not pooled with its warm
+    one (compiling and loading vary unalike), nor one side with the other. `log`: seconds whose
+    spread is a share of them, pooled as logs (their geometric mean)."""
+    from nanobench.harness.statistics.t_intervals import pooled_t_intervals
 
-    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
-    half = float(t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+    out = {}
+    for side, kind in dict.fromkeys((s, k) for s, _, k in cells):
+        mine = {m: runs for (s, m, k), runs in cells.items() if (s, k) == (side, kind)}
+        found = pooled_t_intervals(mine, unit="modes", log=log)
+        out.update({(side, mode, kind): i for mode, i in found.items()})
+    return out
+
+
+def interval_fields(prefix: str, interval: Interval) -> dict:
+    """The row's `<prefix>`, `_low`, `_high`, `_df` and `_variance` of an interval (None: NaN)."""
+    ends = (interval.estimate, interval.low, interval.high)
+    value, low, high = (None if v != v else round(v, 4) for v in ends)
+    df = interval.df if low is not None else None
+    return {prefix: value, f"{prefix}_low": low, f"{prefix}_high": high, f"{prefix}_df": df,
+            f"{prefix}_variance": interval.variance_from or None}  # fmt: skip
 
 
 def with_saved(rows: list[StartRow]) -> list[StartRow]:
-    """Each warm and hot row's saving: its side's cold ready_s less its own, paired by run."""
-    cold = {(r.side, r.mode, r.run): r for r in rows if r.kind == "cold" and r.status == "ok"}
+    """Each ok row's ready_gm_s (its mode and kind's ready_s over runs) and each warm and hot
+    row's saved_s (its side's cold ready_s less its own, paired by run), with their intervals.
+
+    Ready seconds pool as logs: a busy machine slows a start by a share of it, and a default run
+    on a loaded 2-core box had every mode's cold start rise 39 to 81% from run 1 to run 2 (3.99
+    to 7.23 s off, 41.2 to 57.1 s dynamic, 48.9 to 74.7 s static): variances within 3.3 times
+    of each other as logs, 24 and 63 times off's as seconds. A saving, a difference that may be
+    0 or below, pools in seconds.
+    """
+    ok = [r for r in rows if r.status == "ok"]
+    cells: dict[tuple, dict[int, float]] = {}
+    for r in ok:
+        cells.setdefault((r.side, r.mode, r.kind), {})[r.run] = r.ready_s
+    cold = {(r.side, r.mode, r.run): r for r in ok if r.kind == "cold"}
+    saved: dict[tuple, dict[int, float]] = {}
+    for r in ok:
+        if r.kind != "cold" and (r.side, r.mode, r.run) in cold:
+            mine = saved.setdefault((r.side, r.mode, r.kind), {})
+            mine[r.run] = cold[(r.side, r.mode, r.run)].ready_s - r.ready_s
+    ready, savings = by_mode(cells, log=True), by_mode(saved, log=False)
     out = []
     for r in rows:
-        if r.kind == "cold" or r.status != "ok":
-            out.append(r)
-            continue
-        same = [
-            cold[(x.side, x.mode, x.run)].ready_s - x.ready_s
-            for x in rows
-            if (x.side, x.mode, x.kind, x.status) == (r.side, r.mode, r.kind, "ok")
-            and (x.side, x.mode, x.run) in cold
-        ]
-        if not same:
-            out.append(r)
-            continue
-        mean, low, high = paired_t(same)
-        ends = [None if v != v else round(v, 4) for v in (mean, low, high)]
-        out.append(replace(r, saved_s=ends[0], saved_s_low=ends[1], saved_s_high=ends[2]))
+        key = (r.side, r.mode, r.kind)
+        if r.status == "ok":
+            r = replace(r, **interval_fields("ready_gm_s", ready[key]))
+        if r.status == "ok" and key in savings:
+            r = replace(r, **interval_fields("saved_s", savings[key]))
+        out.append(r)
     return out

@@ -2,13 +2,15 @@
 
 What it is: `interleaved(order)` (each (mode, kind, run) cell as a before start and an after
 start one right after the other, the side that goes first alternating run by run),
-`paired_ratio(after, before)` (the geometric mean of after / before over paired runs with its t
-interval over the runs' log ratios) and `changes(rows)` (per mode and start kind, "dynamic
-warm": ready and compile seconds and the compile phases as after / before paired by run; the cache
-answers, graphs and kernels built as exact counts).
+`ratio_intervals(members, column, level)` (each start's geometric mean of after / before over
+paired runs with its t interval over the runs' log ratios, their variance pooled over the
+starts, every mode and kind, whose variances agree: `t_intervals.pooled_t_intervals`) and
+`changes(rows)` (per mode and start kind, "dynamic warm": ready and compile seconds and the
+compile phases as after / before paired by run; the cache answers, graphs and kernels built as
+exact counts).
 What it is not: a start (`startup.run`, `startup.session`), the caches each side reads
-(`startup.caches`), the gates (`harness.runs.change.vs_gates`) or the table
-(`reports.startup.render_changes`).
+(`startup.caches`), an interval's arithmetic (`harness.statistics.t_intervals`), the gates
+(`harness.runs.change.vs_gates`) or the table (`reports.startup.render_changes`).
 Invariant: a timing change pairs run i of before with run i of after, two starts taken one
 right after the other; a pair where either start failed is left out, never filled in; a run's
 timing changes hold together at 95% (`harness.statistics.stats.each_level`), so an A/A run says faster or
@@ -17,17 +19,15 @@ slower anywhere in it at most one time in twenty.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from nanobench.harness.runs.change import (
-    Change,
-    count_change,
-    timing_change,
-    with_level,
-)
+from nanobench.harness.runs.change import Change, count_change, timing_change, with_level
 from nanobench.harness.statistics.stats import each_level
-from nanobench.startup.rows import StartRow, paired_t
+from nanobench.startup.rows import StartRow
+
+if TYPE_CHECKING:  # the statistics load numpy and scipy
+    from nanobench.harness.statistics.stats import Interval
 
 SIDES = ("before", "after")
 LEVEL = 0.95
@@ -49,20 +49,22 @@ def interleaved(order: list[tuple[str, str, int]]) -> list[tuple[str, str, str, 
     return out
 
 
-def paired_ratio(after: list[float], before: list[float], confidence: float = LEVEL):
-    """exp(mean log(after / before)) and exp(its t interval over the pairs): one degree of
-    freedom per pair beyond the first, so two runs give t = 12.7 and an honest, wide interval.
+def ratio_intervals(members: dict[str, list], column: str, level: float) -> dict[str, Interval]:
+    """Each start's exp(mean log(after / before)) over its paired runs and its t interval, the
+    log ratios' variance pooled over the starts that agree (modes and kinds alike: a ratio has
+    no unit), where a start's own two runs would leave it one degree of freedom (t = 12.7).
 
     Not `stats.ratio_interval`: its bootstrap needs 5 pairs (`MIN_ROUNDS`) and a start run has
     2 by default; the t interval over runs is startup's own rule (`saved s`, `--max-warm-s`).
     """
-    from nanobench.harness.statistics.stats import Interval
+    from nanobench.harness.statistics.t_intervals import pooled_t_intervals
 
-    logs = [math.log(a / b) for a, b in zip(after, before)]
-    mean, low, high = paired_t(logs, confidence)
-    ends = [math.exp(v) if v == v else math.nan for v in (low, high)]
-    return Interval(math.exp(mean), ends[0], ends[1], len(logs), 1, 1.0, len(logs) - 1.0,
-                    "runs paired")  # fmt: skip
+    ratios = {
+        member: {y.run: getattr(y, column) / getattr(x, column) for x, y in pairs}
+        for member, pairs in members.items()
+        if ratioed(column, pairs)
+    }
+    return pooled_t_intervals(ratios, level, unit="starts", log=True)
 
 
 def ratioed(column: str, pairs: list[tuple[StartRow, StartRow]]) -> bool:
@@ -72,15 +74,14 @@ def ratioed(column: str, pairs: list[tuple[StartRow, StartRow]]) -> bool:
     return all(v is not None and v > 0 for v in values)
 
 
-def timing(member: str, column: str, pairs: list, level: float) -> Change:
-    """One timing's change: means a side, the ratio paired by run, its interval at `level`."""
+def timing(member: str, column: str, pairs: list, interval: Interval | None, level) -> Change:
+    """One timing's change: means a side, the ratio paired by run with its interval at `level`
+    (`ratio_intervals`; None where a run has no ratio)."""
     before = _mean([getattr(x, column) for x, _ in pairs])
     after = _mean([getattr(y, column) for _, y in pairs])
-    if not ratioed(column, pairs):
+    if interval is None:
         note = "a run at 0 s on one side: no ratio interval"
         return timing_change(member, column, before, after, None, note)
-    interval = paired_ratio([getattr(y, column) for _, y in pairs],
-                            [getattr(x, column) for x, _ in pairs], level)  # fmt: skip
     note = "" if len(pairs) > 1 else "1 run a side: an interval needs --runs 2"
     return with_level(timing_change(member, column, before, after, interval, note), level)
 
@@ -103,9 +104,10 @@ def changes(rows: list[StartRow]) -> list[Change]:
     # Every timing with an interval, of every member, holds together: m of them at 1 - 0.05 / m.
     m = sum(ratioed(c, pairs) and len(pairs) > 1 for pairs in members.values() for c in TIMINGS)
     level = each_level(LEVEL, m)
+    intervals = {c: ratio_intervals(members, c, level) for c in TIMINGS}
     found: list[Change] = []
     for member, pairs in members.items():
-        found += [timing(member, c, pairs, level) for c in TIMINGS]
+        found += [timing(member, c, pairs, intervals[c].get(member), level) for c in TIMINGS]
         found += [count(member, c, pairs) for c in COUNTS]
     return found
 

@@ -2,12 +2,12 @@
 
 What it is: `Change` (one column of one member, before and after: a count's difference, a
 timing's after / before ratio with its interval and verdict), `count_change`, `timing_change`,
-`value_change`, `apart_interval` (the ratio of two runs taken apart, from their per-process
-means: no pairing by round is possible there) and the gates a comparison can be held to in CI:
+`value_change` and the gates a comparison can be held to in CI:
 `no_more_gates` (`--no-more graphs,breaks`) and `no_slower_gates` (`--no-slower step_ms`), with
 `check_columns` refusing a column a command does not measure.
 What it is not: a measurement (`--vs` runs both sides through one fleet, `compare` reads two
-saved runs) or a table (`reports.change`).
+saved runs), an interval's arithmetic (`stats`, `t_intervals`: two runs taken apart are
+`t_intervals.apart_interval`) or a table (`reports.change`).
 Invariant: a count's change is exact (dynamo's counters, no interval); a timing's verdict comes
 from its interval alone: "faster" or "slower" only when the interval excludes 1, else "can't
 tell"; a timing with no interval is never faster or slower.
@@ -57,6 +57,7 @@ class Change:
     verdict: str = SAME
     note: str = ""
     rounds: int | None = None  # the rounds (or processes, runs apart) the interval came from
+    variance: str = ""  # where the interval's variance came from (`Interval.variance_from`)
 
 
 def count_change(member: str, column: str, before, after) -> Change:
@@ -92,8 +93,10 @@ def timing_change(
         verdict = CANT_TELL
     df = interval.df if math.isfinite(interval.df) else None
     return Change(
-        member, column, "timing", before, after, _round(interval.estimate), _round(interval.low),
-        _round(interval.high), None, _round(df), verdict, note, interval.rounds,
+        member=member, column=column, kind="timing", before=before, after=after,
+        change=_round(interval.estimate), low=_round(interval.low), high=_round(interval.high),
+        df=_round(df), verdict=verdict, note=note, rounds=interval.rounds,
+        variance=interval.variance_from,
     )  # fmt: skip
 
 
@@ -107,41 +110,6 @@ def value_change(member: str, column: str, before, after) -> Change:
 def with_level(change: Change, level: float) -> Change:
     """The change with the level its interval was read at (a look's, `rounds.look_confidence`)."""
     return replace(change, level=round(level, 4)) if change.low is not None else change
-
-
-def apart_interval(before: list[list[float]], after: list[list[float]], confidence: float = 0.95):
-    """after / before for two runs taken apart: their per-process mean logs, Welch's t.
-
-    Each inner list is one process's per-round values (step ms, or a round's speedup). Rounds of
-    one process are not independent of each other, so a process is the unit (its mean log), as
-    in the hierarchical interval; with one process a side its rounds stand in. The machine's
-    drift between the two runs is in neither side's spread: the caller says so.
-    """
-    from scipy.stats import t
-
-    from nanobench.harness.statistics.stats import Interval
-
-    def units(side: list[list[float]]) -> list[float]:
-        groups = [[math.log(v) for v in g if v and v > 0] for g in side]
-        groups = [g for g in groups if g]
-        if len(groups) > 1:
-            return [sum(g) / len(g) for g in groups]
-        return groups[0] if groups else []
-
-    a, b = units(before), units(after)
-    if len(a) < 2 or len(b) < 2:
-        est = math.exp(_mean(b) - _mean(a)) if a and b else math.nan
-        return Interval(est, math.nan, math.nan, len(a) + len(b))
-    va, vb = _var(a) / len(a), _var(b) / len(b)
-    estimate = _mean(b) - _mean(a)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        point = math.exp(estimate)
-        return Interval(point, point, point, len(a) + len(b))
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    q = float(t.ppf(0.5 + confidence / 2, df))
-    low, high = math.exp(estimate - q * se), math.exp(estimate + q * se)
-    return Interval(math.exp(estimate), low, high, len(a) + len(b), 1, 1.0, df, "runs apart")
 
 
 def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
@@ -214,22 +182,11 @@ def _slowdown(c: Change) -> Interval:
     a speedup."""
     from nanobench.harness.statistics.stats import Interval
 
-    nan = math.nan
-    values = [nan if v is None else v for v in (c.change, c.low, c.high)]
+    est, low, high = c.change, c.low, c.high
     if c.column in HIGHER_IS_BETTER:
-        est, low, high = (1 / v if v else nan for v in values)
-        values = [est, high, low]
-    return Interval(values[0], values[1], values[2], c.rounds or 0)
+        est, low, high = (1 / v if v else None for v in (est, high, low))
+    return Interval.from_ends(estimate=est, low=low, high=high, rounds=c.rounds)
 
 
 def _round(value):
     return None if value is None or value != value else round(float(value), 4)
-
-
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _var(xs: list[float]) -> float:
-    m = _mean(xs)
-    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)

@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from nanobench.harness.statistics.stats import Interval, bounded_exp
+from nanobench.harness.statistics.stats import Interval
+from nanobench.harness.statistics.t_intervals import Part, satterthwaite_interval
 
 MIN_RUNS = 3  # earlier runs before their spread is used: 2 degrees of freedom, t = 4.3
 KEEP_RUNS = 20  # the most recent runs a calibration reads: a machine drifts over weeks
@@ -174,8 +175,6 @@ class Calibration:
     def interval(self, num_ms, den_ms, processes, confidence: float) -> Interval | None:
         """exp(mean y +- t_df sqrt(tau^2 + s_w^2 / R)); None without enough history, with too
         few rounds, or when this run is unlike its history."""
-        from scipy.stats import t
-
         if self.runs < MIN_RUNS:
             return None
         y = np.log(np.asarray(num_ms, dtype=float) / np.asarray(den_ms, dtype=float))
@@ -186,16 +185,8 @@ class Calibration:
         estimate = float(y.mean())
         if not self.consistent(estimate, within):
             return None
-        tau2, df_tau = self.tau2(), self.runs - 1
-        total = tau2 + within
-        k = len(set(labels))
-        source = self.source()
-        if total == 0:
-            point = math.exp(estimate)
-            return Interval(point, point, point, int(y.size), k, 1.0, math.inf, source, df_tau)
-        df = max(total**2 / (tau2**2 / df_tau + within**2 / df_w), float(df_tau))
-        q = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total)
-        return Interval(
-            math.exp(estimate), bounded_exp(estimate - q), bounded_exp(estimate + q),
-            int(y.size), k, within / total, round(df, 2), source, df_tau,
+        return satterthwaite_interval(
+            log_mean=estimate, shared=Part(self.tau2(), self.runs - 1), within=Part(within, df_w),
+            rounds=int(y.size), processes=len(set(labels)), source=self.source(),
+            confidence=confidence,
         )  # fmt: skip

@@ -9,29 +9,26 @@ is left of a system's slot means is its process effect: the system-by-slot inter
 processes: 1, whose t quantile is 12.7). `ProcessPool.interval(groups)` is a comparison's
 interval with the pool's between-process variance, twice a system's (a ratio's two sides are
 two processes), and the comparison's own within-process variance, at Satterthwaite's degrees
-of freedom, checked against the run's other systems (`checked_by`).
+of freedom (`t_intervals.satterthwaite_interval` builds it), checked against the run's other systems (`checked_by`).
 What it is not: the hierarchical interval of one comparison (`stats._hierarchical`, what a
 run falls back to) or a model of why processes differ.
 Invariant: the pool is one process variance per run, so it is only applied where the systems
 can be checked to agree with it: fewer than three systems (a pool no wider than one
 comparison's own), fewer than three processes (a comparison's own disagreement has one degree
 of freedom, too few to check), or a comparison whose own processes disagree more than the
-run's other systems' do (an F test, p < POOL_ALPHA), take the comparison's own interval, and
-every interval says which it used.
+run's other systems' do (an F test, p < POOL_ALPHA, the level of every pool in
+`t_intervals`), take the comparison's own interval, and every interval says which it used.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from nanobench.harness.statistics.stats import Interval, bounded_exp
+from nanobench.harness.statistics.stats import Interval
+from nanobench.harness.statistics.t_intervals import POOL_ALPHA, Part, satterthwaite_interval
 
-# A pool is refused when the systems' process effects differ at this level: a refused pool
-# costs width, a wrong one coverage (tests/test_pooling.py drives both).
-POOL_ALPHA = 0.05
 MIN_SYSTEMS = 3
 MIN_PROCESSES = 3
 
@@ -82,7 +79,7 @@ class ProcessPool:
         """exp(mean y +- t_df sqrt(V)) for a comparison's log ratios y by process label, where
         V = 2 sigma_u^2 / K + s_w^2 / R (the pool's process variance, the comparison's own
         within-slot variance); None when the comparison's processes disagree past the pool."""
-        from scipy.stats import f, t
+        from scipy.stats import f
 
         groups = [y[labels == p] for p in sorted(set(labels))]
         k, size = len(groups), int(y.size)
@@ -99,28 +96,11 @@ class ProcessPool:
             return None
         if check_ms == 0 and ms_own > 0:
             return None
-        between, within = 2 * self.variance / k, s_w2 / size
-        total = between + within
-        estimate = float(y.mean())
-        if total == 0:
-            point = math.exp(estimate)
-            return Interval(
-                point, point, point, size, k, 1.0, math.inf, self.source(), self.df_interaction
-            )
-        parts = between**2 / self.df_interaction + within**2 / df_w
-        df = max(total**2 / parts, float(self.df_interaction))
-        q = float(t.ppf(0.5 + confidence / 2, df)) * math.sqrt(total)
-        return Interval(
-            math.exp(estimate),
-            bounded_exp(estimate - q),
-            bounded_exp(estimate + q),
-            size,
-            k,
-            within / total,
-            round(df, 2),
-            self.source(),
-            self.df_interaction,
-        )
+        return satterthwaite_interval(
+            log_mean=float(y.mean()), shared=Part(2 * self.variance / k, self.df_interaction),
+            within=Part(s_w2 / size, df_w), rounds=size, processes=k, source=self.source(),
+            confidence=confidence,
+        )  # fmt: skip
 
 
 def process_pool(medians: dict[str, dict[int, tuple[float, str]]]) -> ProcessPool | None:

@@ -1,6 +1,10 @@
 """Statistics of step times: a spread per system, an interval per comparison, a tri-state verdict.
 
-What it is: `spread` (median, quartiles, IQR and coefficient of variation of a system's samples,
+What it is: `Interval` (every interval the tree builds: here, or in `t_intervals`, this
+module's sibling for the intervals whose variance is read off in closed form: a t interval over
+runs, startup's pool over its modes, the process pool's and the history's Satterthwaite
+interval, two runs taken apart; `Interval.from_ends` reads a row's saved ends back as one),
+`spread` (median, quartiles, IQR and coefficient of variation of a system's samples,
 numpy), `ratio_interval` and `difference_interval` (a point estimate and its 95% confidence
 interval, paired by round, none below MIN_ROUNDS: over one process a bootstrap over rounds,
 `scipy.stats.bootstrap(paired=True)` with a fixed seed and its level expanded for few rounds;
@@ -10,7 +14,8 @@ standard error takes a t quantile at Satterthwaite's degrees of freedom, `effect
 the target, fail only when it is wholly on the bad side, else inconclusive) and
 `rounds_to_decide` (how many more rounds would likely shrink the interval off the target) and
 `processes_bind` (none would: the processes disagree by more than that).
-What it is not: a timer or a scheduler. Numbers in, numbers out; no torch, no processes.
+What it is not: a timer or a scheduler, or the decision to pool or lend a variance (`pooling`,
+`history`). Numbers in, numbers out; no torch, no processes.
 Invariant: a verdict is `pass` or `fail` only when the interval excludes the target; a null
 comparison (a system against itself, over several processes) excludes 1 no more often than the
 level allows (tests/test_stats.py drives it). An interval that cannot be computed (fewer than
@@ -50,10 +55,11 @@ class Spread:
     cv: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Interval:
     """A point estimate and its 95% interval over `rounds` paired rounds in `processes` worker
-    processes per system (NaN ends: none)."""
+    processes per system (NaN ends: none). Built by keyword, here and in `t_intervals` only;
+    a row's saved ends come back as one through `from_ends`."""
 
     estimate: float
     low: float
@@ -70,6 +76,20 @@ class Interval:
     # The degrees of freedom of the variance the rounds do not shrink, what `better_informed`
     # weighs: the comparison's processes (K - 1), a pool's interaction, a history's runs - 1.
     process_df: float = 0.0
+
+    @classmethod
+    def from_ends(
+        cls, *, estimate: float | None, low: float | None, high: float | None,
+        rounds: int | None, processes: int = 1, within_share: float | None = None,
+    ) -> Interval:  # fmt: skip
+        """The interval a row holds in its columns (value, low, high): a None figure is NaN (no
+        interval), None rounds 0, and a None within_share 1 (all of it shrinks with rounds)."""
+        nan = math.nan
+        return cls(
+            estimate=nan if estimate is None else estimate, low=nan if low is None else low,
+            high=nan if high is None else high, rounds=rounds or 0, processes=processes,
+            within_share=1.0 if within_share is None else within_share,
+        )  # fmt: skip
 
     @property
     def half_width(self) -> float:
@@ -119,13 +139,13 @@ def _bootstrap(a, b, statistic, confidence: float = CONFIDENCE) -> Interval:
     if a.shape != b.shape:
         raise ValueError(f"paired rounds: {a.size} against {b.size}")
     if a.size == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
+        return Interval(estimate=math.nan, low=math.nan, high=math.nan, rounds=0)
     estimate = float(statistic(a, b))
     if a.size < MIN_ROUNDS:
-        return Interval(estimate, math.nan, math.nan, int(a.size))
+        return Interval(estimate=estimate, low=math.nan, high=math.nan, rounds=int(a.size))
     if np.all(a == a[0]) and np.all(b == b[0]):
         # Every round the same: no resample differs, the interval is the point.
-        return Interval(estimate, estimate, estimate, int(a.size))
+        return Interval(estimate=estimate, low=estimate, high=estimate, rounds=int(a.size))
     result = bootstrap(
         (a, b),
         statistic,
@@ -137,9 +157,8 @@ def _bootstrap(a, b, statistic, confidence: float = CONFIDENCE) -> Interval:
         rng=np.random.default_rng(SEED),
     )
     ci = result.confidence_interval
-    return Interval(
-        estimate, float(ci.low), float(ci.high), int(a.size), 1, 1.0, a.size - 1, ONE_PROCESS
-    )
+    return Interval(estimate=estimate, low=float(ci.low), high=float(ci.high), rounds=int(a.size),
+                    df=a.size - 1, variance_from=ONE_PROCESS)  # fmt: skip
 
 
 def expanded_level(n: int, confidence: float = CONFIDENCE) -> float:
@@ -290,25 +309,27 @@ def _hierarchical(a, b, processes, confidence: float = CONFIDENCE, pool=None) ->
     labels = np.asarray([str(p) for p in processes])
     groups = [y[labels == p] for p in sorted(set(labels))]
     estimate = float(y.mean())
+    k = len(groups)
     if y.size < MIN_ROUNDS:
-        return Interval(math.exp(estimate), math.nan, math.nan, int(y.size), len(groups))
+        return Interval(estimate=math.exp(estimate), low=math.nan, high=math.nan,
+                        rounds=int(y.size), processes=k)  # fmt: skip
     if np.all(y == y[0]):
         point = math.exp(estimate)
-        return Interval(point, point, point, int(y.size), len(groups))
+        return Interval(estimate=point, low=point, high=point, rounds=int(y.size), processes=k)
     pooled = pool.interval(y, labels, confidence) if pool is not None and pool.usable else None
     if pooled is not None:
         return pooled
     se = float(hierarchical_means(groups).std(ddof=1))
     # Satterthwaite's df can fall below the K - 1 the processes alone leave: never below it.
-    df = max(effective_df(groups), len(groups) - 1, 1)
+    df = max(effective_df(groups), k - 1, 1)
     q = math.sqrt((df + 1) / df) * float(t.ppf(0.5 + confidence / 2, df))
-    low, high = bounded_exp(estimate - q * se), bounded_exp(estimate + q * se)
     between, within = variance_parts(groups)[:2]
-    share = within / (between + within) if between + within else 1.0
-    own = f"own: {len(groups)} processes"
     return Interval(
-        math.exp(estimate), low, high, int(y.size), len(groups), share, df, own, len(groups) - 1
-    )
+        estimate=math.exp(estimate), low=bounded_exp(estimate - q * se),
+        high=bounded_exp(estimate + q * se), rounds=int(y.size), processes=k,
+        within_share=within / (between + within) if between + within else 1.0, df=df,
+        variance_from=f"own: {k} processes", process_df=k - 1,
+    )  # fmt: skip
 
 
 def bounded_exp(x: float) -> float:
