@@ -176,8 +176,8 @@ def test_a_later_off_worker_set_up_on_one_thread_times_on_its_threads_over_every
     from engine.sources import materialize_preset
     from nanobench.compile.bench import WORKER
     from nanobench.compile.spec import WorkerSpec
-    from nanobench.harness.workers.fresh import LiveWorker
     from nanobench.harness.workers.fleet import live_window
+    from nanobench.harness.workers.fresh import LiveWorker
 
     spec = WorkerSpec(model=str(materialize_preset("tiny")), steps=2, threads=2, process=2)
     worker = LiveWorker(WORKER, asdict(spec))
