@@ -21,6 +21,7 @@ from nanobench.compile.command import compile_command
 from nanobench.decode.command import decode_command
 from nanobench.explain.command import explain
 from nanobench.pool_budget.command import pool_budget
+from nanobench.profile.command import profile_command
 from nanobench.startup.command import startup_command
 
 
@@ -40,6 +41,7 @@ COMMANDS = (
     Command("pool-budget", pool_budget, doc="docs/memory.md"),
     Command("decode", decode_command, doc="docs/measuring.md"),
     Command("startup", startup_command, doc="docs/startup.md"),
+    Command("profile", profile_command, doc="docs/profile.md"),
 )
 
 

@@ -50,13 +50,14 @@ SHORT = {
     "pool-budget": ["--max-batch", "8", "--max-model-len", "256"],
     "decode": ["--systems", "engine-eager,hf-eager", "--steps", "3", "--prompt-len", "4"],
     "startup": ["--modes", "off,static", "--backend", "eager", "--steps", "2", "--runs", "1"],
+    "profile": ["--modes", "off,static", "--backend", "eager", "--steps", "3", "--passes", "1"],
 }
 ONE_ROUND = ["--rounds", "1", "--max-rounds", "1", "--budget-s", "1"]
-for timed in ("compile", "capture", "decode"):
+for timed in ("compile", "capture", "decode", "profile"):
     SHORT[timed] = [*SHORT[timed], *ONE_ROUND]
 NO_OUT = {"explain", "history"}  # they write nothing, so they take no --out
 # Each of these runs a fresh worker process per mode or system (or per point): seconds each.
-SLOW = {"compile", "decode", "sweep", "startup"}
+SLOW = {"compile", "decode", "sweep", "startup", "profile"}
 FORMS = ("preset", "hf", "sharded", "gguf", "gguf-dir", "config-only")
 TABLE_FORMS = (
     "preset",
@@ -209,6 +210,21 @@ def same_startup(text: str, doc: Run) -> None:
     assert all(1.0 < number(c) < 60 for c in ready[1:]), ready
 
 
+def same_profile(text: str, doc: Run) -> None:
+    table = table_with(text, "where the step goes")
+    rows = json_rows(doc)
+    # a column per mode, in the JSON rows' order; a line per category, none dropped
+    assert list(table.header[1:]) == [r["mode"] for r in rows] == ["off", "static"]
+    shown = [line[0] for line in table.rows]
+    assert {"guards", "eager ops", "outside the forward", "unattributed"} <= set(shown), shown
+    for r in rows:
+        # the two runs' times differ; what each profiled does not: a static step has guards
+        assert r["profiled_step_ms"] > 0 and r["steps_profiled"] >= 1, r
+        assert r["words"], r
+    guards = next(line for line in table.rows if line[0] == "guards")
+    assert number(guards[1]) == 0 and number(guards[2]) > 0, guards
+
+
 SAME = {
     "explain": same_explain,
     "compile": same_compile,
@@ -217,6 +233,7 @@ SAME = {
     "pool-budget": same_pool_budget,
     "decode": same_decode,
     "startup": same_startup,
+    "profile": same_profile,
 }
 
 
@@ -413,6 +430,7 @@ MATRIX = {
     "compile": ["--modes", "off", "--backend", "eager", "--steps", "2", *ONE_ROUND],
     "decode": ["--systems", "hf-eager", "--steps", "2", "--prompt-len", "4", *ONE_ROUND],
     "startup": ["--modes", "off", "--steps", "2", "--runs", "1"],
+    "profile": ["--modes", "off", "--steps", "2", "--passes", "1", *ONE_ROUND],
 }
 
 

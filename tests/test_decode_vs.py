@@ -142,7 +142,7 @@ def test_a_real_comparison_of_two_dtypes_checks_each_sides_tokens_on_its_own_sid
     # box a second suite was loading.
     result = runner.invoke(app, [
         "decode", "--systems", "engine-eager,hf-eager", "--vs-dtype", "bfloat16", "--steps", "4",
-        "--rounds", "5", "--max-rounds", "5", "--budget-s", "600", "--threads", "1",
+        "--rounds", "5", "--max-rounds", "5", "--budget-s", "600", "--threads", "1", "--processes", "1",
         "--out", str(tmp_path),
     ])  # fmt: skip
     assert result.exit_code in (0, 1), result.output

@@ -306,6 +306,19 @@ Margin = Annotated[
         help="--no-slower passes once the after side is known no more than this much slower.",
     ),
 ]
+ProfiledPasses = Annotated[
+    int, typer.Option("--passes", min=1, help="Steady passes under the profiler, after warm-up.")
+]
+Top = Annotated[int, typer.Option(min=1, help="Kernels shown per mode (the CSV has all).")]
+MaxOverheadShare = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        max=1.0,
+        help="--check: each compiled mode's host work (guards, wrapper and forward Python, the "
+        "step's host code) at most this share of its step.",
+    ),
+]
 ExportJson = Annotated[
     str,
     typer.Option(

@@ -1,0 +1,350 @@
+"""Where a mode's profiled steady step goes: host events in, category and kernel rows out.
+
+What it is: arithmetic over `Event`s. Each thread's events nest by interval, an event's self time
+is its duration less what its direct children cover, and each event in a steady step puts it in
+one of CATEGORIES by its name and whether it lies in a FORWARD_RANGE. Each kernel or op gets a
+row, with bytes and flops where its shapes say them exactly (the formulas below).
+`events_from_profiler` reads torch.profiler's FunctionEvents as `Event`s.
+What it is not: the profiler run (the worker), the peaks' probe, the words or the report.
+Invariant: every category is in the output, "unattributed" included, and their ms sum to the mean
+steady step: "unattributed" is the steady wall less every attributed self time, 0 on one
+well-nested thread, negative where time is counted twice (overlapping siblings, other threads'
+events alongside the main one), positive where an event runs past its step; shares sum to 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from math import prod
+
+from nanobench.profile.rows import (
+    CATEGORIES,
+    FORWARD_RANGE,
+    HOST_CATEGORIES,
+    STEP_RANGE,
+    CategoryRow,
+    Event,
+    KernelRow,
+)
+
+KERNEL_CATEGORIES = ("fused kernels", "extern kernels", "eager ops", "copies and allocation")
+DYNAMO_ENTRY = ("Torch-Compiled Region", "Pregraph bytecode", "AOTDispatcher", "CompiledFunction")
+FUSED = re.compile(r"(graph_\d+_)?(triton_|cpp_)|.*cpp_fused")
+EXTERN_NAMES = frozenset(
+    "aten::mm aten::addmm aten::bmm aten::baddbmm aten::convolution aten::_convolution".split()
+)
+EXTERN_PREFIXES = tuple(
+    "aten::_scaled_dot_product_ aten::_flash_attention aten::_efficient_attention aten::mkldnn_"
+    " mkldnn:: aten::_weight_int4pack_mm aten::_int_mm".split()
+)
+COPY_NAMES = frozenset(
+    "aten::copy_ aten::empty aten::empty_strided aten::empty_like aten::_to_copy aten::to"
+    " aten::clone aten::contiguous aten::zeros aten::zero_ aten::fill_ aten::resize_"
+    " aten::new_empty aten::new_empty_strided aten::new_zeros aten::full".split()
+)
+# A driver or runtime call (a launch, a sync): part of the op that made it.
+RUNTIME_CALL = re.compile(r"cuda[A-Z_]|cu[A-Z]|hip[A-Z]")
+ITEMSIZE = {"float": 4, "float32": 4, "double": 8, "float64": 8, "c10::Half": 2, "half": 2}
+ITEMSIZE |= {"float16": 2, "c10::BFloat16": 2, "bfloat16": 2, "int": 4, "int32": 4, "short": 2}
+ITEMSIZE |= {"long": 8, "long int": 8, "int64": 8, "signed char": 1, "unsigned char": 1, "bool": 1}
+FRAME = re.compile(r"^(?P<path>.+?\.py)\((?P<line>\d+)\)")
+
+
+def mm_flops(m: int, k: int, n: int) -> int:
+    """2·M·K·N."""
+    return 2 * m * k * n
+
+
+def mm_bytes(m: int, k: int, n: int, itemsize: int) -> int:
+    """(M·K + K·N + M·N)·itemsize: both operands read, the product written once."""
+    return (m * k + k * n + m * n) * itemsize
+
+
+def addmm_flops(m: int, k: int, n: int) -> int:
+    """2·M·K·N + M·N: the product, then the bias added once to each output element."""
+    return mm_flops(m, k, n) + m * n
+
+
+def addmm_bytes(bias: int, m: int, k: int, n: int, itemsize: int) -> int:
+    """(bias + M·K + K·N + M·N)·itemsize, `bias` its element count."""
+    return mm_bytes(m, k, n, itemsize) + bias * itemsize
+
+
+def bmm_flops(b: int, m: int, k: int, n: int) -> int:
+    """2·B·M·K·N."""
+    return b * mm_flops(m, k, n)
+
+
+def bmm_bytes(b: int, m: int, k: int, n: int, itemsize: int) -> int:
+    """B·(M·K + K·N + M·N)·itemsize."""
+    return b * mm_bytes(m, k, n, itemsize)
+
+
+def baddbmm_flops(b: int, m: int, k: int, n: int) -> int:
+    """2·B·M·K·N + B·M·N: the batched product, then the input added once to each output element."""
+    return bmm_flops(b, m, k, n) + b * m * n
+
+
+def baddbmm_bytes(added: int, b: int, m: int, k: int, n: int, itemsize: int) -> int:
+    """(added + B·(M·K + K·N + M·N))·itemsize, `added` the first input's element count."""
+    return bmm_bytes(b, m, k, n, itemsize) + added * itemsize
+
+
+def sdpa_flops(b: int, h: int, length: int, s: int, d: int) -> int:
+    """4·B·H·L·S·D: Q·Kᵀ and P·V, 2·B·H·L·S·D each (no causal discount, no softmax)."""
+    return 4 * b * h * length * s * d
+
+
+def sdpa_bytes(q: int, k: int, v: int, out: int, itemsize: int) -> int:
+    """(q + k + v + out)·itemsize, each an element count; the output is B·H·L·Dv."""
+    return (q + k + v + out) * itemsize
+
+
+def floor_ms(calls: float, nbytes: int | None, flops: int | None, gbs: float, gflops: float):
+    """calls·max(bytes/bw, flops/rate)·1e3: a step's least ms at the peaks; None knowing neither."""
+    bounds = [nbytes / (gbs * 1e9)] if nbytes is not None else []
+    bounds += [flops / (gflops * 1e9)] if flops is not None else []
+    return calls * max(bounds) * 1e3 if bounds else None
+
+
+def op_cost(name: str, shapes: tuple, dtypes: tuple) -> tuple[int | None, int | None]:
+    """(bytes, flops) a call from an op's shapes, None unsaid; bytes need the first dtype's size."""
+    dims = [tuple(s) if isinstance(s, (tuple, list)) else () for s in shapes]
+    size = ITEMSIZE.get(dtypes[0]) if dtypes else None
+    if name == "aten::mm" and len(dims) >= 2 and _matmul(dims[0], dims[1], 2):
+        (m, k), n = dims[0], dims[1][1]
+        return (mm_bytes(m, k, n, size) if size else None), mm_flops(m, k, n)
+    if name == "aten::addmm" and len(dims) >= 3 and _matmul(dims[1], dims[2], 2):
+        (m, k), n = dims[1], dims[2][1]
+        return (addmm_bytes(prod(dims[0]), m, k, n, size) if size else None), addmm_flops(m, k, n)
+    if name == "aten::bmm" and len(dims) >= 2 and _matmul(dims[0], dims[1], 3):
+        (b, m, k), n = dims[0], dims[1][2]
+        return (bmm_bytes(b, m, k, n, size) if size else None), bmm_flops(b, m, k, n)
+    if name == "aten::baddbmm" and len(dims) >= 3 and _matmul(dims[1], dims[2], 3):
+        (b, m, k), n = dims[1], dims[2][2]
+        nbytes = baddbmm_bytes(prod(dims[0]), b, m, k, n, size) if size else None
+        return nbytes, baddbmm_flops(b, m, k, n)
+    if name.startswith("aten::_scaled_dot_product_") and len(dims) >= 3:
+        q, k, v = dims[:3]
+        if len(q) == len(k) == len(v) == 4 and q[0] == k[0] and q[3] == k[3] and k[2] == v[2]:
+            out = q[0] * q[1] * q[2] * v[3]
+            nbytes = sdpa_bytes(prod(q), prod(k), prod(v), out, size) if size else None
+            return nbytes, sdpa_flops(q[0], q[1], q[2], k[2], q[3])
+    return None, None
+
+
+def _matmul(a: tuple, b: tuple, rank: int) -> bool:
+    """Whether a @ b is a plain (batched) matmul of this rank: inner sizes and batches agree."""
+    return len(a) == len(b) == rank and a[-1] == b[-2] and a[:-2] == b[:-2]
+
+
+def nest(events: list[Event]) -> list[int]:
+    """Each event's parent index, -1 for none: the innermost one on its thread open at its start."""
+    parent, opened = [-1] * len(events), []
+    for i in sorted(range(len(events)), key=lambda j: (events[j].thread, *_order(events[j]))):
+        thread, start = events[i].thread, events[i].start_us
+        opened = [j for j in opened if events[j].thread == thread and events[j].end_us > start]
+        parent[i] = opened[-1] if opened else -1
+        opened.append(i)
+    return parent
+
+
+def _order(e: Event) -> tuple[float, float]:
+    """Earliest first, and of two starting together the longer first: parents before children."""
+    return e.start_us, -e.end_us
+
+
+def self_times_us(events: list[Event], parent: list[int]) -> list[float]:
+    """Duration less the union of the direct children's intervals, clipped to the event."""
+    children: dict[int, list[Event]] = defaultdict(list)
+    for i, p in enumerate(parent):
+        if p >= 0:
+            children[p].append(events[i])
+    out = []
+    for i, e in enumerate(events):
+        covered, reach = 0.0, e.start_us
+        for c in sorted(children[i], key=lambda c: c.start_us):
+            lo, hi = max(c.start_us, reach), min(c.end_us, e.end_us)
+            covered += max(0.0, hi - lo)
+            reach = max(reach, hi)
+        out.append(e.end_us - e.start_us - covered)
+    return out
+
+
+def category(name: str, in_forward: bool) -> str:
+    """One event's category, from its name and whether it lies inside a FORWARD_RANGE."""
+    if name in (FORWARD_RANGE, STEP_RANGE) or not in_forward:
+        return "forward python" if name == FORWARD_RANGE else "outside the forward"
+    if name == "TorchDynamo Cache Lookup":
+        return "guards"
+    if name.startswith(DYNAMO_ENTRY):
+        return "dynamo entry"
+    if name.startswith("## ") and name.endswith(" ##"):
+        return "wrapper python"
+    if FUSED.match(name):
+        return "fused kernels"
+    if name in EXTERN_NAMES or name.startswith(EXTERN_PREFIXES):
+        return "extern kernels"
+    return "copies and allocation" if name in COPY_NAMES else "eager ops"
+
+
+def holder(ranges: list[Event]):
+    """A test of whether an event lies entirely inside one of these disjoint ranges."""
+    ranges = sorted(ranges, key=lambda r: r.start_us)
+    starts = [r.start_us for r in ranges]
+
+    def holds(e: Event) -> bool:
+        k = bisect_right(starts, e.start_us) - 1
+        return k >= 0 and e.end_us <= ranges[k].end_us
+
+    return holds
+
+
+def steady_steps(events: list[Event], steady: list[bool]) -> list[Event]:
+    """The STEP_RANGE events flagged steady, by start; ValueError where there are none."""
+    steps = sorted((e for e in events if e.name == STEP_RANGE), key=lambda e: e.start_us)
+    if len(steps) != len(steady):
+        raise ValueError(f"{len(steps)} {STEP_RANGE} ranges for {len(steady)} steps profiled")
+    kept = [s for s, ok in zip(steps, steady) if ok]
+    if sum(s.end_us - s.start_us for s in kept) <= 0:  # none, or none the clock saw last
+        raise ValueError(f"no steady step with time among the {len(steps)} profiled: no profile")
+    return kept
+
+
+def owners(events: list[Event], parent: list[int], in_step, in_forward):
+    """Whose self time each event's is (-1: outside the steady steps), and each owner's category.
+    A runtime call (cudaLaunchKernel) is part of the op that made it: its parent's owner owns it."""
+    owner, cats = [-1] * len(events), [None] * len(events)
+    for i in sorted(range(len(events)), key=lambda j: _order(events[j])):
+        e, p = events[i], parent[i]
+        if not in_step(e):
+            continue
+        if RUNTIME_CALL.match(e.name) and p >= 0 and owner[p] >= 0:
+            owner[i] = owner[p]
+        else:
+            owner[i], cats[i] = i, category(e.name, in_forward(e))
+    return owner, cats
+
+
+def attribute(
+    events: list[Event], steady: list[bool], peaks: tuple[float, float] | None = None
+) -> tuple[list[CategoryRow], list[KernelRow], dict]:
+    """(CategoryRows in CATEGORIES' order, KernelRows by ms a step, the step's facts). A category's
+    calls are its events: for "forward python" the FORWARD_RANGEs, for "outside the forward" the
+    STEP_RANGE and each op outside the forward; "unattributed" has none."""
+    steps = steady_steps(events, steady)
+    in_step = holder(steps)
+    forwards = [e for e in events if e.name == FORWARD_RANGE and in_step(e)]
+    in_forward = holder(forwards)
+    parent = nest(events)
+    self_us = self_times_us(events, parent)
+    owner, cats = owners(events, parent, in_step, in_forward)
+    owned_us = [0.0] * len(events)
+    for i in (i for i, o in enumerate(owner) if o >= 0):
+        owned_us[owner[i]] += self_us[i]
+    attributed = [(events[i], cats[i], owned_us[i]) for i in range(len(events)) if cats[i]]
+    n = len(steps)
+    step_us = sum(s.end_us - s.start_us for s in steps) / n
+    forward_us = sum(f.end_us - f.start_us for f in forwards) / n
+    rows = category_rows([(c, us) for _, c, us in attributed], n, step_us)
+    kernels = kernel_rows(attributed, n, peaks)
+    share, ms = {r.category: r.share for r in rows}, {r.category: r.ms_per_step for r in rows}
+    facts = {
+        "profiled_step_ms": step_us / 1e3,
+        "steps_profiled": n,
+        "forward_share": forward_us / step_us,
+        "host_share": sum(share[c] for c in HOST_CATEGORIES),
+        "attributed_ms": sum(v for c, v in ms.items() if c != "unattributed"),
+        "unattributed_ms": ms["unattributed"],
+        "kernels": len(kernels),
+        "fused_kernels": sum(k.kind == "fused kernels" for k in kernels),
+    }
+    return rows, kernels, facts
+
+
+def category_rows(attributed: list[tuple[str, float]], n: int, step_us: float) -> list[CategoryRow]:
+    """One row per category, zeros kept; "unattributed" the step's wall less the rest."""
+    total_us = dict.fromkeys(CATEGORIES, 0.0)
+    calls = dict.fromkeys(CATEGORIES, 0)
+    for cat, us in attributed:
+        total_us[cat] += us
+        calls[cat] += 1
+    total_us["unattributed"] = round(step_us * n - sum(total_us.values()), 6)  # to the ps
+    return [
+        CategoryRow(
+            category=c, ms_per_step=us / n / 1e3, share=us / n / step_us, calls_per_step=k / n
+        )
+        for c, us, k in ((c, total_us[c], calls[c]) for c in CATEGORIES)
+    ]
+
+
+def kernel_rows(attributed: list[tuple], n: int, peaks: tuple[float, float] | None):
+    """One row per fused kernel name, and per (name, shapes, dtypes) for the other ops."""
+    groups: dict[tuple, tuple] = {}
+    for e, cat, us in attributed:
+        if cat not in KERNEL_CATEGORIES:
+            continue
+        key = (e.name,) if cat == "fused kernels" else (e.name, e.shapes, e.dtypes)
+        first, _, count, total_us, source = groups.get(key, (e, cat, 0, 0.0, ""))
+        source = source or (e.stack[0] if e.stack else "")
+        groups[key] = (first, cat, count + 1, total_us + us, source)
+    rows = [_kernel_row(*g, n, peaks) for g in groups.values()]
+    return sorted(rows, key=lambda r: (-r.ms_per_step, r.name))
+
+
+def _kernel_row(e: Event, kind: str, count: int, us: float, source: str, n: int, peaks):
+    """A group's row: per-step time and calls, its bytes and flops, rates and floor."""
+    calls, ms = count / n, us / n / 1e3
+    nbytes, flops = op_cost(e.name, e.shapes, e.dtypes) if kind != "fused kernels" else (None,) * 2
+    call_ms = ms / calls
+    row = {"name": e.name, "kind": kind, "calls_per_step": calls, "ms_per_step": ms}
+    row |= {"bytes": nbytes, "flops": flops, "source": source}
+    row["gbs"] = nbytes / call_ms / 1e6 if nbytes is not None and call_ms > 0 else None
+    row["gflops"] = flops / call_ms / 1e6 if flops is not None and call_ms > 0 else None
+    row["floor_ms"] = floor_ms(calls, nbytes, flops, *peaks) if peaks else None
+    row["floor_ratio"] = ms / row["floor_ms"] if row["floor_ms"] else None
+    return KernelRow(**row)
+
+
+def user_frames(frames) -> tuple[str, ...]:
+    """ "file.py:line" for each frame "path/file.py(line): fn" not under torch/ or site-packages."""
+    out = []
+    for found in filter(None, map(FRAME.match, frames)):
+        path = found["path"].replace(os.sep, "/")
+        if not (path.startswith("torch/") or "/torch/" in path or "-packages/" in path):
+            out.append(f"{os.path.basename(path)}:{found['line']}")
+    return tuple(out)
+
+
+def _python_parents(e) -> list[str]:
+    """e's Python-function ancestors, innermost first (with_stack=True): each named by the line
+    its frame was entered at, its function's first, not the line of the call."""
+    names = []
+    while (e := e.cpu_parent) is not None:
+        names += [e.name] if getattr(e, "is_python_function", False) else []
+    return names
+
+
+def _tuples(value):
+    """A shape as nested tuples (a tensor list's shapes are a list of lists)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def events_from_profiler(prof_events) -> list[Event]:
+    """Host ops and ranges as `Event`s; Python frames (with_stack=True records them as events,
+    not in `e.stack`) dropped as events and kept as each op's `stack`, or `e.stack` where set."""
+    from torch.autograd import DeviceType
+
+    out = []
+    for e in prof_events:
+        if getattr(e, "is_python_function", False) or e.device_type != DeviceType.CPU:
+            continue
+        stack = user_frames(e.stack or _python_parents(e))
+        shapes = _tuples(e.input_shapes or ())
+        dtypes = tuple(getattr(e, "input_dtypes", None) or getattr(e, "input_types", None) or ())
+        span = e.time_range.start, e.time_range.end
+        out.append(Event(e.name, *span, e.thread, shapes, dtypes, stack))
+    return out

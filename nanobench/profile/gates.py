@@ -1,0 +1,50 @@
+"""The profile's gates: each mode measured and profiled, and its host share under a ceiling.
+
+What it is: `gates(spec, rows)`: `measured[mode]` (the mode ran and its first worker returned a
+profile: a row without one fails, never passes), `categories_add_up[mode]` (the categories
+within 10% of the step timed without the profiler: what the profiler's own cost allows) and,
+with `--max-overhead-share`, `max_overhead_share[mode]` for every compiled mode (the step's host
+work, `rows.HOST_CATEGORIES`: what compiling adds per call and what a recorded graph could
+remove, as a share of the profiled step).
+What it is not: the measurement or the attribution.
+Invariant: a gate reads typed fields of the profiled rows; a missing figure fails its gate.
+"""
+
+from __future__ import annotations
+
+from nanobench.harness.runs.gates import Gate
+from nanobench.profile.rows import ProfileRow
+
+ADD_UP = 0.10  # the categories (the profiler's overhead taken out) against the unprofiled step
+
+
+def added_up(row: ProfileRow) -> float | None:
+    """How far the categories miss the step timed without the profiler: |attributed - step| / step."""
+    if not row.attributed_ms or not row.step_ms:
+        return None
+    return abs(row.attributed_ms - row.step_ms) / row.step_ms
+
+
+def gates(spec, rows: list[ProfileRow]) -> list[Gate]:
+    """Measured and profiled; the categories add up; each compiled mode's host share."""
+    found = []
+    for r in rows:
+        name = f"[{r.mode}]" if not r.side else f"[{r.side} {r.mode}]"
+        if r.status != "ok" or r.profiled_step_ms is None:
+            found.append(Gate(f"measured{name}", False, r.status if r.status != "ok"
+                              else "no profile came back from the mode's first worker"))  # fmt: skip
+            continue
+        missed = added_up(r)
+        found.append(Gate(f"categories_add_up{name}", missed is not None and missed <= ADD_UP,
+                          f"attributed {r.attributed_ms:.3f} ms a profiled step of "
+                          f"{r.profiled_step_ms:.3f}, unprofiled {r.step_ms or 0:.3f}: "
+                          f"{'-' if missed is None else f'{missed:.0%}'} apart (at most "
+                          f"{ADD_UP:.0%})"))  # fmt: skip
+        if spec.max_overhead_share is not None and r.mode != "off":
+            share = r.host_share
+            found.append(Gate(f"max_overhead_share{name}", share is not None
+                              and share <= spec.max_overhead_share,
+                              f"host work {share:.0%} of the step (at most "
+                              f"{spec.max_overhead_share:.0%})", estimate=share,
+                              target=spec.max_overhead_share))  # fmt: skip
+    return found

@@ -1,0 +1,123 @@
+"""What `nanobench profile` measures: the profiler's events, and a mode's step by category and kernel.
+
+What it is: `Event` (one profiler event as plain numbers: what the worker reads off
+torch.profiler, and all the attribution reads), `CategoryRow` (one category of a mode's steady
+step: ms a step, share, calls a step), `KernelRow` (one kernel or op: its time, bytes and flops
+from its shapes, its rate and its distance to the probed floor, where it comes from) and
+`ProfileRow` (one mode: its unprofiled step with its interval, its profiled step, the
+profiler's overhead, the forward's and the host's shares, and the words naming what caps it).
+What it is not: the attribution (`profile.attribution`), the worker or the report.
+Invariant: rows are frozen and rebuilt from a worker's payload by field name
+(`runs.rows.rebuild`): a missing or renamed field fails loudly, never reads as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Every category a step's time is put in, in the order the table and the bar stack them.
+# "unattributed" is the step's time no event covered: shown, never dropped.
+CATEGORIES = (
+    "guards",  # TorchDynamo Cache Lookup: the guard check every call
+    "dynamo entry",  # compiled region, pre-graph bytecode, the AOT wrapper's prologue/epilogue
+    "wrapper python",  # the generated module's own Python (`## Call CompiledFxGraph ##` self)
+    "fused kernels",  # Inductor's generated kernels (cpp_fused_*, triton_*)
+    "extern kernels",  # GEMMs, attention, library calls compiling leaves alone
+    "eager ops",  # every other op inside the forward: `off`, and a broken graph's gaps
+    "copies and allocation",  # copy_, empty, to, clone, fill_ ... inside the forward
+    "forward python",  # the forward's own Python between its ops
+    "outside the forward",  # the step's host code around the forward: planning, sampling
+    "unattributed",  # the step's wall time no event covered
+)
+# What a recorded graph could remove: the host's work around and between the kernels.
+HOST_CATEGORIES = (
+    "guards",
+    "dynamo entry",
+    "wrapper python",
+    "forward python",
+    "outside the forward",
+)
+# What compiling does not change: the library kernels it calls as they are.
+UNCHANGED_BY_COMPILING = ("extern kernels",)
+
+STEP_RANGE = "nanobench::step"  # the worker's record_function around each decode step
+FORWARD_RANGE = "nanobench::forward"  # ... and around the forward inside it
+
+
+@dataclass(frozen=True)
+class Event:
+    """One profiler event on the host: a range [start_us, end_us] on one thread."""
+
+    name: str
+    start_us: float
+    end_us: float
+    thread: int = 0
+    shapes: tuple = ()  # each input's shape as a tuple of ints; () for a non-tensor input
+    dtypes: tuple = ()  # each input's dtype as the profiler names it ("float", "c10::BFloat16")
+    stack: tuple = ()  # "file.py:line" frames of the user's code, innermost first
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One category of one mode's steady step, per step."""
+
+    category: str
+    ms_per_step: float
+    share: float  # of the profiled step
+    calls_per_step: float
+    mode: str = ""
+    side: str = ""
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel (or op) of one mode's steady step; bytes and flops from its input shapes."""
+
+    name: str
+    kind: str  # its category
+    calls_per_step: float
+    ms_per_step: float
+    bytes: int | None = None  # per call; None where its shapes do not say (a fused kernel)
+    flops: int | None = None  # per call
+    gbs: float | None = None  # achieved: bytes / time per call
+    gflops: float | None = None
+    floor_ms: float | None = None  # per step, at the run's probed peaks: max(bytes/bw, flops/rate)
+    floor_ratio: float | None = None  # ms_per_step / floor_ms
+    source: str = ""  # the user's file:line (the op's stack), or the fused kernel's nodes
+    mode: str = ""
+    side: str = ""
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One mode's steady step: timed without the profiler, profiled, and attributed."""
+
+    mode: str
+    side: str = ""
+    status: str = "ok"
+    step_ms: float | None = None  # unprofiled: median of the rounds' steady steps
+    step_ms_q1: float | None = None  # the steady steps' quartiles, over every round
+    step_ms_q3: float | None = None
+    speedup: float | None = None  # off's step over this mode's, paired by round
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    profiled_step_ms: float | None = None  # mean of the profiled steady steps
+    overhead: float | None = None  # profiled / unprofiled - 1: the profiler's own cost
+    attributed_ms: float | None = None  # every category but unattributed, per profiled step
+    unattributed_ms: float | None = None
+    forward_share: float | None = None  # of the profiled step, inside the forward
+    host_share: float | None = None  # of the profiled step, in HOST_CATEGORIES
+    steps_profiled: int | None = None
+    kernels: int | None = None  # distinct kernels and ops seen
+    fused_kernels: int | None = None  # distinct fused kernels seen
+    generated_kernels: int | None = None  # kernels the generated modules define
+    bandwidth_gbs: float | None = None  # the peaks probed in the same worker
+    gemm_gflops: float | None = None
+    builds: int | None = None
+    breaks_per_call: int | None = None
+    fell_back: bool | None = None
+    compile_s: float | None = None
+    rounds: int | None = None
+    trace: str = ""  # the mode's chrome trace, for Perfetto or chrome://tracing
+    words: str = ""  # what caps this mode, drawn from its rows
+    load_note: str | None = None

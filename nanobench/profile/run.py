@@ -1,0 +1,159 @@
+"""One `nanobench profile` run: compile's sweep, each mode's first worker profiling its step.
+
+What it is: `ProfilePart` (a compiled mode as compile's `ModePart`, its worker the profile
+session, its first worker's ready row carrying the profile), `ProfileKind` (what profile brings
+to a measured run, `harness.runs.measured_run`: compile's rows derived from the same rounds,
+then each mode's profile joined to its timing as a `ProfileRow`, with its categories, kernels
+and words; the category CSVs; the changes by category in a `--vs` run) and `run_profile`.
+What it is not: the worker (`profile.session`), the attribution, the gates or the report.
+Invariant: the unprofiled step is timed in the fleet's interleaved rounds, the profile in the
+same worker; a category moved is read from both sides' profiled rows, never inferred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+from nanobench.compile.rows import CompileRow, derive
+from nanobench.compile.sides import worker_specs
+from nanobench.compile.vs import changes as compile_changes
+from nanobench.harness.cli.console import stdout_console
+from nanobench.harness.runs.change import timing_change
+from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
+from nanobench.harness.runs.rows import as_dicts, columns, rebuild
+from nanobench.harness.step.targets import BUILTINS
+from nanobench.harness.workers.load import crowded_note, look_before_timing
+from nanobench.harness.workers.member import BEFORE, Member
+from nanobench.harness.workers.rounds import round_plan
+from nanobench.profile.bench import profiled_sweep
+from nanobench.profile.gates import gates
+from nanobench.profile.rows import CategoryRow, KernelRow, ProfileRow
+from nanobench.profile.spec import ProfileSpec
+from nanobench.profile.words import why_speedup
+from reports.csvio import write_rows
+from reports.profile import draw_profile, render_profile
+from reports.style import counted, title
+
+NO_INTERVAL = "one profiled pass a side: no interval"
+
+
+def joined(row: CompileRow, profile: dict | None) -> ProfileRow:
+    """A mode's timing (compile's derived row) and its profile's facts, as one row."""
+    base = dict(mode=row.mode, side=row.side, status=row.status, step_ms=row.step_ms,
+                step_ms_q1=row.step_ms_q1, step_ms_q3=row.step_ms_q3, speedup=row.speedup,
+                speedup_low=row.speedup_low, speedup_high=row.speedup_high, builds=row.builds,
+                breaks_per_call=row.breaks_per_call, fell_back=row.fell_back,
+                compile_s=row.compile_s, rounds=row.rounds, load_note=row.load_note)  # fmt: skip
+    if profile is None or row.status != "ok":
+        return ProfileRow(**base)
+    facts = profile["facts"]
+    profiled = facts["profiled_step_ms"]
+    overhead = profiled / row.step_ms - 1 if row.step_ms else None
+    return rebuild(ProfileRow, {**base, **facts, "overhead": overhead})
+
+
+class ProfileKind(RunKind):
+    """What profile brings to a measured run: members are (side, mode), rows `ProfileRow`s."""
+
+    command, label, row_type = "profile", "mode", ProfileRow
+
+    def __init__(self, spec: ProfileSpec, dtype: str):
+        super().__init__(spec)
+        self.dtype, self.found, self.timed = dtype, {}, {}
+
+    def categories(self, member: Member) -> list[CategoryRow]:
+        profile = self.found.get(member) or {"categories": []}
+        return [replace(rebuild(CategoryRow, c), mode=member.name, side=member.side)
+                for c in profile["categories"]]  # fmt: skip
+
+    def kernels(self, member: Member) -> list[KernelRow]:
+        profile = self.found.get(member) or {"kernels": []}
+        return [replace(rebuild(KernelRow, k), mode=member.name, side=member.side)
+                for k in profile["kernels"]]  # fmt: skip
+
+    def derive(self, side, rows, windows, level, history) -> list[ProfileRow]:
+        timed = derive(rows, self.spec.horizon, windows, level)
+        self.timed.update({Member(side, r.mode): replace(r, side=side) for r in timed})
+        off = self.categories(Member(side, "off")) if "off" in self.spec.modes else None
+        out = []
+        for r in timed:
+            member = Member(side, r.mode)
+            row = joined(replace(r, side=side), self.found.get(member))
+            words = why_speedup(r.mode, row.speedup, row.speedup_low, row.speedup_high,
+                                self.categories(member), off)  # fmt: skip
+            out.append(replace(row, words=words if row.profiled_step_ms else ""))
+        return out
+
+    def changes(self, rows, windows, level) -> list:
+        found = compile_changes(list(self.timed.values()), windows, level)
+        for r in (r for r in rows if r.side == BEFORE):
+            before = {c.category: c for c in self.categories(Member(BEFORE, r.mode))}
+            for c in self.categories(Member("after", r.mode)):
+                b = before.get(c.category)
+                found.append(timing_change(r.mode, f"{c.category} ms", b and b.ms_per_step,
+                                           c.ms_per_step, None, NO_INTERVAL))  # fmt: skip
+        return found
+
+    def gates(self, rows) -> list:
+        return gates(self.spec, rows)
+
+    def heading(self, rows) -> str:
+        return heading(self.spec, self.dtype, rows)
+
+    def why_lines(self, rows) -> list[str]:
+        return [f"{r.side} {r.words}" for r in rows if r.words]
+
+    def save_more(self, run: MeasuredRun, rows) -> None:
+        members = [Member(r.side, r.mode) for r in rows]
+        write_rows(run.path("-categories"), as_dicts([c for m in members for c in self.categories(m)]),
+                   columns(CategoryRow))  # fmt: skip
+        write_rows(run.path("-kernels"), as_dicts([k for m in members for k in self.kernels(m)]),
+                   columns(KernelRow))  # fmt: skip
+
+    def more_outputs(self, run: MeasuredRun) -> dict[str, str]:
+        return {"categories": str(run.path("-categories")), "kernels": str(run.path("-kernels"))}
+
+    def report(self, run: MeasuredRun, rows, found, changed, head):
+        members = [Member(r.side, r.mode) for r in rows]
+        categories = [c for m in members for c in self.categories(m)]
+        kernels = [k for m in members for k in self.kernels(m)]
+        png = draw_profile(rows, categories, kernels, run.where / "profile.png", head)
+        render = partial(render_profile, stdout_console(), rows, categories, kernels, found,
+                         head, top=self.spec.top)  # fmt: skip
+        return png, render
+
+    def export(self, rows, record):
+        raise NotImplementedError("profile has no --export-json")
+
+
+def heading(spec: ProfileSpec, dtype: str, rows: list[ProfileRow]) -> str:
+    rounds_run = max((r.rounds or 0 for r in rows), default=0)
+    what = "profiled decode step" + (f" of target {spec.target}" if spec.target else "")
+    if spec.vs:
+        what += f" (after) vs {spec.vs} (before)"
+    return title(
+        what,
+        model=spec.model if not spec.target or spec.target in BUILTINS else None,
+        device=spec.device,
+        dtype=dtype,
+        rows=spec.rows,
+        steps=f"{spec.steps} x {counted(rounds_run, 'round')}, {counted(spec.passes, 'pass')} "
+        "profiled",
+        backend=spec.backend,
+    )
+
+
+def run_profile(spec: ProfileSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Each mode in its fresh worker: profiled once, timed in rounds; the gates' exit code."""
+    plan = round_plan(spec.rounds, spec.max_rounds, spec.rel_ci, spec.budget_s)
+    dtype, sides = worker_specs(spec, "")
+    kind = ProfileKind(spec, dtype)
+    run = MeasuredRun(kind, status, check, plan, spec.compared)
+    run.open(look_before_timing)
+    planned = [Member(side, mode) for side in sides for mode in spec.modes]
+
+    def measure() -> None:
+        profiled_sweep(spec, sides, plan, listener=run, found=kind.found, on_status=status)
+
+    return run.run(measure, planned, json_mode=json_mode, crowded=crowded_note)

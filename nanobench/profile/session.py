@@ -1,0 +1,149 @@
+"""One profiled mode in its own worker: compile's session, then its steady step under the profiler.
+
+What it is: `ProfileSession`, the worker session this module serves when run (`python -m
+nanobench.profile.session`), handed a `ProfileJob`'s fields. It opens compile's own session for
+the mode (`compile.session.open_session`: the engine or the `--target`, built, first pass
+measured); then, in the mode's first worker only: warm passes until one builds nothing, the
+passes under torch.profiler (CPU activity, CUDA's too on a GPU; shapes recorded), one more with
+Python stacks (for where each op comes from only: stacks cost time, so no time is read from it),
+the peaks probed (`decode.roofline`), and the events attributed (`profile.attribution`). Timed
+windows (`serve`) are compile's, unprofiled, in the fleet's rounds; `finish` is compile's.
+Inductor's per-kernel records (`TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE`) are set by the parent
+in this worker's environment, so every kernel the mode builds names itself to the profiler.
+What it is not: the sweep, the rounds' statistics or the report.
+Invariant: the profiled passes come after a pass that built nothing, and their own builds decide
+which steps are steady; the ready row's profile is measured, never filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from functools import wraps
+from pathlib import Path
+
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from nanobench.compile.session import open_session
+from nanobench.decode.roofline import probe_bandwidth, probe_gemm
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.workers.fleet import timing_core
+from nanobench.harness.workers.fresh import pin_this_thread, serve_main
+from nanobench.profile.attribution import attribute, events_from_profiler
+from nanobench.profile.generated import defined_kernels, generated_sources, kernel_sources
+from nanobench.profile.rows import FORWARD_RANGE, STEP_RANGE
+from nanobench.profile.spec import ProfileJob
+
+WARM_PASSES = 3  # passes run before profiling, at most, waiting for one that builds nothing
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What the roofline probes read of a run's spec: the device, dtype and bytes to stream."""
+
+    device: str
+    dtype: str
+    weight_bytes: int
+
+
+def marked(fn: Callable, *names: str) -> Callable:
+    """`fn` inside a profiler range per name (outermost first); near free with no profiler."""
+
+    @wraps(fn)
+    def call(*args, **kwargs):
+        if not names:
+            return fn(*args, **kwargs)
+        with record_function(names[0]):
+            return marked(fn, *names[1:])(*args, **kwargs)
+
+    return call
+
+
+def mark_ranges(session) -> None:
+    """The step and its forward as ranges: the engine's `decode_step` around its
+    `decode_forward`; a target's step is its forward call (its inputs are built outside)."""
+    engine = getattr(session, "engine", None)
+    if engine is not None:
+        engine.decode_step = marked(engine.decode_step, STEP_RANGE)
+        engine.decode_forward = marked(engine.decode_forward, FORWARD_RANGE)
+    else:
+        session.forward = marked(session.forward, STEP_RANGE, FORWARD_RANGE)
+
+
+def warm(session) -> None:
+    """Passes until one builds nothing (a mode past its fall-back builds no more either)."""
+    for _ in range(WARM_PASSES):
+        _, built = session.run()
+        if not any(built):
+            return
+
+
+def profiled_passes(session, passes: int, device: str, stacks: bool = False):
+    """`passes` passes under the profiler: the profile and each step's builds."""
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    built: list[int] = []
+    with profile(activities=activities, record_shapes=True, with_stack=stacks) as prof:
+        for _ in range(passes):
+            built += session.run()[1]
+    return prof, built
+
+
+def model_bytes(session) -> int:
+    """The bytes the bandwidth probe streams: the engine's weights, or 64 MiB for a target."""
+    engine = getattr(session, "engine", None)
+    if engine is None:
+        return 64 << 20
+    return sum(p.numel() * p.element_size() for p in engine.model.parameters())
+
+
+def profile_mode(session, job: ProfileJob) -> dict:
+    """The mode's steady step profiled and attributed: categories, kernels, facts, peaks."""
+    spec = session.spec
+    mark_ranges(session)
+    warm(session)
+    pin_this_thread(timing_core())  # the core the rounds' windows are timed on
+    prof, built = profiled_passes(session, job.passes, spec.device)
+    if job.trace:
+        Path(job.trace).parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(job.trace)
+    events = events_from_profiler(prof.events())
+    stacked, _ = profiled_passes(session, 1, spec.device, stacks=True)
+    peaks = {
+        **probe_bandwidth(Peaks(spec.device, spec.dtype, model_bytes(session))),
+        **probe_gemm(Peaks(spec.device, spec.dtype, 0)),
+    }
+    rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
+    categories, kernels, facts = attribute(events, [b == 0 for b in built], rates)
+    texts = generated_sources()
+    origin = kernel_sources(events_from_profiler(stacked.events()), texts)
+    kernels = [replace(k, source=k.source or origin.get(k.name, "")) for k in kernels]
+    return {
+        "categories": [asdict(c) for c in categories],
+        "kernels": [asdict(k) for k in kernels],
+        "facts": {**facts, "bandwidth_gbs": rates[0], "gemm_gflops": rates[1],
+                  "generated_kernels": len(defined_kernels(texts)), "trace": job.trace},
+    }  # fmt: skip
+
+
+class ProfileSession:
+    """Compile's session for one mode, its first worker's ready row carrying the profile."""
+
+    def __init__(self, payload: dict, progress: Callable[[dict], None] = lambda e: None):
+        job = rebuild(ProfileJob, payload)
+        self.inner = open_session(job.worker, progress)
+        self.ready = dict(self.inner.ready)
+        if job.passes and self.inner.spec.process == 1 and self.ready.get("status", "ok") == "ok":
+            progress({"step": 0, "steps": job.passes, "profiling": True})
+            self.ready["profile"] = profile_mode(self.inner, job)
+
+    def serve(self, request: dict) -> dict:
+        return self.inner.serve(request)
+
+    def finish(self) -> dict:
+        return self.inner.finish()
+
+
+if __name__ == "__main__":
+    serve_main(ProfileSession)

@@ -1,0 +1,49 @@
+"""What `nanobench profile` is asked for: compile's sweep, plus the profiled passes and a gate.
+
+What it is: `ProfileSpec`, a `CompileSpec` (the same model or target, modes, shape, rounds,
+processes and sides, so each mode's worker is compile's own, `compile.spec.WorkerSpec`) with
+what is profile's own: how many steady passes run under the profiler (`passes`), how many
+kernels the table shows (`top`) and the host-share gate (`max_overhead_share`); and
+`ProfileJob`, what one mode's worker is handed: its `WorkerSpec`'s fields and the passes.
+What it is not: the worker (`profile.session`), the attribution or the command.
+Invariant: a default lives once: the shape and the statistics are compile's, so a profiled
+mode is the same step `compile` times; the spec imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nanobench.compile.spec import CompileSpec
+from nanobench.harness.errors import BadInput
+
+
+@dataclass(frozen=True)
+class ProfileSpec(CompileSpec):
+    """The profile as asked for: compile's options with profile's defaults, and its own."""
+
+    processes: int = 1  # one worker a mode: the profile is its first worker's; rounds time it
+    rounds: int = 3
+    max_rounds: int = 10
+    history: bool = False  # a profile keeps no history: its figures are the categories
+    passes: int = 2  # steady passes under the profiler, after warm-up
+    top: int = 8  # kernels a mode's table shows (the CSV has all)
+    max_overhead_share: float | None = None  # --check: the host's share of a compiled step
+
+    def validate(self) -> ProfileSpec:
+        """Compile's rules, then profile's own."""
+        checked = CompileSpec.validate(self)
+        if self.max_overhead_share is not None and not 0 < self.max_overhead_share <= 1:
+            raise BadInput(
+                f"--max-overhead-share {self.max_overhead_share}: expected a share in (0, 1]"
+            )
+        return checked
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """One mode's profile worker: compile's worker spec (its fields) and the passes to profile."""
+
+    worker: dict = field(default_factory=dict)  # `WorkerSpec`'s fields, rebuilt there
+    passes: int = ProfileSpec.passes  # a later worker (process 2..) profiles none: it times
+    trace: str = ""  # where the first worker writes its chrome trace ("" none)
