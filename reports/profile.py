@@ -105,6 +105,7 @@ def step_lines(r) -> list[tuple[str, str]]:
         ("step ms (unprofiled) [q1, q3]", interval(r.step_ms, r.step_ms_q1, r.step_ms_q3)),
         ("profiled step ms", fmt(r.profiled_step_ms, ".2f")),
         ("profiler overhead", fmt(r.overhead, "+.0%")),
+        ("profiler us / event", fmt(r.event_cost_us, ".2f")),
         ("attributed / unprofiled", ratio(r.attributed_ms, r.step_ms)),
         ("forward share", fmt(r.forward_share, ".0%")),
         ("host share", fmt(r.host_share, ".0%")),

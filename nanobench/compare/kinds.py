@@ -3,7 +3,7 @@
 What it is: `Comparer` (a command's saved CSV and samples' member column, its row type, the
 columns `--no-more` and `--no-slower` may name, its changes between two saved runs with what
 is on one side only, compare.png's panels and the lines each side's rows add under the table)
-and `COMPARERS`, by command: compile, decode, explain.
+and `COMPARERS`, by command: compile, decode, explain, profile.
 What it is not: the reading of a saved run (`runs.load`) or the changes' arithmetic
 (`runs.compile_changes`, `runs.decode_changes`, `explain.before_after`).
 Invariant: importing this loads no torch and no command's rows: each piece is looked up when
@@ -69,6 +69,11 @@ COMPARERS = {
         "decode", "decode.csv", "system", "nanobench.decode.rows:DecodeRow",
         "nanobench.compare.kinds:DECODE_COUNTS", ("step_ms",),
         "nanobench.compare.runs:decode_changes", "reports.change:DECODE_PANELS",
+    ),
+    "profile": Comparer(
+        "profile", "profile.csv", "mode", "nanobench.profile.rows:ProfileRow",
+        "nanobench.profile.vs:COUNTS", ("step_ms", "speedup"),
+        "nanobench.profile.vs:compare_changes", None, "nanobench.profile.vs:why",
     ),
 }  # fmt: skip
 DECODE_COUNTS = ("builds",)

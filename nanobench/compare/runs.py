@@ -118,6 +118,26 @@ def speedups(windows: list[Window], mode: str) -> list[list[float]]:
     return list(by.values())
 
 
+def timings(old: SavedRun, new: SavedRun, mode: str, before, after) -> list[Change]:
+    """A mode's step ms and (compiled) speedup, with their runs-apart intervals."""
+    timed = old.windows and new.windows
+    why = "" if timed else "a --json document carries no samples"
+    step = apart_interval(per_process(old.windows, mode), per_process(new.windows, mode))
+    found = [timing_change(mode, "step_ms", before.step_ms, after.step_ms,
+                           step if timed else None, why)]  # fmt: skip
+    if mode != "off":
+        gain = apart_interval(speedups(old.windows, mode), speedups(new.windows, mode))
+        found.append(timing_change(mode, "speedup", before.speedup, after.speedup,
+                                   gain if timed else None, why))  # fmt: skip
+    return found
+
+
+def compile_timings(old: SavedRun, new: SavedRun) -> list[Change]:
+    """Per mode both runs timed: step ms and speedup (a profile's rows carry both too)."""
+    a, b = {r.mode: r for r in old.rows}, {r.mode: r for r in new.rows}
+    return [c for mode in a if mode in b for c in timings(old, new, mode, a[mode], b[mode])]
+
+
 def compile_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
     """Per mode both runs measured: counts, timings with their runs-apart intervals, verdicts;
     nothing is on one side only."""
@@ -130,15 +150,7 @@ def compile_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
         before, after = a[mode], b[mode]
         for column, field in count_columns(mode).items():
             found.append(count_change(mode, column, getattr(before, field), getattr(after, field)))
-        timed = old.windows and new.windows
-        step = apart_interval(per_process(old.windows, mode), per_process(new.windows, mode))
-        why = "" if timed else "a --json document carries no samples"
-        found.append(timing_change(mode, "step_ms", before.step_ms, after.step_ms,
-                                   step if timed else None, why))  # fmt: skip
-        if mode != "off":
-            gain = apart_interval(speedups(old.windows, mode), speedups(new.windows, mode))
-            found.append(timing_change(mode, "speedup", before.speedup, after.speedup,
-                                       gain if timed else None, why))  # fmt: skip
+        found += timings(old, new, mode, before, after)
         for column in ("compile_s", "compile_warm_s"):
             found.append(timing_change(mode, column, getattr(before, column),
                                        getattr(after, column), None, "one compile a run"))  # fmt: skip

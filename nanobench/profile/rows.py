@@ -2,7 +2,8 @@
 
 What it is: `Event` (one profiler event as plain numbers: what the worker reads off
 torch.profiler, and all the attribution reads), `CategoryRow` (one category of a mode's steady
-step: ms a step, share, calls a step), `KernelRow` (one kernel or op: its time, bytes and flops
+step: ms a step, share, calls a step; once the run derives it, net of the profiler's own cost,
+`profile.overhead`), `KernelRow` (one kernel or op: its time, bytes and flops
 from its shapes, its rate and its distance to the probed floor, where it comes from) and
 `ProfileRow` (one mode: its unprofiled step with its interval, its profiled step, the
 profiler's overhead, the forward's and the host's shares, and the words naming what caps it).
@@ -63,10 +64,11 @@ class CategoryRow:
 
     category: str
     ms_per_step: float
-    share: float  # of the profiled step
+    share: float  # of the profiled step; once derived, of the unprofiled step
     calls_per_step: float
     mode: str = ""
     side: str = ""
+    profiled_ms_per_step: float | None = None  # as measured under the profiler, its cost in
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,10 @@ class ProfileRow:
     speedup_high: float | None = None
     profiled_step_ms: float | None = None  # mean of the profiled steady steps
     overhead: float | None = None  # profiled / unprofiled - 1: the profiler's own cost
-    attributed_ms: float | None = None  # every category but unattributed, per profiled step
-    unattributed_ms: float | None = None
+    attributed_ms: float | None = None  # every category but unattributed, the profiler's cost out
+    unattributed_ms: float | None = None  # the unprofiled step less the attributed
+    event_cost_us: float | None = None  # the profiler's cost of one event, measured in the worker
+    events_per_step: float | None = None
     forward_share: float | None = None  # of the profiled step, inside the forward
     host_share: float | None = None  # of the profiled step, in HOST_CATEGORIES
     steps_profiled: int | None = None

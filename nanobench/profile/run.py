@@ -19,23 +19,22 @@ from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.sides import worker_specs
 from nanobench.compile.vs import changes as compile_changes
 from nanobench.harness.cli.console import stdout_console
-from nanobench.harness.runs.change import timing_change
 from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
 from nanobench.harness.runs.rows import as_dicts, columns, rebuild
 from nanobench.harness.step.targets import BUILTINS
 from nanobench.harness.workers.load import crowded_note, look_before_timing
-from nanobench.harness.workers.member import BEFORE, Member
+from nanobench.harness.workers.member import AFTER, BEFORE, Member
 from nanobench.harness.workers.rounds import round_plan
 from nanobench.profile.bench import profiled_sweep
 from nanobench.profile.gates import gates
+from nanobench.profile.overhead import net_of_profiler
 from nanobench.profile.rows import CategoryRow, KernelRow, ProfileRow
 from nanobench.profile.spec import ProfileSpec
+from nanobench.profile.vs import category_changes, moved_most
 from nanobench.profile.words import why_speedup
 from reports.csvio import write_rows
 from reports.profile import draw_profile, render_profile
 from reports.style import counted, title
-
-NO_INTERVAL = "one profiled pass a side: no interval"
 
 
 def joined(row: CompileRow, profile: dict | None) -> ProfileRow:
@@ -60,9 +59,13 @@ class ProfileKind(RunKind):
 
     def __init__(self, spec: ProfileSpec, dtype: str):
         super().__init__(spec)
-        self.dtype, self.found, self.timed = dtype, {}, {}
+        self.dtype, self.found, self.timed, self.changed = dtype, {}, {}, []
+        self.net: dict[Member, list[CategoryRow]] = {}
 
     def categories(self, member: Member) -> list[CategoryRow]:
+        """The member's categories: net of the profiler's cost once derived."""
+        if member in self.net:
+            return [replace(c, mode=member.name, side=member.side) for c in self.net[member]]
         profile = self.found.get(member) or {"categories": []}
         return [replace(rebuild(CategoryRow, c), mode=member.name, side=member.side)
                 for c in profile["categories"]]  # fmt: skip
@@ -75,25 +78,40 @@ class ProfileKind(RunKind):
     def derive(self, side, rows, windows, level, history) -> list[ProfileRow]:
         timed = derive(rows, self.spec.horizon, windows, level)
         self.timed.update({Member(side, r.mode): replace(r, side=side) for r in timed})
+        out = [self.joined(Member(side, r.mode), replace(r, side=side)) for r in timed]
         off = self.categories(Member(side, "off")) if "off" in self.spec.modes else None
-        out = []
-        for r in timed:
-            member = Member(side, r.mode)
-            row = joined(replace(r, side=side), self.found.get(member))
-            words = why_speedup(r.mode, row.speedup, row.speedup_low, row.speedup_high,
-                                self.categories(member), off)  # fmt: skip
-            out.append(replace(row, words=words if row.profiled_step_ms else ""))
-        return out
+        return [replace(r, words=self.words(r, off)) for r in out]
+
+    def joined(self, member: Member, row: CompileRow) -> ProfileRow:
+        """A mode's timing and its profile, its categories net of the profiler's cost."""
+        profile = self.found.get(member)
+        if profile is None or row.status != "ok":
+            return joined(row, None)
+        raw = [rebuild(CategoryRow, c) for c in profile["categories"]]
+        net, facts = net_of_profiler(raw, profile["facts"]["event_cost_us"], row.step_ms)
+        self.net[member] = net
+        return replace(joined(row, profile), **facts)
+
+    def words(self, row: ProfileRow, off: list[CategoryRow] | None) -> str:
+        """What caps the mode, from its categories; a fall-back said first."""
+        if not row.profiled_step_ms:
+            return ""
+        mine = self.categories(Member(row.side, row.mode))
+        said = why_speedup(row.mode, row.speedup, row.speedup_low, row.speedup_high, mine, off)
+        if row.fell_back:
+            eager = sum(
+                c.ms_per_step for c in mine if c.category in ("eager ops", "forward python")
+            )
+            said += (f" It fell back to eager past dynamo's recompile limit: {eager:.2f} ms a "
+                     "step of eager ops and their Python.")  # fmt: skip
+        return said
 
     def changes(self, rows, windows, level) -> list:
         found = compile_changes(list(self.timed.values()), windows, level)
-        for r in (r for r in rows if r.side == BEFORE):
-            before = {c.category: c for c in self.categories(Member(BEFORE, r.mode))}
-            for c in self.categories(Member("after", r.mode)):
-                b = before.get(c.category)
-                found.append(timing_change(r.mode, f"{c.category} ms", b and b.ms_per_step,
-                                           c.ms_per_step, None, NO_INTERVAL))  # fmt: skip
-        return found
+        sides = {s: [c for m in self.found if m.side == s for c in self.categories(m)]
+                 for s in (BEFORE, AFTER)}  # fmt: skip
+        self.changed = found + category_changes(sides[BEFORE], sides[AFTER])
+        return self.changed
 
     def gates(self, rows) -> list:
         return gates(self.spec, rows)
@@ -102,7 +120,8 @@ class ProfileKind(RunKind):
         return heading(self.spec, self.dtype, rows)
 
     def why_lines(self, rows) -> list[str]:
-        return [f"{r.side} {r.words}" for r in rows if r.words]
+        moved = moved_most(self.changed)
+        return [f"{r.side} {r.words}" for r in rows if r.words] + moved
 
     def save_more(self, run: MeasuredRun, rows) -> None:
         members = [Member(r.side, r.mode) for r in rows]

@@ -17,6 +17,8 @@ which steps are steady; the ready row's profile is measured, never filled in.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import wraps
@@ -90,6 +92,29 @@ def profiled_passes(session, passes: int, device: str, stacks: bool = False):
     return prof, built
 
 
+def event_cost_us(ops: int = 2000, repeats: int = 5) -> float:
+    """The profiler's cost of one event here: `ops` adds of two one-element tensors timed with
+    and without it (the fastest of `repeats` each), the difference over the events it recorded."""
+    import torch
+
+    a = torch.ones(1)  # (1,): an op that does next to nothing but dispatch
+
+    def fastest() -> float:
+        best = math.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(ops):
+                torch.add(a, a)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    plain = fastest()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        profiled = fastest()
+    events = len(prof.events()) / repeats
+    return max(profiled - plain, 0.0) / events * 1e6
+
+
 def model_bytes(session) -> int:
     """The bytes the bandwidth probe streams: the engine's weights, or 64 MiB for a target."""
     engine = getattr(session, "engine", None)
@@ -116,6 +141,8 @@ def profile_mode(session, job: ProfileJob) -> dict:
     }
     rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
     categories, kernels, facts = attribute(events, [b == 0 for b in built], rates)
+    facts["event_cost_us"] = event_cost_us()
+    facts["events_per_step"] = sum(c.calls_per_step for c in categories)
     texts = generated_sources()
     origin = kernel_sources(events_from_profiler(stacked.events()), texts)
     kernels = [replace(k, source=k.source or origin.get(k.name, "")) for k in kernels]

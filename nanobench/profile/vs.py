@@ -1,0 +1,68 @@
+"""What changed between two profiles: each mode's timing, and each category's ms a step.
+
+What it is: `category_changes(before, after)` (per mode both sides profiled, each category's ms a
+step before and after: one profiled pass a side, so a ratio without an interval, and the
+category that moved most named by `moved_most`), `compare_changes(old, new)` (two saved runs,
+for `compare`: compile's timing changes with their runs-apart intervals, then the categories read
+back from each run's `profile-categories.csv`) and `why` (a saved row's words, under compare's
+table).
+What it is not: the timing changes' arithmetic (compile's, `compare.runs.compile_changes`) or
+the table.
+Invariant: a category change is read from both sides' profiled rows; a category one side lacks
+is "not measured", never a zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nanobench.harness.runs.change import Change, timing_change
+from nanobench.profile.rows import CategoryRow
+
+COUNTS = ("builds",)
+NO_INTERVAL = "one profiled pass a side: no interval"
+
+
+def category_changes(before: list[CategoryRow], after: list[CategoryRow]) -> list[Change]:
+    """Per mode both sides profiled, each category's ms a step, after over before."""
+    mine = {(c.mode, c.category): c.ms_per_step for c in before}
+    theirs = {(c.mode, c.category): c.ms_per_step for c in after}
+    both = {m for m, _ in mine} & {m for m, _ in theirs}
+    keys = dict.fromkeys(k for k in [*mine, *theirs] if k[0] in both)
+    return [timing_change(mode, f"{name} ms", mine.get((mode, name)), theirs.get((mode, name)),
+                          None, NO_INTERVAL) for mode, name in keys]  # fmt: skip
+
+
+def moved_most(changes: list[Change]) -> list[str]:
+    """Per mode, the category whose ms a step moved the most, in ms: what a reader looks at."""
+    lines, by = [], {}
+    for c in changes:
+        if c.column.endswith(" ms") and c.before is not None and c.after is not None:
+            by.setdefault(c.member, []).append(c)
+    for mode, found in by.items():
+        top = max(found, key=lambda c: abs(c.after - c.before))
+        delta = top.after - top.before
+        lines.append(f"{mode}: {top.column[:-3]} moved most, {top.before:.3f} -> "
+                     f"{top.after:.3f} ms a step ({delta:+.3f})")  # fmt: skip
+    return lines
+
+
+def saved_categories(where: str) -> list[CategoryRow]:
+    """A saved run's categories (its `profile-categories.csv`); none for a --json document."""
+    from nanobench.compare.runs import read_rows
+
+    path = Path(where) / "profile-categories.csv"
+    return read_rows(path, CategoryRow) if path.is_file() else []
+
+
+def compare_changes(old, new) -> tuple[list[Change], dict]:
+    """Two saved profiles: compile's timing changes per mode, then each category's."""
+    from nanobench.compare.runs import compile_timings
+
+    found = compile_timings(old, new)
+    return found + category_changes(saved_categories(old.where), saved_categories(new.where)), {}
+
+
+def why(row) -> list[str]:
+    """A saved row's words, under compare's table."""
+    return [f"{row.side}: {row.words}"] if row.words else []

@@ -1,0 +1,142 @@
+"""`nanobench profile` end to end, in its default table output, and its pure pieces: the gates
+and the changes by category. The real run profiles the corpus's gpt-fast-style step (one graph,
+the smallest step Inductor compiles) and is checked against the profiler's own chrome trace of
+the same passes, which the attribution never reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.profile.gates import gates
+from nanobench.profile.overhead import net_of_profiler
+from nanobench.profile.rows import CATEGORIES, CategoryRow, ProfileRow
+from nanobench.profile.spec import ProfileSpec
+from nanobench.profile.vs import category_changes, moved_most
+from tests.helpers import text_tables
+
+runner = CliRunner()
+STEP = "tests/corpus/static_kv.py:factory"
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("profile")
+    result = runner.invoke(app, [
+        "profile", "--target", STEP, "--modes", "off,dynamic", "--steps", "4", "--passes", "1",
+        "--rounds", "2", "--max-rounds", "2", "--threads", "1", "--out", str(out),
+    ], env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out, result
+
+
+def trace_steps(path: Path) -> tuple[list[float], set[str]]:
+    """The profiler's own export: each step range's duration (ms) and every fused kernel named."""
+    events = json.loads(path.read_text())["traceEvents"]
+    steps = [e["dur"] / 1e3 for e in events if e.get("name") == "nanobench::step"]
+    fused = {e["name"] for e in events if "cpp_fused" in str(e.get("name"))}
+    return steps, fused
+
+
+@pytest.mark.slow
+def test_a_profiled_step_reads_as_the_profilers_own_trace(profiled):
+    out, _ = profiled
+    rows = {r["mode"]: r for r in pd.read_csv(out / "profile.csv").to_dict("records")}
+    for mode in ("off", "dynamic"):
+        steps, fused = trace_steps(out / "profile-traces" / f"{mode}.json")
+        # one pass of 4 steps, none built (warmed first): the mean step is the trace's
+        assert rows[mode]["steps_profiled"] == len(steps) == 4
+        mean = sum(steps) / len(steps)
+        assert abs(rows[mode]["profiled_step_ms"] - mean) <= 0.01 * mean + 1e-3
+        # every fused kernel the trace names is one the row counts, and the generated module
+        # defines as many as the profiler saw run
+        assert rows[mode]["fused_kernels"] == len(fused)
+    assert rows["dynamic"]["fused_kernels"] >= 1
+    assert rows["dynamic"]["generated_kernels"] == rows["dynamic"]["fused_kernels"]
+    assert rows["off"]["fused_kernels"] == 0
+
+
+@pytest.mark.slow
+def test_every_category_is_in_the_csv_and_the_table_and_adds_up_to_the_step(profiled):
+    out, result = profiled
+    frame = pd.read_csv(out / "profile-categories.csv")
+    rows = {r["mode"]: r for r in pd.read_csv(out / "profile.csv").to_dict("records")}
+    for mode, cats in frame.groupby("mode"):
+        assert list(cats["category"]) == list(CATEGORIES)
+        # as profiled, they add up to the profiled step; net of the profiler's cost, with
+        # unattributed the rest, to the step timed without it
+        assert abs(cats["profiled_ms_per_step"].sum() - rows[mode]["profiled_step_ms"]) < 1e-3
+        assert abs(cats["ms_per_step"].sum() - rows[mode]["step_ms"]) < 1e-3
+    by = {(r["mode"], r["category"]): r for r in frame.to_dict("records")}
+    # dynamo's guard check runs on every compiled call and never in eager
+    assert by[("off", "guards")]["ms_per_step"] == 0 < by[("dynamic", "guards")]["ms_per_step"]
+    assert by[("dynamic", "fused kernels")]["calls_per_step"] >= 1
+    (table,) = [t for t in text_tables(result.stdout) if t.header[0] == "where the step goes"]
+    assert list(table.header[1:]) == ["off", "dynamic"]
+    assert [line[0] for line in table.rows][: len(CATEGORIES)] == list(CATEGORIES)
+    assert "why: dynamic" in result.stdout and "profile-kernels.csv" not in result.stdout
+
+
+@pytest.mark.slow
+def test_the_kernels_csv_holds_the_gemms_bytes_and_flops_from_their_shapes(profiled):
+    out, _ = profiled
+    kernels = pd.read_csv(out / "profile-kernels.csv")
+    mm = kernels[(kernels["mode"] == "off") & kernels["name"].str.fullmatch("aten::(mm|addmm)")]
+    assert len(mm) >= 1
+    # gptfast.py's wqkv: x (B*S, 32) @ (32, 96), 4 rows a step: 2*4*32*96 flops, the hand count
+    assert (mm["flops"] == 2 * 4 * 32 * 96).any(), mm[["name", "flops", "bytes"]]
+
+
+def test_net_of_the_profiler_each_category_loses_its_events_cost_and_the_rest_is_unattributed():
+    profiled = [CategoryRow("eager ops", 1.0, 0.5, 100.0), CategoryRow("guards", 0.05, 0.1, 1.0),
+                CategoryRow("unattributed", 0.0, 0.0, 0.0)]  # fmt: skip
+    net, facts = net_of_profiler(profiled, cost_us=2.0, step_ms=1.2)
+    by = {c.category: c for c in net}
+    assert by["eager ops"].ms_per_step == pytest.approx(1.0 - 100 * 2.0 / 1e3)  # 0.8
+    assert by["guards"].ms_per_step == pytest.approx(0.05 - 2.0 / 1e3)  # 0.048
+    assert by["unattributed"].ms_per_step == pytest.approx(1.2 - 0.848)
+    assert by["eager ops"].share == pytest.approx(0.8 / 1.2)
+    assert by["eager ops"].profiled_ms_per_step == 1.0
+    assert facts["attributed_ms"] == pytest.approx(0.848)
+    assert facts["host_share"] == pytest.approx(0.048 / 1.2)
+    # no unprofiled step (no round ran): as profiled
+    assert net_of_profiler(profiled, 2.0, None) == (profiled, {})
+
+
+def row(mode: str, **kw) -> ProfileRow:
+    base = dict(step_ms=1.0, profiled_step_ms=1.1, attributed_ms=1.05, overhead=0.1,
+                host_share=0.4)  # fmt: skip
+    return ProfileRow(mode=mode, **{**base, **kw})
+
+
+def test_the_gates_fail_a_row_without_a_profile_and_hold_the_sum_and_the_host_share():
+    spec = ProfileSpec(max_overhead_share=0.5)
+    found = {g.name: g for g in gates(spec, [row("off"), row("dynamic", host_share=0.6),
+                                             row("static", profiled_step_ms=None)])}  # fmt: skip
+    assert found["categories_add_up[off]"].passed  # |1.05 - 1.0| / 1.0 = 5%
+    assert not found["max_overhead_share[dynamic]"].passed  # 60% > 50%
+    assert "max_overhead_share[off]" not in found  # eager adds no per-call work to gate
+    assert not found["measured[static]"].passed
+    off_by = gates(ProfileSpec(), [row("off", attributed_ms=1.2)])
+    assert not off_by[0].passed and "20%" in off_by[0].detail
+
+
+def test_a_category_change_is_after_over_before_and_the_one_that_moved_most_is_named():
+    before = [CategoryRow("guards", 0.10, 0.1, 1.0, mode="dynamic"),
+              CategoryRow("outside the forward", 0.05, 0.05, 3.0, mode="dynamic"),
+              CategoryRow("guards", 0.0, 0.0, 0.0, mode="off")]  # fmt: skip
+    after = [CategoryRow("guards", 0.11, 0.1, 1.0, mode="dynamic"),
+             CategoryRow("outside the forward", 0.45, 0.3, 3.0, mode="dynamic")]  # fmt: skip
+    found = category_changes(before, after)
+    # off was profiled on one side only: nothing of it is compared
+    assert [(c.member, c.column) for c in found] == [
+        ("dynamic", "guards ms"), ("dynamic", "outside the forward ms")]  # fmt: skip
+    assert found[1].change == pytest.approx(0.45 / 0.05, rel=1e-3)
+    assert moved_most(found) == [
+        "dynamic: outside the forward moved most, 0.050 -> 0.450 ms a step (+0.400)"
+    ]
