@@ -280,3 +280,18 @@ def roofline_panel(ax, shown: list, kernels: list) -> None:
     ax.set_ylabel("achieved GFLOP/s")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
+
+
+def render_moved(console, changes: list) -> None:
+    """Each category's ms a step before and after, per mode (a --vs run's one profiled pass a
+    side: a difference, no interval), so the category that moved is read off the rows."""
+    if not changes:
+        return
+    table = Table(title=Text("where the step moved: ms a step, one profiled pass a side"))
+    for col in ("mode", "category", "before", "after", "after - before"):
+        table.add_column(Text(col), justify="left" if col in ("mode", "category") else "right")
+    for c in changes:
+        moved = c.after - c.before if c.after is not None and c.before is not None else None
+        table.add_row(Text(c.member), Text(c.column.removesuffix(" ms")), Text(fmt(c.before, ".3f")),
+                      Text(fmt(c.after, ".3f")), Text(fmt(moved, "+.3f")))  # fmt: skip
+    console.print(fit_table(console, table))

@@ -253,7 +253,22 @@ def test_the_default_flow_never_touches_the_network(tmp_path):
     cmd = [sys.executable, "-m", "nanobench.cli"]
     for args in (
         ["explain", "--layers", "2"],
-        ["compile", "--modes", "off,dynamic", "--steps", "3", "--backend", "eager"],
+        # one worker a mode and one round: the network is reached at set-up or never
+        [
+            "compile",
+            "--modes",
+            "off,dynamic",
+            "--steps",
+            "3",
+            "--backend",
+            "eager",
+            "--processes",
+            "1",
+            "--rounds",
+            "1",
+            "--max-rounds",
+            "1",
+        ],
         ["buckets", "--run-lengths", "8"],
     ):
         args = [*args, "--json", "--out", str(tmp_path / "o")]

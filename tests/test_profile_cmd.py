@@ -106,6 +106,27 @@ def test_net_of_the_profiler_each_category_loses_its_events_cost_and_the_rest_is
     assert facts["host_share"] == pytest.approx(0.048 / 1.2)
     # no unprofiled step (no round ran): as profiled
     assert net_of_profiler(profiled, 2.0, None) == (profiled, {})
+    # net categories past the step (1.05 ms against 0.5): unattributed negative, shown; the
+    # shares are of the categories then, so none passes 100%
+    over, facts = net_of_profiler(profiled, cost_us=0.0, step_ms=0.5)
+    by = {c.category: c for c in over}
+    assert by["unattributed"].ms_per_step == pytest.approx(0.5 - 1.05)
+    assert by["eager ops"].share == pytest.approx(1.0 / 1.05)
+    assert sum(c.share for c in over if c.category != "unattributed") == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_compare_reads_two_saved_profiles_categories_as_their_csvs_hold_them(profiled, tmp_path):
+    out, _ = profiled
+    result = runner.invoke(app, ["compare", str(out), str(out), "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    changes = json.loads(result.stdout)["changes"]
+    saved = pd.read_csv(out / "profile-categories.csv").to_dict("records")
+    for c in saved:
+        (found,) = [x for x in changes
+                    if (x["member"], x["column"]) == (c["mode"], f"{c['category']} ms")]  # fmt: skip
+        assert found["before"] == found["after"] == pytest.approx(c["ms_per_step"])
+    assert {"step_ms", "speedup"} <= {x["column"] for x in changes if x["member"] == "dynamic"}
 
 
 def row(mode: str, **kw) -> ProfileRow:

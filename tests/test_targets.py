@@ -172,6 +172,8 @@ def test_compile_refuses_a_bad_target_before_any_worker(step_file, tmp_path, mon
         (["--target", f"{step_file}:missing"], "missing: steps"),
         (["--target", f"{step_file}:factory", "--bucketed"], "--bucketed"),
         (["--modes", "reduce-overhead"], "--modes reduce-overhead: needs --device cuda"),
+        # the engine's own modes are off, dynamic and static: a GPU run once made it a failed row
+        (["--modes", "reduce-overhead", "--device", "cuda"], "--modes reduce-overhead: a --target"),
     ):
         assert_one_line_exit_2(runner.invoke(app, ["compile", *args, *out]), needle)
 

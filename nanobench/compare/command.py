@@ -26,7 +26,7 @@ def compare_command(
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
 ) -> None:
-    """Compare two saved runs of compile, explain or decode: before, after and the change per column.
+    """Compare two saved runs of compile, explain, decode or profile: before, after and the change per column.
 
     Counts (graphs, breaks, builds, fell back) change exactly; step ms and speedup change by
     new / old with an interval from each run's per-process means, and the table says that two

@@ -91,8 +91,12 @@ class CompileSpec:
             )
         if self.path == "unplanned" and self.bucketed:
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
-        device_option(self.device)
         check_modes(list(self.modes), self.device, self.backend)
+        if "reduce-overhead" in self.modes and not self.target:
+            # the engine compiles off, dynamic or static; it records its CUDA graphs itself
+            raise BadInput("--modes reduce-overhead: a --target's mode; the engine records its "
+                           "own CUDA graphs (nanobench capture, decode --systems engine-captured)")  # fmt: skip
+        device_option(self.device)
         if self.target and (self.bucketed or self.path != "planned"):
             raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
         compared_option(self)

@@ -3,7 +3,8 @@
 What it is: `net_of_profiler(categories, cost_us, step_ms)`: each category less the profiler's
 cost of its events (calls a step x the cost of one event, measured in the same worker on an op
 that does next to nothing, `profile.session.event_cost_us`), and "unattributed" the step timed
-without the profiler less the rest; shares of that step. With no unprofiled step (no round ran),
+without the profiler less the rest; shares of that step, or of the net categories where they
+add up to more (a share never passes 100%). With no unprofiled step (no round ran),
 the categories as profiled.
 What it is not: a model of where the profiler's time lands inside an event (its cost is put on
 the event's own category) or the attribution (`profile.attribution`).
@@ -34,11 +35,13 @@ def net_of_profiler(
     net = {c.category: net_ms(c.ms_per_step, c.calls_per_step, cost_us) for c in categories}
     attributed = sum(ms for name, ms in net.items() if name != "unattributed")
     net["unattributed"] = step_ms - attributed
+    # shares of the step, or of the categories where they add up to more than it: never past 1
+    whole = max(step_ms, attributed)
     rows = [
-        replace(c, ms_per_step=net[c.category], share=net[c.category] / step_ms,
+        replace(c, ms_per_step=net[c.category], share=net[c.category] / whole,
                 profiled_ms_per_step=c.ms_per_step)
         for c in categories
     ]  # fmt: skip
-    host = sum(net[name] for name in HOST_CATEGORIES if name in net) / step_ms
+    host = sum(net[name] for name in HOST_CATEGORIES if name in net) / whole
     return rows, {"attributed_ms": attributed, "unattributed_ms": net["unattributed"],
                   "host_share": host}  # fmt: skip

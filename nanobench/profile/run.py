@@ -33,7 +33,7 @@ from nanobench.profile.spec import ProfileSpec
 from nanobench.profile.vs import category_changes, moved_most
 from nanobench.profile.words import why_speedup
 from reports.csvio import write_rows
-from reports.profile import draw_profile, render_profile
+from reports.profile import draw_profile, render_moved, render_profile
 from reports.style import counted, title
 
 
@@ -110,8 +110,8 @@ class ProfileKind(RunKind):
         found = compile_changes(list(self.timed.values()), windows, level)
         sides = {s: [c for m in self.found if m.side == s for c in self.categories(m)]
                  for s in (BEFORE, AFTER)}  # fmt: skip
-        self.changed = found + category_changes(sides[BEFORE], sides[AFTER])
-        return self.changed
+        self.changed = category_changes(sides[BEFORE], sides[AFTER])
+        return found + self.changed
 
     def gates(self, rows) -> list:
         return gates(self.spec, rows)
@@ -122,6 +122,17 @@ class ProfileKind(RunKind):
     def why_lines(self, rows) -> list[str]:
         moved = moved_most(self.changed)
         return [f"{r.side} {r.words}" for r in rows if r.words] + moved
+
+    def compare_report(self, run: MeasuredRun, rows, found, changed, head):
+        """The change table of the timings and counts, then where the step moved."""
+        timings = [c for c in changed if c not in self.changed]
+        png, render = super().compare_report(run, rows, found, timings, head)
+
+        def both() -> None:
+            render()
+            render_moved(stdout_console(), self.changed)
+
+        return png, both
 
     def save_more(self, run: MeasuredRun, rows) -> None:
         members = [Member(r.side, r.mode) for r in rows]
