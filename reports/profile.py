@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from reports.compile import fmt, interval
 from reports.csvio import save_figure
 from reports.style import colour, fit_table, gate_mark
 
@@ -38,21 +39,6 @@ CATEGORY_COLOURS = {
     "unattributed": "lightgray",
 }
 TICK = "step without the profiler"  # the left panel's mark at each mode's unprofiled step
-
-
-def fmt(value, spec: str = "", dash: str = "-") -> str:
-    if value is None or value == "":
-        return dash
-    return format(value, spec) if spec else str(value)
-
-
-def interval(value, low, high, spec: str = ".2f", unit: str = "") -> str:
-    """'1.25 [1.20, 1.31]'; the point alone without an interval; '-' without a value."""
-    if value is None:
-        return "-"
-    if low is None or high is None:
-        return f"{value:{spec}}{unit}"
-    return f"{value:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
 
 
 def member(r) -> tuple[str, str]:

@@ -120,7 +120,7 @@ def test_compare_reads_two_saved_profiles_categories_as_their_csvs_hold_them(pro
     out, _ = profiled
     result = runner.invoke(app, ["compare", str(out), str(out), "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
-    changes = json.loads(result.stdout)["changes"]
+    changes = json.loads(result.stdout)["rows"]
     saved = pd.read_csv(out / "profile-categories.csv").to_dict("records")
     for c in saved:
         (found,) = [x for x in changes
