@@ -82,6 +82,13 @@ def ratio(part, whole) -> str:
     return "-" if part is None or not whole else f"{part / whole:.0%}"
 
 
+def guard_cell(r) -> str:
+    """One guard check as profiled, beside dynamo's own figure for it: '45 (38)'."""
+    if r.guard_us_per_call is None:
+        return "-"
+    return f"{r.guard_us_per_call:.0f} ({fmt(r.guard_latency_us, '.0f')})"
+
+
 def step_lines(r) -> list[tuple[str, str]]:
     """The step's own lines under the categories: (label, this row's cell)."""
     speedup = (
@@ -92,6 +99,7 @@ def step_lines(r) -> list[tuple[str, str]]:
         ("profiled step ms", fmt(r.profiled_step_ms, ".2f")),
         ("profiler overhead", fmt(r.overhead, "+.0%")),
         ("profiler us / event", fmt(r.event_cost_us, ".2f")),
+        ("guard check us (dynamo's)", guard_cell(r)),
         ("attributed / unprofiled", ratio(r.attributed_ms, r.step_ms)),
         ("forward share", fmt(r.forward_share, ".0%")),
         ("host share", fmt(r.host_share, ".0%")),

@@ -59,6 +59,9 @@ def test_a_profiled_step_reads_as_the_profilers_own_trace(profiled):
     assert rows["dynamic"]["fused_kernels"] >= 1
     assert rows["dynamic"]["generated_kernels"] == rows["dynamic"]["fused_kernels"]
     assert rows["off"]["fused_kernels"] == 0
+    # one guard check as profiled, of the order dynamo's own compile-time figure says
+    guard, ledger = rows["dynamic"]["guard_us_per_call"], rows["dynamic"]["guard_latency_us"]
+    assert ledger > 0 and 0.1 < guard / ledger < 10, (guard, ledger)
 
 
 @pytest.mark.slow
@@ -104,6 +107,7 @@ def test_net_of_the_profiler_each_category_loses_its_events_cost_and_the_rest_is
     assert by["eager ops"].profiled_ms_per_step == 1.0
     assert facts["attributed_ms"] == pytest.approx(0.848)
     assert facts["host_share"] == pytest.approx(0.048 / 1.2)
+    assert facts["guard_us_per_call"] == pytest.approx(48.0)  # 0.048 ms over its one call
     # no unprofiled step (no round ran): as profiled
     assert net_of_profiler(profiled, 2.0, None) == (profiled, {})
     # net categories past the step (1.05 ms against 0.5): unattributed negative, shown; the

@@ -29,7 +29,8 @@ def net_of_profiler(
     categories: list[CategoryRow], cost_us: float | None, step_ms: float | None
 ) -> tuple[list[CategoryRow], dict]:
     """The categories net of the profiler's cost, "unattributed" the unprofiled step less
-    them, and the facts that change with them (attributed, unattributed, host share)."""
+    them, and the facts that change with them (attributed, unattributed, host share, one guard
+    check's µs)."""
     if cost_us is None or not step_ms or not categories:
         return categories, {}
     net = {c.category: net_ms(c.ms_per_step, c.calls_per_step, cost_us) for c in categories}
@@ -43,5 +44,7 @@ def net_of_profiler(
         for c in categories
     ]  # fmt: skip
     host = sum(net[name] for name in HOST_CATEGORIES if name in net) / whole
+    guards = next((c for c in categories if c.category == "guards" and c.calls_per_step), None)
+    per_call = net["guards"] * 1e3 / guards.calls_per_step if guards else None
     return rows, {"attributed_ms": attributed, "unattributed_ms": net["unattributed"],
-                  "host_share": host}  # fmt: skip
+                  "host_share": host, "guard_us_per_call": per_call}  # fmt: skip

@@ -107,6 +107,8 @@ class ProfileRow:
     overhead: float | None = None  # profiled / unprofiled - 1: the profiler's own cost
     attributed_ms: float | None = None  # every category but unattributed, the profiler's cost out
     unattributed_ms: float | None = None  # the unprofiled step less the attributed
+    guard_us_per_call: float | None = None  # the guards category over its calls: one check
+    guard_latency_us: float | None = None  # dynamo's own: one cold check timed at compile (median)
     event_cost_us: float | None = None  # the profiler's cost of one event, measured in the worker
     events_per_step: float | None = None
     forward_share: float | None = None  # of the profiled step, inside the forward

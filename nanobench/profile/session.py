@@ -18,6 +18,7 @@ which steps are steady; the ready row's profile is measured, never filled in.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -116,6 +117,15 @@ def event_cost_us(ops: int = 2000, repeats: int = 5) -> float:
     return max(profiled - plain, 0.0) / events * 1e6
 
 
+def guard_latency_us() -> float | None:
+    """Dynamo's own guard latency (the compilation metrics' `guard_latency_us`: one check of a
+    frame's guards timed at its compile, after a cache flush), the median over the frames built."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    found = [m.guard_latency_us for m in get_compilation_metrics() if m.guard_latency_us]
+    return statistics.median(found) if found else None
+
+
 def model_bytes(session) -> int:
     """The bytes the bandwidth probe streams: the engine's weights, or 64 MiB for a target."""
     engine = getattr(session, "engine", None)
@@ -145,6 +155,7 @@ def profile_mode(session, job: ProfileJob) -> dict:
     floors = rates if spec.device != "cuda" else None
     categories, kernels, facts = attribute(events, [b == 0 for b in built], floors)
     facts["event_cost_us"] = event_cost_us()
+    facts["guard_latency_us"] = guard_latency_us()
     facts["events_per_step"] = sum(c.calls_per_step for c in categories)
     texts = generated_sources()
     origin = kernel_sources(events_from_profiler(stacked.events()), texts)
