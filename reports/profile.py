@@ -82,6 +82,13 @@ def ratio(part, whole) -> str:
     return "-" if part is None or not whole else f"{part / whole:.0%}"
 
 
+def amdahl_cell(r) -> str:
+    """The forward's speedup over off's and the step speedup it predicts: '1.45x (1.42x)'."""
+    if r.forward_speedup is None:
+        return "-"
+    return f"{r.forward_speedup:.2f}x ({fmt(r.amdahl_speedup, '.2f')}x)"
+
+
 def guard_cell(r) -> str:
     """One guard check as profiled, beside dynamo's own figure for it: '45 (38)'."""
     if r.guard_us_per_call is None:
@@ -104,6 +111,7 @@ def step_lines(r) -> list[tuple[str, str]]:
         ("forward share", fmt(r.forward_share, ".0%")),
         ("host share", fmt(r.host_share, ".0%")),
         ("speedup [95%]", speedup),
+        ("forward speedup (Amdahl's step)", amdahl_cell(r)),
     ]
 
 

@@ -16,6 +16,7 @@ from nanobench.cli import app
 from nanobench.profile.gates import gates
 from nanobench.profile.overhead import net_of_profiler
 from nanobench.profile.rows import CATEGORIES, CategoryRow, ProfileRow
+from nanobench.profile.run import with_amdahl
 from nanobench.profile.spec import ProfileSpec
 from nanobench.profile.vs import category_changes, moved_most
 from tests.helpers import text_tables
@@ -131,6 +132,18 @@ def test_compare_reads_two_saved_profiles_categories_as_their_csvs_hold_them(pro
                     if (x["member"], x["column"]) == (c["mode"], f"{c['category']} ms")]  # fmt: skip
         assert found["before"] == found["after"] == pytest.approx(c["ms_per_step"])
     assert {"step_ms", "speedup"} <= {x["column"] for x in changes if x["member"] == "dynamic"}
+
+
+def test_a_compiled_modes_forward_speedup_and_the_step_speedup_amdahl_gives_it():
+    # off: forward 90% of a 10 ms profiled step (9 ms); dynamic: 60% of 5 ms (3 ms)
+    rows = with_amdahl([ProfileRow("off", forward_share=0.9, profiled_step_ms=10.0),
+                        ProfileRow("dynamic", forward_share=0.6, profiled_step_ms=5.0)])  # fmt: skip
+    assert rows[0].forward_speedup is None
+    assert rows[1].forward_speedup == pytest.approx(3.0)  # 9 / 3
+    assert rows[1].amdahl_speedup == pytest.approx(1 / (0.1 + 0.9 / 3.0))  # 2.5
+    # no off to hold it against: nothing derived
+    alone = with_amdahl([ProfileRow("dynamic", forward_share=0.6, profiled_step_ms=5.0)])
+    assert alone[0].amdahl_speedup is None
 
 
 def row(mode: str, **kw) -> ProfileRow:

@@ -113,6 +113,8 @@ class ProfileRow:
     events_per_step: float | None = None
     forward_share: float | None = None  # of the profiled step, inside the forward
     host_share: float | None = None  # of the profiled step, in HOST_CATEGORIES
+    forward_speedup: float | None = None  # off's forward ms (profiled) over this mode's
+    amdahl_speedup: float | None = None  # the step speedup forward_speedup predicts at off's share
     steps_profiled: int | None = None
     kernels: int | None = None  # distinct kernels and ops seen
     fused_kernels: int | None = None  # distinct fused kernels seen

@@ -18,6 +18,7 @@ from functools import partial
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.sides import worker_specs
 from nanobench.compile.vs import changes as compile_changes
+from nanobench.cost.compile import step_speedup
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
 from nanobench.harness.runs.rows import as_dicts, columns, rebuild
@@ -52,6 +53,32 @@ def joined(row: CompileRow, profile: dict | None) -> ProfileRow:
     return rebuild(ProfileRow, {**base, **facts, "overhead": overhead})
 
 
+def forward_ms(row: ProfileRow) -> float | None:
+    """The forward's ms a profiled step: its share of the profiled step."""
+    if row.forward_share is None or not row.profiled_step_ms:
+        return None
+    return row.forward_share * row.profiled_step_ms
+
+
+def with_amdahl(rows: list[ProfileRow]) -> list[ProfileRow]:
+    """Each compiled mode's forward speedup over off's (profiled), and the step speedup it
+    predicts at off's forward share (`cost.compile.step_speedup`), to set beside the measured
+    one: the share a speedup was measured against, never left out."""
+    off = next((r for r in rows if r.mode == "off" and forward_ms(r)), None)
+    if off is None:
+        return rows
+    out = []
+    for r in rows:
+        mine = forward_ms(r)
+        if r.mode == "off" or not mine:
+            out.append(r)
+            continue
+        gain = forward_ms(off) / mine
+        out.append(replace(r, forward_speedup=gain,
+                           amdahl_speedup=step_speedup(gain, off.forward_share)))  # fmt: skip
+    return out
+
+
 class ProfileKind(RunKind):
     """What profile brings to a measured run: members are (side, mode), rows `ProfileRow`s."""
 
@@ -78,7 +105,7 @@ class ProfileKind(RunKind):
     def derive(self, side, rows, windows, level, history) -> list[ProfileRow]:
         timed = derive(rows, self.spec.horizon, windows, level)
         self.timed.update({Member(side, r.mode): replace(r, side=side) for r in timed})
-        out = [self.joined(Member(side, r.mode), replace(r, side=side)) for r in timed]
+        out = with_amdahl([self.joined(Member(side, r.mode), replace(r, side=side)) for r in timed])
         off = self.categories(Member(side, "off")) if "off" in self.spec.modes else None
         return [replace(r, words=self.words(r, off)) for r in out]
 
