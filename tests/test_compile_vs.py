@@ -236,14 +236,17 @@ def test_the_item_break_gone_is_fewer_builds_and_breaks_as_dynamo_counts_them(it
 
 @pytest.mark.slow
 def test_the_comparison_gates_hold_a_change_in_ci_and_the_table_says_it(tmp_path):
+    # count gates are decided by the first pass: one worker a member and one round each
+    once = ("--processes", "1", "--rounds", "1", "--max-rounds", "1")
     gone = vs_run(tmp_path / "a", "static_kv", "item_in_step", "--check", "--no-more",
-                  "breaks,builds")  # fmt: skip
+                  "breaks,builds", *once)  # fmt: skip
     assert gone.exit_code == 0, gone.output
     assert "pass no_more[breaks dynamic]: breaks 1 -> 0 (fewer)" in gone.output
     cells = [line for line in gone.output.splitlines() if "│ breaks " in line]
     assert any("-1 fewer" in line for line in cells), gone.output
     assert "static_kv.py:factory (after) vs" in " ".join(gone.output.split())
-    back = vs_run(tmp_path / "b", "item_in_step", "static_kv", "--check", "--no-more", "breaks")
+    back = vs_run(tmp_path / "b", "item_in_step", "static_kv", "--check", "--no-more", "breaks",
+                  *once)  # fmt: skip
     assert back.exit_code == 1, back.output
     assert "FAIL no_more[breaks dynamic]: breaks 0 -> 1 (more)" in back.output
 
