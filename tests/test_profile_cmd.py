@@ -146,6 +146,42 @@ def test_a_compiled_modes_forward_speedup_and_the_step_speedup_amdahl_gives_it()
     assert alone[0].amdahl_speedup is None
 
 
+def test_the_ranges_are_on_while_profiling_and_off_for_the_rounds_windows():
+    from torch.profiler import ProfilerActivity, profile
+
+    from nanobench.profile.session import ranges_marked
+
+    class Engine:
+        def decode_step(self, tokens):
+            return self.decode_forward(tokens)
+
+        def decode_forward(self, tokens):
+            return tokens
+
+    class Session:
+        engine = Engine()
+
+    session = Session()
+    with ranges_marked(session), profile(activities=[ProfilerActivity.CPU]) as prof:
+        session.engine.decode_step([1])
+    assert [e.name for e in prof.events()] == ["nanobench::step", "nanobench::forward"]
+    # taken off after: the engine's own methods again, so a timed window calls no range
+    assert "decode_step" not in vars(session.engine) and "decode_forward" not in vars(
+        session.engine
+    )
+
+    class Target:
+        def forward(self, x):
+            return x
+
+    target = Target()
+    target.forward = target.forward  # a target session holds its (compiled) forward
+    own = target.forward
+    with ranges_marked(target):
+        assert target.forward is not own
+    assert target.forward is own
+
+
 def row(mode: str, **kw) -> ProfileRow:
     base = dict(step_ms=1.0, profiled_step_ms=1.1, attributed_ms=1.05, overhead=0.1,
                 host_share=0.4)  # fmt: skip

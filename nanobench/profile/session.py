@@ -20,11 +20,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import wraps
 from pathlib import Path
 
+import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from nanobench.compile.session import open_session
@@ -62,15 +64,25 @@ def marked(fn: Callable, *names: str) -> Callable:
     return call
 
 
-def mark_ranges(session) -> None:
-    """The step and its forward as ranges: the engine's `decode_step` around its
-    `decode_forward`; a target's step is its forward call (its inputs are built outside)."""
+@contextmanager
+def ranges_marked(session) -> Iterator[None]:
+    """The step and its forward as ranges while profiling: the engine's `decode_step` around
+    its `decode_forward`; a target's step is its forward call (its inputs are built outside).
+    Taken off after, so the rounds' unprofiled windows call no range at all."""
     engine = getattr(session, "engine", None)
+    forward = getattr(session, "forward", None)
     if engine is not None:
         engine.decode_step = marked(engine.decode_step, STEP_RANGE)
         engine.decode_forward = marked(engine.decode_forward, FORWARD_RANGE)
     else:
-        session.forward = marked(session.forward, STEP_RANGE, FORWARD_RANGE)
+        session.forward = marked(forward, STEP_RANGE, FORWARD_RANGE)
+    try:
+        yield
+    finally:
+        if engine is not None:
+            del engine.decode_step, engine.decode_forward  # the class's own methods again
+        else:
+            session.forward = forward
 
 
 def warm(session) -> None:
@@ -97,8 +109,6 @@ def profiled_passes(session, passes: int, stacks: bool = False):
 def event_cost_us(ops: int = 2000, repeats: int = 5) -> float:
     """The profiler's cost of one event here: `ops` adds of two one-element tensors timed with
     and without it (the fastest of `repeats` each), the difference over the events it recorded."""
-    import torch
-
     a = torch.ones(1)  # (1,): an op that does next to nothing but dispatch
 
     def fastest() -> float:
@@ -137,15 +147,15 @@ def model_bytes(session) -> int:
 def profile_mode(session, job: ProfileJob) -> dict:
     """The mode's steady step profiled and attributed: categories, kernels, facts, peaks."""
     spec = session.spec
-    mark_ranges(session)
     warm(session)
     pin_this_thread(timing_core())  # the core the rounds' windows are timed on
-    prof, built = profiled_passes(session, job.passes)
+    with ranges_marked(session):
+        prof, built = profiled_passes(session, job.passes)
+        stacked, _ = profiled_passes(session, 1, stacks=True)
     if job.trace:
         Path(job.trace).parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(job.trace)
     events = events_from_profiler(prof.events())
-    stacked, _ = profiled_passes(session, 1, stacks=True)
     peaks = {
         **probe_bandwidth(Peaks(spec.device, spec.dtype, model_bytes(session))),
         **probe_gemm(Peaks(spec.device, spec.dtype, 0)),
