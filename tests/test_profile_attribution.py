@@ -13,19 +13,21 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from nanobench.profile.attribution import (
-    addmm_bytes,
-    addmm_flops,
     attribute,
     category,
     events_from_profiler,
+    nest,
+    self_times_us,
+    user_frames,
+)
+from nanobench.profile.op_cost import (
+    addmm_bytes,
+    addmm_flops,
     floor_ms,
     mm_bytes,
     mm_flops,
-    nest,
     op_cost,
     sdpa_flops,
-    self_times_us,
-    user_frames,
 )
 from nanobench.profile.rows import CATEGORIES, FORWARD_RANGE, STEP_RANGE, Event
 

@@ -6,6 +6,7 @@ the same passes, which the attribution never reads."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -13,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
+from nanobench.profile.attribution import nest, self_times_us
 from nanobench.profile.gates import gates
-from nanobench.profile.overhead import net_of_profiler
-from nanobench.profile.rows import CATEGORIES, CategoryRow, ProfileRow
+from nanobench.profile.overhead import charged_us, event_cost_us, net_of_profiler
+from nanobench.profile.rows import CATEGORIES, CategoryRow, Event, ProfileRow
 from nanobench.profile.run import with_amdahl
 from nanobench.profile.spec import ProfileSpec
 from nanobench.profile.vs import category_changes, moved_most
@@ -75,7 +77,12 @@ def test_every_category_is_in_the_csv_and_the_table_and_adds_up_to_the_step(prof
         # as profiled, they add up to the profiled step; net of the profiler's cost, with
         # unattributed the rest, to the step timed without it
         assert abs(cats["profiled_ms_per_step"].sum() - rows[mode]["profiled_step_ms"]) < 1e-3
-        assert abs(cats["ms_per_step"].sum() - rows[mode]["step_ms"]) < 1e-3
+        assert abs(cats["ms_per_step"].sum() - rows[mode]["plain_step_ms"]) < 1e-3
+        # what was taken out is what was charged: never more than the step's events cost
+        paid = cats["profiled_ms_per_step"] - cats["ms_per_step"]
+        assert (paid[cats["category"] != "unattributed"] >= -1e-9).all()
+        cost = rows[mode]["events_per_step"] * rows[mode]["event_cost_us"] / 1e3
+        assert paid[cats["category"] != "unattributed"].sum() <= cost + 1e-6
     by = {(r["mode"], r["category"]): r for r in frame.to_dict("records")}
     # dynamo's guard check runs on every compiled call and never in eager
     assert by[("off", "guards")]["ms_per_step"] == 0 < by[("dynamic", "guards")]["ms_per_step"]
@@ -96,28 +103,69 @@ def test_the_kernels_csv_holds_the_gemms_bytes_and_flops_from_their_shapes(profi
     assert (mm["flops"] == 2 * 4 * 32 * 96).any(), mm[["name", "flops", "bytes"]]
 
 
-def test_net_of_the_profiler_each_category_loses_its_events_cost_and_the_rest_is_unattributed():
-    profiled = [CategoryRow("eager ops", 1.0, 0.5, 100.0), CategoryRow("guards", 0.05, 0.1, 1.0),
-                CategoryRow("unattributed", 0.0, 0.0, 0.0)]  # fmt: skip
-    net, facts = net_of_profiler(profiled, cost_us=2.0, step_ms=1.2)
+def test_net_of_the_profiler_each_category_loses_what_was_charged_and_the_rest_is_unattributed():
+    profiled = [CategoryRow("eager ops", 1.0, 0.5, 100.0, profiler_ms_per_step=0.2),
+                CategoryRow("guards", 0.05, 0.1, 1.0, profiler_ms_per_step=0.002),
+                CategoryRow("unattributed", 0.0, 0.0, 0.0, profiler_ms_per_step=0.0)]  # fmt: skip
+    net, facts = net_of_profiler(profiled, step_ms=1.2)
     by = {c.category: c for c in net}
-    assert by["eager ops"].ms_per_step == pytest.approx(1.0 - 100 * 2.0 / 1e3)  # 0.8
-    assert by["guards"].ms_per_step == pytest.approx(0.05 - 2.0 / 1e3)  # 0.048
+    assert by["eager ops"].ms_per_step == pytest.approx(0.8)
+    assert by["guards"].ms_per_step == pytest.approx(0.048)
     assert by["unattributed"].ms_per_step == pytest.approx(1.2 - 0.848)
     assert by["eager ops"].share == pytest.approx(0.8 / 1.2)
     assert by["eager ops"].profiled_ms_per_step == 1.0
     assert facts["attributed_ms"] == pytest.approx(0.848)
     assert facts["host_share"] == pytest.approx(0.048 / 1.2)
     assert facts["guard_us_per_call"] == pytest.approx(48.0)  # 0.048 ms over its one call
-    # no unprofiled step (no round ran): as profiled
-    assert net_of_profiler(profiled, 2.0, None) == (profiled, {})
+    # no unprofiled step, or a category without its charge (an older worker): as profiled
+    assert net_of_profiler(profiled, None) == (profiled, {})
+    bare = [replace(c, profiler_ms_per_step=None) for c in profiled]
+    assert net_of_profiler(bare, 1.2) == (bare, {})
     # net categories past the step (1.05 ms against 0.5): unattributed negative, shown; the
     # shares are of the categories then, so none passes 100%
-    over, facts = net_of_profiler(profiled, cost_us=0.0, step_ms=0.5)
+    free = [replace(c, profiler_ms_per_step=0.0) for c in profiled]
+    over, facts = net_of_profiler(free, step_ms=0.5)
     by = {c.category: c for c in over}
     assert by["unattributed"].ms_per_step == pytest.approx(0.5 - 1.05)
     assert by["eager ops"].share == pytest.approx(1.0 / 1.05)
     assert sum(c.share for c in over if c.category != "unattributed") == pytest.approx(1.0)
+
+
+def charges(events: list[Event], cost: tuple[float, float]) -> list[float]:
+    parent = nest(events)
+    owner = list(range(len(events)))
+    return charged_us(events, parent, owner, self_times_us(events, parent), cost)
+
+
+def test_the_profilers_cost_lands_inside_each_event_and_around_it_in_its_parent():
+    # a forward [0, 100] calling three near-empty ops (1 µs each) and one GEMM of 50 µs
+    events = [
+        Event("nanobench::forward", 0, 100),
+        Event("aten::view", 10, 11),
+        Event("aten::view", 20, 21),
+        Event("aten::view", 30, 31),
+        Event("aten::mm", 40, 90),
+    ]
+    # 0.6 µs inside each event, 1.0 around it: each child pays 0.6, the forward its own 0.6 and
+    # four children's 1.0 (its self time, 100 - 53 = 47 µs, holds it)
+    assert charges(events, (0.6, 1.0)) == pytest.approx([0.6 + 4.0, 0.6, 0.6, 0.6, 0.6])
+    # 1.5 inside: a view holds 1 µs, the other 0.5 goes up to the forward, never below 0
+    assert charges(events, (1.5, 0.0)) == pytest.approx([1.5 + 3 * 0.5, 1.0, 1.0, 1.0, 1.5])
+    # more than the forward holds: it pays its self time and the rest is dropped, not negative
+    small = [Event("nanobench::forward", 0, 3), Event("aten::view", 1, 2)]
+    assert charges(small, (0.0, 5.0)) == pytest.approx([2.0, 0.0])
+    # outside the steady steps (no owner): nothing charged
+    parent = nest(events)
+    unowned = charged_us(events, parent, [-1] * 5, self_times_us(events, parent), (0.6, 1.0))
+    assert unowned == [0.0] * 5
+
+
+def test_one_events_cost_is_the_steps_slowdown_over_its_events():
+    # medians 5.0 and 4.0 ms: 1 ms over 500 events a step is 2 µs an event
+    assert event_cost_us([5.0, 4.9, 5.2], [4.0, 4.1, 3.9], 500) == pytest.approx(2.0)
+    # a profiled step no slower (noise): no cost, never a negative one
+    assert event_cost_us([3.9], [4.0], 500) == 0.0
+    assert event_cost_us([], [4.0], 500) == event_cost_us([5.0], [4.0], 0) == 0.0
 
 
 @pytest.mark.slow
@@ -183,8 +231,9 @@ def test_the_ranges_are_on_while_profiling_and_off_for_the_rounds_windows():
 
 
 def row(mode: str, **kw) -> ProfileRow:
-    base = dict(step_ms=1.0, profiled_step_ms=1.1, attributed_ms=1.05, overhead=0.1,
-                host_share=0.4)  # fmt: skip
+    # the fleet's step (2.0) is not what the categories add up to: the worker's beside them is
+    base = dict(step_ms=2.0, plain_step_ms=1.0, profiled_step_ms=1.1, attributed_ms=1.05,
+                overhead=0.1, host_share=0.4)  # fmt: skip
     return ProfileRow(mode=mode, **{**base, **kw})
 
 

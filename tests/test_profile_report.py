@@ -47,6 +47,7 @@ def profile_row(mode: str, **fields) -> ProfileRow:
         step_ms_q1=1.9,
         step_ms_q3=2.1,
         profiled_step_ms=2.2,
+        plain_step_ms=2.0,
         overhead=2.2 / 2.0 - 1,
         attributed_ms=1.9,
         forward_share=0.8,
@@ -82,7 +83,10 @@ def run():
             step_ms_q1=1.20,
             step_ms_q3=1.31,
             profiled_step_ms=1.40,
+            plain_step_ms=1.25,
             overhead=1.40 / 1.25 - 1,
+            event_cost_us=1.5,
+            probe_event_cost_us=0.75,
             attributed_ms=1.10,
             forward_share=0.61,
             host_share=0.47,
@@ -158,11 +162,13 @@ def test_the_step_lines_carry_the_rows_numbers(run):
         *("3.00", "[2.90,", "3.10]"),
         *("1.25", "[1.20,", "1.31]"),
     ]
+    assert line_of(text, "step ms beside the profile") == ["2.00", "1.25"]
     assert line_of(text, "profiled step ms") == ["2.20", "1.40"]
     # The profiler's cost by hand: 1.40 / 1.25 - 1 = 12%; off's 2.2 / 2.0 - 1 = 10%.
     assert line_of(text, "profiler overhead") == ["+10%", "+12%"]
-    # attributed over the unprofiled step: 1.9 / 3.0 = 63%, 1.10 / 1.25 = 88%.
-    assert line_of(text, "attributed / unprofiled") == ["63%", "88%"]
+    assert line_of(text, "profiler us / event (probe's)") == ["-", "1.50", "(0.75)"]
+    # attributed over the step beside the profile: 1.9 / 2.0 = 95%, 1.10 / 1.25 = 88%.
+    assert line_of(text, "attributed / beside") == ["95%", "88%"]
     assert line_of(text, "forward share") == ["80%", "61%"]
     assert line_of(text, "host share") == ["30%", "47%"]
     # off has no speedup: a dash, never 1.00x.

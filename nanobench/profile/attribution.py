@@ -3,7 +3,7 @@
 What it is: arithmetic over `Event`s. Each thread's events nest by interval, an event's self time
 is its duration less what its direct children cover, and each event in a steady step puts it in
 one of CATEGORIES by its name and whether it lies in a FORWARD_RANGE. Each kernel or op gets a
-row, with bytes and flops where its shapes say them exactly (the formulas below).
+row, with bytes and flops where its shapes say them exactly (`profile.op_cost`).
 `events_from_profiler` reads torch.profiler's FunctionEvents as `Event`s.
 What it is not: the profiler run (the worker), the peaks' probe, the words or the report.
 Invariant: every category is in the output, "unattributed" included, and their ms sum to the mean
@@ -18,8 +18,9 @@ import os
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from math import prod
 
+from nanobench.profile.op_cost import floor_ms, op_cost
+from nanobench.profile.overhead import charged_us
 from nanobench.profile.rows import (
     CATEGORIES,
     FORWARD_RANGE,
@@ -47,98 +48,7 @@ COPY_NAMES = frozenset(
 )
 # A driver or runtime call (a launch, a sync): part of the op that made it.
 RUNTIME_CALL = re.compile(r"cuda[A-Z_]|cu[A-Z]|hip[A-Z]")
-ITEMSIZE = {"float": 4, "float32": 4, "double": 8, "float64": 8, "c10::Half": 2, "half": 2}
-ITEMSIZE |= {"float16": 2, "c10::BFloat16": 2, "bfloat16": 2, "int": 4, "int32": 4, "short": 2}
-ITEMSIZE |= {"long": 8, "long int": 8, "int64": 8, "signed char": 1, "unsigned char": 1, "bool": 1}
 FRAME = re.compile(r"^(?P<path>.+?\.py)\((?P<line>\d+)\)")
-
-
-def mm_flops(m: int, k: int, n: int) -> int:
-    """2·M·K·N."""
-    return 2 * m * k * n
-
-
-def mm_bytes(m: int, k: int, n: int, itemsize: int) -> int:
-    """(M·K + K·N + M·N)·itemsize: both operands read, the product written once."""
-    return (m * k + k * n + m * n) * itemsize
-
-
-def addmm_flops(m: int, k: int, n: int) -> int:
-    """2·M·K·N + M·N: the product, then the bias added once to each output element."""
-    return mm_flops(m, k, n) + m * n
-
-
-def addmm_bytes(bias: int, m: int, k: int, n: int, itemsize: int) -> int:
-    """(bias + M·K + K·N + M·N)·itemsize, `bias` its element count."""
-    return mm_bytes(m, k, n, itemsize) + bias * itemsize
-
-
-def bmm_flops(b: int, m: int, k: int, n: int) -> int:
-    """2·B·M·K·N."""
-    return b * mm_flops(m, k, n)
-
-
-def bmm_bytes(b: int, m: int, k: int, n: int, itemsize: int) -> int:
-    """B·(M·K + K·N + M·N)·itemsize."""
-    return b * mm_bytes(m, k, n, itemsize)
-
-
-def baddbmm_flops(b: int, m: int, k: int, n: int) -> int:
-    """2·B·M·K·N + B·M·N: the batched product, then the input added once to each output element."""
-    return bmm_flops(b, m, k, n) + b * m * n
-
-
-def baddbmm_bytes(added: int, b: int, m: int, k: int, n: int, itemsize: int) -> int:
-    """(added + B·(M·K + K·N + M·N))·itemsize, `added` the first input's element count."""
-    return bmm_bytes(b, m, k, n, itemsize) + added * itemsize
-
-
-def sdpa_flops(b: int, h: int, length: int, s: int, d: int) -> int:
-    """4·B·H·L·S·D: Q·Kᵀ and P·V, 2·B·H·L·S·D each (no causal discount, no softmax)."""
-    return 4 * b * h * length * s * d
-
-
-def sdpa_bytes(q: int, k: int, v: int, out: int, itemsize: int) -> int:
-    """(q + k + v + out)·itemsize, each an element count; the output is B·H·L·Dv."""
-    return (q + k + v + out) * itemsize
-
-
-def floor_ms(calls: float, nbytes: int | None, flops: int | None, gbs: float, gflops: float):
-    """calls·max(bytes/bw, flops/rate)·1e3: a step's least ms at the peaks; None knowing neither."""
-    bounds = [nbytes / (gbs * 1e9)] if nbytes is not None else []
-    bounds += [flops / (gflops * 1e9)] if flops is not None else []
-    return calls * max(bounds) * 1e3 if bounds else None
-
-
-def op_cost(name: str, shapes: tuple, dtypes: tuple) -> tuple[int | None, int | None]:
-    """(bytes, flops) a call from an op's shapes, None unsaid; bytes need the first dtype's size."""
-    dims = [tuple(s) if isinstance(s, (tuple, list)) else () for s in shapes]
-    size = ITEMSIZE.get(dtypes[0]) if dtypes else None
-    if name == "aten::mm" and len(dims) >= 2 and _matmul(dims[0], dims[1], 2):
-        (m, k), n = dims[0], dims[1][1]
-        return (mm_bytes(m, k, n, size) if size else None), mm_flops(m, k, n)
-    if name == "aten::addmm" and len(dims) >= 3 and _matmul(dims[1], dims[2], 2):
-        (m, k), n = dims[1], dims[2][1]
-        return (addmm_bytes(prod(dims[0]), m, k, n, size) if size else None), addmm_flops(m, k, n)
-    if name == "aten::bmm" and len(dims) >= 2 and _matmul(dims[0], dims[1], 3):
-        (b, m, k), n = dims[0], dims[1][2]
-        return (bmm_bytes(b, m, k, n, size) if size else None), bmm_flops(b, m, k, n)
-    if name == "aten::baddbmm" and len(dims) >= 3 and _matmul(dims[1], dims[2], 3):
-        (b, m, k), n = dims[1], dims[2][2]
-        nbytes = baddbmm_bytes(prod(dims[0]), b, m, k, n, size) if size else None
-        return nbytes, baddbmm_flops(b, m, k, n)
-    if name.startswith("aten::_scaled_dot_product_") and len(dims) >= 3:
-        q, k, v = dims[:3]
-        if len(q) == len(k) == len(v) == 4 and q[0] == k[0] and q[3] == k[3] and k[2] == v[2]:
-            out = q[0] * q[1] * q[2] * v[3]
-            nbytes = sdpa_bytes(prod(q), prod(k), prod(v), out, size) if size else None
-            return nbytes, sdpa_flops(q[0], q[1], q[2], k[2], q[3])
-    return None, None
-
-
-def _matmul(a: tuple, b: tuple, rank: int) -> bool:
-    """Whether a @ b is a plain (batched) matmul of this rank: inner sizes and batches agree."""
-    return len(a) == len(b) == rank and a[-1] == b[-2] and a[:-2] == b[:-2]
 
 
 def nest(events: list[Event]) -> list[int]:
@@ -229,12 +139,24 @@ def owners(events: list[Event], parent: list[int], in_step, in_forward):
     return owner, cats
 
 
+def events_per_step(events: list[Event], steady: list[bool]) -> float:
+    """The events recorded inside the steady steps, ranges and runtime calls included, a step."""
+    steps = steady_steps(events, steady)
+    in_step = holder(steps)
+    return sum(map(in_step, events)) / len(steps)
+
+
 def attribute(
-    events: list[Event], steady: list[bool], peaks: tuple[float, float] | None = None
+    events: list[Event],
+    steady: list[bool],
+    peaks: tuple[float, float] | None = None,
+    cost: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[list[CategoryRow], list[KernelRow], dict]:
     """(CategoryRows in CATEGORIES' order, KernelRows by ms a step, the step's facts). A category's
     calls are its events: for "forward python" the FORWARD_RANGEs, for "outside the forward" the
-    STEP_RANGE and each op outside the forward; "unattributed" has none."""
+    STEP_RANGE and each op outside the forward; "unattributed" has none. `cost` is the profiler's
+    (inside, outside) µs an event (`overhead.charged_us`): each category carries what it was
+    charged, and each kernel's time is net of it."""
     steps = steady_steps(events, steady)
     in_step = holder(steps)
     forwards = [e for e in events if e.name == FORWARD_RANGE and in_step(e)]
@@ -242,15 +164,18 @@ def attribute(
     parent = nest(events)
     self_us = self_times_us(events, parent)
     owner, cats = owners(events, parent, in_step, in_forward)
+    charge = charged_us(events, parent, owner, self_us, cost)
     owned_us = [0.0] * len(events)
     for i in (i for i, o in enumerate(owner) if o >= 0):
         owned_us[owner[i]] += self_us[i]
-    attributed = [(events[i], cats[i], owned_us[i]) for i in range(len(events)) if cats[i]]
+    attributed = [
+        (events[i], cats[i], owned_us[i], charge[i]) for i in range(len(events)) if cats[i]
+    ]
     n = len(steps)
     step_us = sum(s.end_us - s.start_us for s in steps) / n
     forward_us = sum(f.end_us - f.start_us for f in forwards) / n
-    rows = category_rows([(c, us) for _, c, us in attributed], n, step_us)
-    kernels = kernel_rows(attributed, n, peaks)
+    rows = category_rows([(c, us, paid) for _, c, us, paid in attributed], n, step_us)
+    kernels = kernel_rows([(e, c, us - paid) for e, c, us, paid in attributed], n, peaks)
     share, ms = {r.category: r.share for r in rows}, {r.category: r.ms_per_step for r in rows}
     facts = {
         "profiled_step_ms": step_us / 1e3,
@@ -265,20 +190,22 @@ def attribute(
     return rows, kernels, facts
 
 
-def category_rows(attributed: list[tuple[str, float]], n: int, step_us: float) -> list[CategoryRow]:
-    """One row per category, zeros kept; "unattributed" the step's wall less the rest."""
-    total_us = dict.fromkeys(CATEGORIES, 0.0)
+def category_rows(attributed: list[tuple], n: int, step_us: float) -> list[CategoryRow]:
+    """One row per category from (category, self µs, profiler µs charged) per owner, zeros
+    kept; "unattributed" the step's wall less the rest."""
+    total_us, paid_us = dict.fromkeys(CATEGORIES, 0.0), dict.fromkeys(CATEGORIES, 0.0)
     calls = dict.fromkeys(CATEGORIES, 0)
-    for cat, us in attributed:
+    for cat, us, paid in attributed:
         total_us[cat] += us
+        paid_us[cat] += paid
         calls[cat] += 1
     total_us["unattributed"] = round(step_us * n - sum(total_us.values()), 6)  # to the ps
     return [
-        CategoryRow(
-            category=c, ms_per_step=us / n / 1e3, share=us / n / step_us, calls_per_step=k / n
-        )
-        for c, us, k in ((c, total_us[c], calls[c]) for c in CATEGORIES)
-    ]
+        CategoryRow(category=c, ms_per_step=total_us[c] / n / 1e3,
+                    share=total_us[c] / n / step_us, calls_per_step=calls[c] / n,
+                    profiler_ms_per_step=paid_us[c] / n / 1e3)
+        for c in CATEGORIES
+    ]  # fmt: skip
 
 
 def kernel_rows(attributed: list[tuple], n: int, peaks: tuple[float, float] | None):

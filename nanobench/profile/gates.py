@@ -2,7 +2,8 @@
 
 What it is: `gates(spec, rows)`: `measured[mode]` (the mode ran and its first worker returned a
 profile: a row without one fails, never passes), `categories_add_up[mode]` (the categories
-within 10% of the step timed without the profiler: what the profiler's own cost allows) and,
+within 10% of the steps timed without the profiler beside the profiled ones, in the same worker:
+what the profiler's own cost allows) and,
 with `--max-overhead-share`, `max_overhead_share[mode]` for every compiled mode (the step's host
 work, `rows.HOST_CATEGORIES`: what compiling adds per call and what a recorded graph could
 remove, as a share of the profiled step).
@@ -19,10 +20,11 @@ ADD_UP = 0.10  # the categories (the profiler's overhead taken out) against the 
 
 
 def added_up(row: ProfileRow) -> float | None:
-    """How far the categories miss the step timed without the profiler: |attributed - step| / step."""
-    if not row.attributed_ms or not row.step_ms:
+    """How far the categories miss the step timed without the profiler beside them, in the same
+    worker: |attributed - plain| / plain."""
+    if not row.attributed_ms or not row.plain_step_ms:
         return None
-    return abs(row.attributed_ms - row.step_ms) / row.step_ms
+    return abs(row.attributed_ms - row.plain_step_ms) / row.plain_step_ms
 
 
 def gates(spec, rows: list[ProfileRow]) -> list[Gate]:
@@ -37,7 +39,7 @@ def gates(spec, rows: list[ProfileRow]) -> list[Gate]:
         missed = added_up(r)
         found.append(Gate(f"categories_add_up{name}", missed is not None and missed <= ADD_UP,
                           f"attributed {r.attributed_ms:.3f} ms a profiled step of "
-                          f"{r.profiled_step_ms:.3f}, unprofiled {r.step_ms or 0:.3f}: "
+                          f"{r.profiled_step_ms:.3f}, unprofiled beside it {r.plain_step_ms or 0:.3f}: "
                           f"{'-' if missed is None else f'{missed:.0%}'} apart (at most "
                           f"{ADD_UP:.0%})"))  # fmt: skip
         if spec.max_overhead_share is not None and r.mode != "off":

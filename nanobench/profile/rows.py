@@ -69,6 +69,7 @@ class CategoryRow:
     mode: str = ""
     side: str = ""
     profiled_ms_per_step: float | None = None  # as measured under the profiler, its cost in
+    profiler_ms_per_step: float | None = None  # the profiler's cost charged to it (`overhead`)
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,17 @@ class ProfileRow:
     speedup_low: float | None = None
     speedup_high: float | None = None
     profiled_step_ms: float | None = None  # mean of the profiled steady steps
-    overhead: float | None = None  # profiled / unprofiled - 1: the profiler's own cost
+    plain_step_ms: float | None = None  # median of the same worker's steps beside them, unprofiled
+    overhead: float | None = None  # the worker's profiled steps over its plain ones, less 1
     attributed_ms: float | None = None  # every category but unattributed, the profiler's cost out
-    unattributed_ms: float | None = None  # the unprofiled step less the attributed
+    unattributed_ms: float | None = None  # plain_step_ms less the attributed
     guard_us_per_call: float | None = None  # the guards category over its calls: one check
     guard_latency_us: float | None = None  # dynamo's own: one cold check timed at compile (median)
-    event_cost_us: float | None = None  # the profiler's cost of one event, measured in the worker
+    event_cost_us: float | None = None  # the profiler's cost of one event of this step (`overhead`)
+    event_inside_us: float | None = (
+        None  # ... of it, what falls inside the event, the probe's split
+    )
+    probe_event_cost_us: float | None = None  # one no-work op's event cost, probed in the worker
     events_per_step: float | None = None
     forward_share: float | None = None  # of the profiled step, inside the forward
     host_share: float | None = None  # of the profiled step, in HOST_CATEGORIES

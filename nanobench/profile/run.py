@@ -47,10 +47,7 @@ def joined(row: CompileRow, profile: dict | None) -> ProfileRow:
                 compile_s=row.compile_s, rounds=row.rounds, load_note=row.load_note)  # fmt: skip
     if profile is None or row.status != "ok":
         return ProfileRow(**base)
-    facts = profile["facts"]
-    profiled = facts["profiled_step_ms"]
-    overhead = profiled / row.step_ms - 1 if row.step_ms else None
-    return rebuild(ProfileRow, {**base, **facts, "overhead": overhead})
+    return rebuild(ProfileRow, {**base, **profile["facts"]})
 
 
 def forward_ms(row: ProfileRow) -> float | None:
@@ -115,7 +112,7 @@ class ProfileKind(RunKind):
         if profile is None or row.status != "ok":
             return joined(row, None)
         raw = [rebuild(CategoryRow, c) for c in profile["categories"]]
-        net, facts = net_of_profiler(raw, profile["facts"]["event_cost_us"], row.step_ms)
+        net, facts = net_of_profiler(raw, profile["facts"]["plain_step_ms"])
         self.net[member] = net
         return replace(joined(row, profile), **facts)
 

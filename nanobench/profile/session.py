@@ -34,8 +34,9 @@ from nanobench.decode.roofline import probe_bandwidth, probe_gemm
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.workers.fleet import timing_core
 from nanobench.harness.workers.fresh import pin_this_thread, serve_main
-from nanobench.profile.attribution import attribute, events_from_profiler
+from nanobench.profile.attribution import attribute, events_from_profiler, events_per_step
 from nanobench.profile.generated import defined_kernels, generated_sources, kernel_sources
+from nanobench.profile.overhead import event_cost_us
 from nanobench.profile.rows import FORWARD_RANGE, STEP_RANGE
 from nanobench.profile.spec import ProfileJob
 
@@ -94,21 +95,35 @@ def warm(session) -> None:
 
 
 def profiled_passes(session, passes: int, stacks: bool = False):
-    """`passes` passes under the profiler: the profile and each step's builds.
+    """`passes` passes under the profiler: the profile, each step's ms (the harness's clock)
+    and builds.
 
     Host activity only: the categories are host time, and on a GPU CUPTI's device records
     tripled the built-in model's profiled step on an H200 (4.1 ms unprofiled, 13.5 profiled)
     for device times nothing reads yet."""
+    ms: list[float] = []
     built: list[int] = []
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=stacks) as prof:
         for _ in range(passes):
-            built += session.run()[1]
-    return prof, built
+            times, builds = session.run()[:2]
+            ms, built = ms + list(times), built + list(builds)
+    return prof, ms, built
 
 
-def event_cost_us(ops: int = 2000, repeats: int = 5) -> float:
-    """The profiler's cost of one event here: `ops` adds of two one-element tensors timed with
-    and without it (the fastest of `repeats` each), the difference over the events it recorded."""
+def plain_passes(session, passes: int) -> list[float]:
+    """`passes` passes without the profiler, ranges still marked: each steady step's ms."""
+    ms: list[float] = []
+    for _ in range(passes):
+        times, builds = session.run()[:2]
+        ms += [t for t, b in zip(times, builds) if b == 0]
+    return ms
+
+
+def event_probe_us(ops: int = 2000, repeats: int = 5) -> tuple[float, float]:
+    """(what one event cost, what of it fell inside the event) here, in µs: `ops` calls of
+    `as_strided`, an op that only makes a view, timed with and without the profiler (the fastest
+    of `repeats` each); the cost the difference over the events recorded, the inside part the
+    events' median duration (an upper bound: the op's own work is in it)."""
     a = torch.ones(1)  # (1,): an op that does next to nothing but dispatch
 
     def fastest() -> float:
@@ -116,15 +131,15 @@ def event_cost_us(ops: int = 2000, repeats: int = 5) -> float:
         for _ in range(repeats):
             t0 = time.perf_counter()
             for _ in range(ops):
-                torch.add(a, a)
+                a.as_strided((1,), (1,))
             best = min(best, time.perf_counter() - t0)
         return best
 
     plain = fastest()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         profiled = fastest()
-    events = len(prof.events()) / repeats
-    return max(profiled - plain, 0.0) / events * 1e6
+    spans = [e.time_range.end - e.time_range.start for e in prof.events()]
+    return max(profiled - plain, 0.0) / len(spans) * repeats * 1e6, statistics.median(spans)
 
 
 def guard_latency_us() -> float | None:
@@ -150,12 +165,19 @@ def profile_mode(session, job: ProfileJob) -> dict:
     warm(session)
     pin_this_thread(timing_core())  # the core the rounds' windows are timed on
     with ranges_marked(session):
-        prof, built = profiled_passes(session, job.passes)
-        stacked, _ = profiled_passes(session, 1, stacks=True)
+        plain = plain_passes(session, 1)
+        prof, profiled_ms, built = profiled_passes(session, job.passes)
+        plain += plain_passes(session, 1)
+        stacked = profiled_passes(session, 1, stacks=True)[0]
     if job.trace:
         Path(job.trace).parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(job.trace)
-    events = events_from_profiler(prof.events())
+    events, steady = events_from_profiler(prof.events()), [b == 0 for b in built]
+    per_step = events_per_step(events, steady)
+    profiled_ms = [t for t, ok in zip(profiled_ms, steady) if ok]
+    cost_us = event_cost_us(profiled_ms, plain, per_step)
+    probe_us, probe_inside_us = event_probe_us()
+    inside_us = cost_us * min(probe_inside_us / probe_us, 1.0) if probe_us else cost_us
     peaks = {
         **probe_bandwidth(Peaks(spec.device, spec.dtype, model_bytes(session))),
         **probe_gemm(Peaks(spec.device, spec.dtype, 0)),
@@ -163,10 +185,17 @@ def profile_mode(session, job: ProfileJob) -> dict:
     rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
     # a GPU kernel's floor is held to its device time, which the host's op time is not
     floors = rates if spec.device != "cuda" else None
-    categories, kernels, facts = attribute(events, [b == 0 for b in built], floors)
-    facts["event_cost_us"] = event_cost_us()
-    facts["guard_latency_us"] = guard_latency_us()
-    facts["events_per_step"] = sum(c.calls_per_step for c in categories)
+    categories, kernels, facts = attribute(events, steady, floors, (inside_us, cost_us - inside_us))
+    overhead = statistics.median(profiled_ms) / statistics.median(plain) - 1  # the same clock
+    facts |= {
+        "plain_step_ms": statistics.median(plain),
+        "overhead": overhead,
+        "event_cost_us": cost_us,
+        "event_inside_us": inside_us,
+        "events_per_step": per_step,
+        "probe_event_cost_us": probe_us,
+        "guard_latency_us": guard_latency_us(),
+    }
     texts = generated_sources()
     origin = kernel_sources(events_from_profiler(stacked.events()), texts)
     kernels = [replace(k, source=k.source or origin.get(k.name, "")) for k in kernels]
