@@ -123,6 +123,17 @@ def step_lines(r) -> list[tuple[str, str]]:
     ]
 
 
+def device_lines(r) -> list[tuple[str, str]]:
+    """A GPU step's device side (`profile.device`): printed for every row once any has it."""
+    replays = f"{fmt(r.launches_per_step, ',.0f')} / {fmt(r.graph_replays_per_step, ',.0f')}"
+    return [
+        ("device ms (busy / host step)", f"{fmt(r.device_ms_per_step, '.2f')} "
+                                         f"({fmt(r.device_busy_share, '.0%')})"),
+        ("launches / graph replays", replays if r.device_ms_per_step is not None else "-"),
+        ("device time in graphs", fmt(r.graph_device_share, ".0%")),
+    ]  # fmt: skip
+
+
 def step_table(rows: list, categories: list, title: str) -> Table:
     """A column per mode, a line per category ('ms a step, share'), then the step's lines."""
     # Text throughout, never markup: "[q1, q3]" is a style tag to rich, ":mm:" an emoji code.
@@ -136,7 +147,8 @@ def step_table(rows: list, categories: list, title: str) -> Table:
             Text(name), *(Text(category_cell(cells.get((member(r), name)))) for r in rows)
         )
     table.add_section()
-    lines = [step_lines(r) for r in rows]
+    on_gpu = any(getattr(r, "device_ms_per_step", None) is not None for r in rows)
+    lines = [step_lines(r) + (device_lines(r) if on_gpu else []) for r in rows]
     for i, (label, _) in enumerate(lines[0] if lines else []):
         table.add_row(Text(label), *(Text(line[i][1]) for line in lines))
     return table
@@ -153,16 +165,21 @@ def kernel_table(r, kernels: list, top: int) -> Table | None:
     table = Table(title=Text(f"{name_of(r)}: top {len(heaviest)} of {len(own)} kernels by ms/step"))
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("kernel", no_wrap=True)
-    for col in ("kind", "calls/step", "ms/step", "GB/s", "GFLOP/s", "floor ratio"):
+    # on a GPU the rates and floors are of each kernel's device time, shown beside the host's
+    on_gpu = any(getattr(k, "device_ms_per_step", None) is not None for k in own)
+    columns = ("kind", "calls/step", "ms/step", *(("device ms",) if on_gpu else ()), "GB/s")
+    for col in (*columns, "GFLOP/s", "floor ratio"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("source", no_wrap=True)
     for rank, k in enumerate(heaviest, 1):
+        device = (fmt(k.device_ms_per_step, ".3f"),) if on_gpu else ()
         table.add_row(
             str(rank),
             Text(k.name),
             Text(fmt(k.kind)),
             fmt(k.calls_per_step, ",.1f"),
             fmt(k.ms_per_step, ".3f"),
+            *device,
             fmt(k.gbs, ",.1f"),
             fmt(k.gflops, ",.1f"),
             fmt(k.floor_ratio, ".1f") + ("x" if k.floor_ratio is not None else ""),
@@ -189,6 +206,8 @@ def render_profile(
             console.print(f"{name_of(r)}: {r.status}", markup=False)
         if r.trace:
             console.print(f"{name_of(r)}: trace {r.trace}", markup=False)
+        if getattr(r, "cudagraph_skips", ""):
+            console.print(f"{name_of(r)}: cudagraphs skipped: {r.cudagraph_skips}", markup=False)
     note = next((r.load_note for r in rows if r.load_note), None)
     if note:
         console.print(f"every row: {note}", markup=False)

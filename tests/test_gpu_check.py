@@ -371,3 +371,33 @@ def test_startup_rows_are_each_start_and_a_miss_or_failure_is_not_ok():
     assert "build 3.25 s" in rows[0]["detail"] and "first replay 0.125 s" in rows[0]["detail"]
     assert rows[1]["detail"].endswith("missed graph 1: FX graph cache")
     assert rows[2]["detail"] == "timeout"
+
+
+def test_profile_rows_say_each_modes_device_side_and_fail_a_mode_without_one():
+    from dataclasses import asdict
+
+    from nanobench.gpu.profile_check import profile_rows
+    from nanobench.profile.rows import ProfileRow
+
+    # as `nanobench profile --json` writes them (H200-shaped figures, recorded, not measured)
+    common = dict(step_ms=2.68, host_share=0.3, overhead=0.4, launches_per_step=60.0)
+    dynamic = ProfileRow("dynamic", device_ms_per_step=1.2, device_busy_share=0.45,
+                         graph_replays_per_step=0.0, graph_device_share=0.0, **common)  # fmt: skip
+    graphs = ProfileRow("reduce-overhead", device_ms_per_step=1.1, device_busy_share=0.9,
+                        graph_replays_per_step=1.0, graph_device_share=0.98,
+                        cudagraph_skips="skipping cudagraphs due to mutated inputs", **common)  # fmt: skip
+    host_only = ProfileRow("off", **common)  # no device record came back
+    doc = {"rows": [asdict(r) for r in (host_only, dynamic, graphs)],
+           "gates": [{"name": "categories_add_up[dynamic]", "passed": True},
+                     {"name": "categories_add_up[reduce-overhead]", "passed": False}]}  # fmt: skip
+    off, dyn, ro = profile_rows(doc)
+    assert dyn["name"] == "static_kv dynamic"
+    assert (off["ok"], off["detail"]) == (False, "no device time recorded")
+    assert dyn["ok"] is True
+    assert (
+        "device 1.200 ms (busy 45% of the host's step), 60 launches and 0 graph replays"
+        in (dyn["detail"])
+    )
+    # its categories did not add up: not ok, and the skip's reason is in its detail
+    assert ro["ok"] is False and "98% of device time in graphs" in ro["detail"]
+    assert ro["detail"].endswith("cudagraphs skipped: skipping cudagraphs due to mutated inputs")

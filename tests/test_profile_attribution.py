@@ -118,6 +118,12 @@ def test_a_steady_step_by_category_against_the_hand_count():
             "unattributed_ms": 0.0,
             "kernels": 4,  # aten::mm, the fused kernel, aten::linear, aten::empty
             "fused_kernels": 1,
+            # no device record: every device figure None, never 0
+            "device_ms_per_step": None,
+            "device_busy_share": None,
+            "launches_per_step": None,
+            "graph_replays_per_step": None,
+            "graph_device_share": None,
         }
     )
 
@@ -421,7 +427,7 @@ def test_python_frames_become_each_ops_source_not_events():
     assert first <= int(line) < first + len(lines)  # a line of Toy.forward
 
 
-def test_events_from_profiler_keeps_host_events_with_their_stack_shapes_and_dtypes():
+def test_events_from_profiler_keeps_host_and_device_events_with_stack_shapes_dtypes_and_ids():
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEvent
 
@@ -440,9 +446,10 @@ def test_events_from_profiler_keeps_host_events_with_their_stack_shapes_and_dtyp
     device = made("void gemm_kernel<float>", device=DeviceType.CUDA)
     frame = made("engine/model.py(12): forward", is_python_function=True)
     events = events_from_profiler([host, device, frame])
+    shapes, dtypes = (((2, 3), (4, 3)), ()), ("float", "Scalar")
+    # the device record keeps its correlation id (its launch's), and no stack or shapes
     assert events == [
-        Event(
-            "aten::cat", 2.0, 9.5, 7, (((2, 3), (4, 3)), ()), ("float", "Scalar"), ("model.py:12",)
-        )
+        Event("aten::cat", 2.0, 9.5, 7, shapes, dtypes, ("model.py:12",), False, 1),
+        Event("void gemm_kernel<float>", 2.0, 9.5, 7, (), (), (), True, 1),
     ]
     hash(events[0])  # a tensor list's shapes as tuples: the kernel rows group by them

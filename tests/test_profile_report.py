@@ -204,6 +204,25 @@ def test_the_top_kernels_are_the_heaviest_printed_whole(run):
     assert "mm_small" in rendered(run, top=4)
 
 
+def test_a_gpu_rows_device_side_prints_and_a_cpu_run_prints_none(run):
+    rows, categories, kernels, gates = run
+    assert "device ms" not in rendered(run) and "graph replays" not in rendered(run)
+    dyn = replace(rows[1], device_ms_per_step=0.9, device_busy_share=0.64, launches_per_step=41.0,
+                  graph_replays_per_step=2.0, graph_device_share=0.25,
+                  cudagraph_skips="skipping cudagraphs due to mutated inputs (1 instances)")  # fmt: skip
+    gpu_kernels = [replace(k, device_ms_per_step=0.0075) if k.name == "aten::addmm" else k
+                   for k in kernels]  # fmt: skip
+    text = rendered(([rows[0], dyn], categories, gpu_kernels, gates))
+    # off has no device figures: a dash in each of its cells, never 0
+    assert line_of(text, "device ms (busy / host step)") == ["-", "(-)", "0.90", "(64%)"]
+    assert line_of(text, "launches / graph replays") == ["-", "41", "/", "2"]
+    assert line_of(text, "device time in graphs") == ["-", "25%"]
+    assert "dynamic: cudagraphs skipped: skipping cudagraphs due to mutated inputs" in text
+    (mm,) = [ln.replace("│", " ").split() for ln in text.splitlines() if "aten::addmm" in ln]
+    # rank, name, kind (two words), calls, host ms, then its device ms
+    assert mm[5:7] == ["0.200", "0.007"], mm
+
+
 def test_a_narrow_terminal_prints_every_kernel_name_whole(run):
     text = rendered(run, width=80)
     assert "kernel: " not in text  # the blocks, titled by rank, not rich's squeezed table

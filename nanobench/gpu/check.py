@@ -13,7 +13,8 @@ gpt-fast-style corpus step recorded at two sizes, its pool's reserved growth bes
 workspace and the caching-allocator model, `gpu.capture.check_target_reserved`); `compile`
 (off / dynamic / static of `tiny` and `llama-3.2-1b` in bf16, each mode in a fresh process);
 `startup` (`nanobench startup` of `tiny` on CUDA: cold, warm and hot starts of dynamic and
-reduce-overhead, by phase, the Triton build and the first replay among them); `pytest`
+reduce-overhead, by phase, the Triton build and the first replay among them); `profile`
+(`gpu.profile_check`: each mode's device time, launches and graph replays); `pytest`
 (`pytest -m gpu`).
 It runs with the interpreter that starts it and installs nothing. A time budget (`--budget-s`,
 under five minutes by default) is spent in that order; a check that would start with too
@@ -40,13 +41,14 @@ from dataclasses import asdict
 from pathlib import Path
 from xml.etree import ElementTree
 
-from nanobench.harness.cli.lifeline import parent_env
+from nanobench.gpu.cli_run import CUT, run_json
+from nanobench.gpu.profile_check import check_profile
 from nanobench.harness.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
 
 REPO = Path(__file__).resolve().parents[2]  # nanobench/gpu/check.py -> the checkout
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False; gpu-check needs a GPU"
-CHECKS = ("kernel", "capture", "compile", "startup", "pytest")
+CHECKS = ("kernel", "capture", "compile", "startup", "profile", "pytest")
 BUDGET_S = 280
 POINTS = tuple((r, c) for r in (1, 8, 64, 256) for c in (1024, 8192, 32768))
 COPY_BYTES = 2**30
@@ -60,6 +62,7 @@ NEEDS_S = {
     "tiny": 45,
     "llama-3.2-1b": 60,
     "startup": 60,
+    "profile": 90,
     "pytest": 30,
 }
 MODE_NEEDS_S = 15
@@ -294,25 +297,16 @@ def startup_rows(doc: dict) -> Iterator[dict]:
 
 def check_startup(seconds_left: Callable[[], float]) -> Iterator[dict]:
     """Cold, warm and hot starts of `tiny` on CUDA (dynamic and reduce-overhead), by phase."""
-    import json
-
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "nanobench.cli", "startup", "--device", "cuda",
-                   "--dtype", "bfloat16", "--modes", "dynamic,reduce-overhead", "--runs", "1",
-                   "--steps", "2", "--out", out, "--json", "--quiet"]  # fmt: skip
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=max(1.0, seconds_left()),
-                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **parent_env()},
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            yield cut_by_budget({"check": "startup", "name": "tiny"}, seconds_left())
-            return
-        if not done.stdout.strip().startswith("{"):
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            yield {"check": "startup", "name": "tiny", "ok": False, "detail": tail[:300]}
-            return
-        yield from startup_rows(json.loads(done.stdout))
+        args = ["startup", "--device", "cuda", "--dtype", "bfloat16", "--modes",
+                "dynamic,reduce-overhead", "--runs", "1", "--steps", "2", "--out", out]  # fmt: skip
+        doc = run_json(args, seconds_left)
+    if doc == CUT:
+        yield cut_by_budget({"check": "startup", "name": "tiny"}, seconds_left())
+    elif isinstance(doc, str):
+        yield {"check": "startup", "name": "tiny", "ok": False, "detail": doc}
+    else:
+        yield from startup_rows(doc)
 
 
 def parse_junit(xml_text: str) -> tuple[dict[str, int], list[str]]:
@@ -388,6 +382,8 @@ def run_checks(log, checks: tuple[str, ...], budget_s: float, say: Callable[[str
             stages.append(("compile", model, lambda m=model: check_compile(m, left)))
     if "startup" in checks:
         stages.append(("startup", "startup", lambda: check_startup(left)))
+    if "profile" in checks:
+        stages.append(("profile", "profile", lambda: check_profile(left)))
     if "pytest" in checks:
         stages.append(("pytest", "pytest", lambda: check_pytest(left)))
     for check, name, stage in stages:

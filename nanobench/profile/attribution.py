@@ -19,6 +19,7 @@ import re
 from bisect import bisect_right
 from collections import defaultdict
 
+from nanobench.profile.device import device_time
 from nanobench.profile.op_cost import floor_ms, op_cost
 from nanobench.profile.overhead import charged_us
 from nanobench.profile.rows import (
@@ -157,6 +158,8 @@ def attribute(
     STEP_RANGE and each op outside the forward; "unattributed" has none. `cost` is the profiler's
     (inside, outside) µs an event (`overhead.charged_us`): each category carries what it was
     charged, and each kernel's time is net of it."""
+    device = [e for e in events if e.device]
+    events = [e for e in events if not e.device]
     steps = steady_steps(events, steady)
     in_step = holder(steps)
     forwards = [e for e in events if e.name == FORWARD_RANGE and in_step(e)]
@@ -168,14 +171,14 @@ def attribute(
     owned_us = [0.0] * len(events)
     for i in (i for i, o in enumerate(owner) if o >= 0):
         owned_us[owner[i]] += self_us[i]
-    attributed = [
-        (events[i], cats[i], owned_us[i], charge[i]) for i in range(len(events)) if cats[i]
-    ]
+    on_device, device_us = device_time(events, owner, device, steps)
+    attributed = [(events[i], cats[i], owned_us[i], charge[i], device_us[i])
+                  for i in range(len(events)) if cats[i]]  # fmt: skip
     n = len(steps)
     step_us = sum(s.end_us - s.start_us for s in steps) / n
     forward_us = sum(f.end_us - f.start_us for f in forwards) / n
-    rows = category_rows([(c, us, paid) for _, c, us, paid in attributed], n, step_us)
-    kernels = kernel_rows([(e, c, us - paid) for e, c, us, paid in attributed], n, peaks)
+    rows = category_rows([(c, us, paid) for _, c, us, paid, _ in attributed], n, step_us)
+    kernels = kernel_rows([(e, c, us - paid, dev) for e, c, us, paid, dev in attributed], n, peaks)
     share, ms = {r.category: r.share for r in rows}, {r.category: r.ms_per_step for r in rows}
     facts = {
         "profiled_step_ms": step_us / 1e3,
@@ -186,6 +189,7 @@ def attribute(
         "unattributed_ms": ms["unattributed"],
         "kernels": len(kernels),
         "fused_kernels": sum(k.kind == "fused kernels" for k in kernels),
+        **on_device,
     }
     return rows, kernels, facts
 
@@ -211,23 +215,30 @@ def category_rows(attributed: list[tuple], n: int, step_us: float) -> list[Categ
 def kernel_rows(attributed: list[tuple], n: int, peaks: tuple[float, float] | None):
     """One row per fused kernel name, and per (name, shapes, dtypes) for the other ops."""
     groups: dict[tuple, tuple] = {}
-    for e, cat, us in attributed:
+    for e, cat, us, dev in attributed:
         if cat not in KERNEL_CATEGORIES:
             continue
         key = (e.name,) if cat == "fused kernels" else (e.name, e.shapes, e.dtypes)
-        first, _, count, total_us, source = groups.get(key, (e, cat, 0, 0.0, ""))
+        first, _, count, total_us, source, dev_us = groups.get(key, (e, cat, 0, 0.0, "", 0.0))
         source = source or (e.stack[0] if e.stack else "")
-        groups[key] = (first, cat, count + 1, total_us + us, source)
-    rows = [_kernel_row(*g, n, peaks) for g in groups.values()]
+        groups[key] = (first, cat, count + 1, total_us + us, source, dev_us + dev)
+    # on a GPU a floor is held to device time: an op that put none on the device gets none
+    on_gpu = any(g[5] for g in groups.values())
+    rows = [_kernel_row(*g, n, None if on_gpu and not g[5] else peaks) for g in groups.values()]
     return sorted(rows, key=lambda r: (-r.ms_per_step, r.name))
 
 
-def _kernel_row(e: Event, kind: str, count: int, us: float, source: str, n: int, peaks):
-    """A group's row: per-step time and calls, its bytes and flops, rates and floor."""
+def _kernel_row(e: Event, kind: str, count: int, us: float, source: str, dev_us: float, n: int,
+                peaks):  # fmt: skip
+    """A group's row: per-step time and calls, its bytes and flops, rates and floor; on a GPU its
+    device time, which its rates and floor are then held to (the host's op time is a launch)."""
     calls, ms = count / n, us / n / 1e3
+    device_ms = dev_us / n / 1e3 if dev_us else None
+    ms = device_ms if device_ms is not None else ms
     nbytes, flops = op_cost(e.name, e.shapes, e.dtypes) if kind != "fused kernels" else (None,) * 2
     call_ms = ms / calls
-    row = {"name": e.name, "kind": kind, "calls_per_step": calls, "ms_per_step": ms}
+    row = {"name": e.name, "kind": kind, "calls_per_step": calls, "ms_per_step": us / n / 1e3}
+    row["device_ms_per_step"] = device_ms
     row |= {"bytes": nbytes, "flops": flops, "source": source}
     row["gbs"] = nbytes / call_ms / 1e6 if nbytes is not None and call_ms > 0 else None
     row["gflops"] = flops / call_ms / 1e6 if flops is not None and call_ms > 0 else None
@@ -267,11 +278,14 @@ def events_from_profiler(prof_events) -> list[Event]:
 
     out = []
     for e in prof_events:
-        if getattr(e, "is_python_function", False) or e.device_type != DeviceType.CPU:
+        on_device = e.device_type in (DeviceType.CUDA, DeviceType.PrivateUse1)
+        if getattr(e, "is_python_function", False) or not (
+            on_device or e.device_type == DeviceType.CPU
+        ):
             continue
-        stack = user_frames(e.stack or _python_parents(e))
+        stack = () if on_device else user_frames(e.stack or _python_parents(e))
         shapes = _tuples(e.input_shapes or ())
         dtypes = tuple(getattr(e, "input_dtypes", None) or getattr(e, "input_types", None) or ())
         span = e.time_range.start, e.time_range.end
-        out.append(Event(e.name, *span, e.thread, shapes, dtypes, stack))
+        out.append(Event(e.name, *span, e.thread, shapes, dtypes, stack, on_device, e.id))
     return out

@@ -56,6 +56,8 @@ class Event:
     shapes: tuple = ()  # each input's shape as a tuple of ints; () for a non-tensor input
     dtypes: tuple = ()  # each input's dtype as the profiler names it ("float", "c10::BFloat16")
     stack: tuple = ()  # "file.py:line" frames of the user's code, innermost first
+    device: bool = False  # a record on the GPU (a kernel, a copy): its own clock's span
+    correlation: int = 0  # the id a runtime call shares with the device records it made
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class KernelRow:
     floor_ms: float | None = None  # per step, at the run's probed peaks: max(bytes/bw, flops/rate)
     floor_ratio: float | None = None  # ms_per_step / floor_ms
     source: str = ""  # the user's file:line (the op's stack), or the fused kernel's nodes
+    device_ms_per_step: float | None = None  # on a GPU: its device records' time (`device`)
     mode: str = ""
     side: str = ""
 
@@ -122,6 +125,12 @@ class ProfileRow:
     forward_speedup: float | None = None  # off's forward ms (profiled) over this mode's
     amdahl_speedup: float | None = None  # the step speedup forward_speedup predicts at off's share
     steps_profiled: int | None = None
+    device_ms_per_step: float | None = None  # on a GPU (`profile.device`), None elsewhere
+    device_busy_share: float | None = None  # the device's busy time over the host's step wall
+    launches_per_step: float | None = None
+    graph_replays_per_step: float | None = None
+    graph_device_share: float | None = None  # of the device time, inside replayed graphs
+    cudagraph_skips: str = ""  # Inductor's reasons, "; "-joined, for each graph it did not record
     kernels: int | None = None  # distinct kernels and ops seen
     fused_kernels: int | None = None  # distinct fused kernels seen
     generated_kernels: int | None = None  # kernels the generated modules define

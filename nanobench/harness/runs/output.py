@@ -53,7 +53,6 @@ def finish(
         if clash:
             raise ValueError(f"finish: extra key {clash[0]!r} is a standard key of the document")
         doc.update(extra or {})
-        doc.update(extra or {})
         sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
     else:
         render()
