@@ -108,7 +108,7 @@ class ProfileRow:
     speedup_low: float | None = None
     speedup_high: float | None = None
     profiled_step_ms: float | None = None  # mean of the profiled steady steps
-    plain_step_ms: float | None = None  # median of the same worker's steps beside them, unprofiled
+    plain_step_ms: float | None = None  # mean of the same worker's steps beside them, unprofiled
     overhead: float | None = None  # the worker's profiled steps over its plain ones, less 1
     attributed_ms: float | None = None  # every category but unattributed, the profiler's cost out
     unattributed_ms: float | None = None  # plain_step_ms less the attributed

@@ -185,9 +185,9 @@ def profile_mode(session, job: ProfileJob) -> dict:
     }
     rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
     categories, kernels, facts = attribute(events, steady, rates, (inside_us, cost_us - inside_us))
-    overhead = statistics.median(profiled_ms) / statistics.median(plain) - 1  # the same clock
+    overhead = statistics.fmean(profiled_ms) / statistics.fmean(plain) - 1  # the same clock
     facts |= {
-        "plain_step_ms": statistics.median(plain),
+        "plain_step_ms": statistics.fmean(plain),
         "overhead": overhead,
         "event_cost_us": cost_us,
         "event_inside_us": inside_us,
