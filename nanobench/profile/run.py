@@ -31,7 +31,7 @@ from nanobench.profile.gates import gates
 from nanobench.profile.overhead import net_of_profiler
 from nanobench.profile.rows import CategoryRow, KernelRow, ProfileRow
 from nanobench.profile.spec import ProfileSpec
-from nanobench.profile.vs import category_changes, moved_most
+from nanobench.profile.vs import calls_changed, category_changes, moved_most
 from nanobench.profile.words import why_speedup
 from reports.csvio import write_rows
 from reports.profile import draw_profile, render_moved, render_profile
@@ -83,7 +83,7 @@ class ProfileKind(RunKind):
 
     def __init__(self, spec: ProfileSpec, dtype: str):
         super().__init__(spec)
-        self.dtype, self.found, self.timed, self.changed = dtype, {}, {}, []
+        self.dtype, self.found, self.timed, self.changed, self.calls = dtype, {}, {}, [], []
         self.net: dict[Member, list[CategoryRow]] = {}
 
     def categories(self, member: Member) -> list[CategoryRow]:
@@ -135,6 +135,7 @@ class ProfileKind(RunKind):
         sides = {s: [c for m in self.found if m.side == s for c in self.categories(m)]
                  for s in (BEFORE, AFTER)}  # fmt: skip
         self.changed = category_changes(sides[BEFORE], sides[AFTER])
+        self.calls = calls_changed(sides[BEFORE], sides[AFTER])
         return found + self.changed
 
     def gates(self, rows) -> list:
@@ -144,7 +145,7 @@ class ProfileKind(RunKind):
         return heading(self.spec, self.dtype, rows)
 
     def why_lines(self, rows) -> list[str]:
-        moved = moved_most(self.changed)
+        moved = moved_most(self.changed) + self.calls
         return [f"{r.side} {r.words}" for r in rows if r.words] + moved
 
     def compare_report(self, run: MeasuredRun, rows, found, changed, head):

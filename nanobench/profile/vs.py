@@ -2,7 +2,8 @@
 
 What it is: `category_changes(before, after)` (per mode both sides profiled, each category's ms a
 step before and after: one profiled pass a side, so a ratio without an interval, and the
-category that moved most named by `moved_most`), `compare_changes(old, new)` (two saved runs,
+category that moved most named by `moved_most`; `calls_changed` names the categories whose
+events a step changed in number), `compare_changes(old, new)` (two saved runs,
 for `compare`: compile's timing changes with their runs-apart intervals, then the categories read
 back from each run's `profile-categories.csv`) and `why` (a saved row's words, under compare's
 table).
@@ -46,6 +47,20 @@ def moved_most(changes: list[Change]) -> list[str]:
         lines.append(f"{mode}: {top.column[:-3]} moved most, {top.before:.3f} -> "
                      f"{top.after:.3f} ms a step ({delta:+.3f})")  # fmt: skip
     return lines
+
+
+def calls_changed(before: list[CategoryRow], after: list[CategoryRow]) -> list[str]:
+    """Per mode both sides profiled, the categories whose events a step changed in number:
+    the structure that moved (a break's second compiled region, its guards), which one profiled
+    pass a side says exactly where its times are noisy."""
+    mine = {(c.mode, c.category): c.calls_per_step for c in before}
+    theirs = {(c.mode, c.category): c.calls_per_step for c in after}
+    lines: dict[str, list[str]] = {}
+    for (mode, name), calls in theirs.items():
+        was = mine.get((mode, name))
+        if was is not None and round(was, 2) != round(calls, 2) and name != "unattributed":
+            lines.setdefault(mode, []).append(f"{name} {was:g} -> {calls:g}")
+    return [f"{mode}: calls a step changed: {', '.join(found)}" for mode, found in lines.items()]
 
 
 def saved_categories(where: str) -> list[CategoryRow]:
