@@ -6,6 +6,8 @@ below, which no GPU is needed to replay."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from nanobench.profile.attribution import attribute
@@ -78,8 +80,16 @@ def test_busy_time_is_the_union_of_the_spans():
     assert busy_us([]) == 0
 
 
-def test_inductors_cudagraph_skips_are_caught_with_their_reasons_inside_the_block_only():
+def test_inductors_cudagraph_skips_are_caught_with_their_reasons_inside_the_block_only(
+    monkeypatch,
+):
     from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
+
+    from nanobench.compile.dynamo import quiet_dynamo
+
+    for name in ("torch._dynamo", "torch._inductor", "torch.fx"):  # put back after the test
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    quiet_dynamo()  # as a compile session does first: torch._inductor's warnings off
 
     with skip_reasons() as found:
         log_cudagraph_skip_and_bump_counter(

@@ -90,11 +90,18 @@ class _Caught(logging.Handler):
 
 @contextmanager
 def skip_reasons() -> Iterator[list[str]]:
-    """The cudagraph skips Inductor warns of inside the block, each its message, in order."""
+    """The cudagraph skips Inductor warns of inside the block, each its message, in order.
+    The logger is held at WARNING and kept from its parents meanwhile: a session that quiets
+    `torch._inductor` (`compile.dynamo.quiet_dynamo`) still has its skips caught, not printed."""
     found: list[str] = []
     handler, logger = _Caught(found), logging.getLogger(SKIP_LOGGER)
+    was = logger.level, logger.propagate
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
     logger.addHandler(handler)
     try:
         yield found
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(was[0])
+        logger.propagate = was[1]
