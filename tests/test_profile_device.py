@@ -80,20 +80,21 @@ def test_busy_time_is_the_union_of_the_spans():
     assert busy_us([]) == 0
 
 
-def test_inductors_cudagraph_skips_are_caught_with_their_reasons_inside_the_block_only(
-    monkeypatch,
-):
+def test_inductors_cudagraph_skips_are_caught_with_their_reasons_inside_the_block_only():
     from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
 
     from nanobench.compile.dynamo import quiet_dynamo
 
-    for name in ("torch._dynamo", "torch._inductor", "torch.fx"):  # put back after the test
-        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    names = ("torch._dynamo", "torch._inductor", "torch.fx")
+    levels = {name: logging.getLogger(name).level for name in names}
     quiet_dynamo()  # as a compile session does first: torch._inductor's warnings off
-
-    with skip_reasons() as found:
-        log_cudagraph_skip_and_bump_counter(
-            "skipping cudagraphs due to mutated inputs (1 instances)"
-        )
-    log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to cpu device (x)")
+    try:
+        with skip_reasons() as found:
+            log_cudagraph_skip_and_bump_counter(
+                "skipping cudagraphs due to mutated inputs (1 instances)"
+            )
+        log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to cpu device (x)")
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     assert found == ["skipping cudagraphs due to mutated inputs (1 instances)"]
