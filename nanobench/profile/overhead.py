@@ -5,7 +5,7 @@ profiler in the same worker, the difference over the events a step records), `ch
 (where that cost lands: the part inside an event, `inside_us`, in its own self time; the rest,
 the enter and exit around it, in its parent's, as a probe of one no-work op splits them) and
 `net_of_profiler` (each category less what was charged to it; "unattributed" the step timed
-without the profiler, in the fleet's rounds, less the rest).
+without the profiler beside the profiled ones, in the same worker, less the rest).
 What it is not: the profiling (`profile.session`) or the attribution (`profile.attribution`).
 Invariant: the cost is measured, never assumed; a charge never passes the self time it lands in
 (what would goes up to the parent), so no category goes below 0; the categories as profiled are
@@ -59,8 +59,8 @@ def charged_us(
 def net_of_profiler(
     categories: list[CategoryRow], step_ms: float | None
 ) -> tuple[list[CategoryRow], dict]:
-    """The categories net of the profiler's cost charged to each, "unattributed" the unprofiled
-    step less them, and the facts that change with them (attributed, unattributed, host share,
+    """The categories net of the profiler's cost charged to each, "unattributed" `step_ms` (the
+    worker's unprofiled steps beside the profile) less them, and the facts that change with them (attributed, unattributed, host share,
     one guard check's µs)."""
     if not step_ms or not categories or any(c.profiler_ms_per_step is None for c in categories):
         return categories, {}
