@@ -103,6 +103,13 @@ def event_cell(r) -> str:
     return f"{r.event_cost_us:.2f} ({fmt(r.probe_event_cost_us, '.2f')})"
 
 
+def beside_cell(r) -> str:
+    """The worker's unprofiled step beside the profile, and how far apart its passes were."""
+    if r.beside_spread is None:
+        return fmt(r.plain_step_ms, ".2f")
+    return f"{fmt(r.plain_step_ms, '.2f')} (±{r.beside_spread:.0%})"
+
+
 def step_lines(r) -> list[tuple[str, str]]:
     """The step's own lines under the categories: (label, this row's cell)."""
     speedup = (
@@ -110,7 +117,7 @@ def step_lines(r) -> list[tuple[str, str]]:
     )
     return [
         ("step ms (unprofiled) [q1, q3]", interval(r.step_ms, r.step_ms_q1, r.step_ms_q3)),
-        ("step ms beside the profile", fmt(r.plain_step_ms, ".2f")),
+        ("step ms beside the profile (± passes)", beside_cell(r)),
         ("profiled step ms", fmt(r.profiled_step_ms, ".2f")),
         ("profiler overhead", fmt(r.overhead, "+.0%")),
         ("profiler us / event (probe's)", event_cell(r)),

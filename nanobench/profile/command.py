@@ -49,9 +49,10 @@ def profile_command(
 ) -> None:
     """Profile each compile mode's steady decode step, each mode in its own fresh process.
 
-    Each worker builds its mode, warms up until nothing builds, then runs --passes passes under
-    torch.profiler (Inductor's kernels named) and one with Python stacks for where each op comes
-    from; the same steps are timed without the profiler in interleaved rounds. Per mode: the step
+    Each worker builds its mode, warms up until nothing builds, then runs --passes pairs of passes,
+    one under torch.profiler (Inductor's kernels named) and one without it, and one with Python
+    stacks for where each op comes from; the same steps are timed without the profiler in
+    interleaved rounds. Per mode: the step
     by category (guards, dynamo entry, wrapper Python, fused and extern kernels, eager ops, copies,
     the forward's Python, the step outside the forward, unattributed) adding up to the step, the
     profiler's overhead, the top kernels with bytes, flops and their floor at the peaks probed in

@@ -3,7 +3,8 @@
 What it is: `gates(spec, rows)`: `measured[mode]` (the mode ran and its first worker returned a
 profile: a row without one fails, never passes), `categories_add_up[mode]` (the categories
 within 10% of the steps timed without the profiler beside the profiled ones, in the same worker:
-what the profiler's own cost allows) and,
+what the profiler's own cost allows; inconclusive where the passes' own noise, `beside_spread`,
+could carry the miss across the line either way) and,
 with `--max-overhead-share`, `max_overhead_share[mode]` for every compiled mode (the step's host
 work, `rows.HOST_CATEGORIES`: what compiling adds per call and what a recorded graph could
 remove, as a share of the profiled step).
@@ -14,6 +15,7 @@ Invariant: a gate reads typed fields of the profiled rows; a missing figure fail
 from __future__ import annotations
 
 from nanobench.harness.runs.gates import Gate
+from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 from nanobench.profile.rows import ProfileRow
 
 ADD_UP = 0.10  # the categories (the profiler's overhead taken out) against the unprofiled step
@@ -27,6 +29,33 @@ def added_up(row: ProfileRow) -> float | None:
     return abs(row.attributed_ms - row.plain_step_ms) / row.plain_step_ms
 
 
+def add_up_verdict(missed: float | None, spread: float | None) -> str:
+    """Pass where the miss and the passes' noise together stay within ADD_UP, fail where the miss
+    passes it by more than the noise, else inconclusive: a busy box cannot tell."""
+    if missed is None:
+        return FAIL
+    noise = spread or 0.0
+    if missed + noise <= ADD_UP:
+        return PASS
+    return FAIL if missed - noise > ADD_UP else INCONCLUSIVE
+
+
+def add_up_gate(name: str, r: ProfileRow) -> Gate:
+    """`categories_add_up`: the net categories against the step beside them, with its noise."""
+    missed = added_up(r)
+    verdict = add_up_verdict(missed, r.beside_spread)
+    noise = "" if r.beside_spread is None else f", passes {r.beside_spread:.0%} apart at one step"
+    detail = (
+        f"attributed {r.attributed_ms or 0:.3f} ms a profiled step of "
+        f"{r.profiled_step_ms:.3f}, unprofiled beside it {r.plain_step_ms or 0:.3f}: "
+        f"{'-' if missed is None else f'{missed:.0%}'} apart (at most {ADD_UP:.0%}){noise}"
+    )
+    if verdict == INCONCLUSIVE:
+        detail += "; the box is too busy to tell: rerun on a quieter one, or with more --passes"
+    return Gate(f"categories_add_up{name}", verdict == PASS, detail, verdict, missed,
+                target=ADD_UP)  # fmt: skip
+
+
 def gates(spec, rows: list[ProfileRow]) -> list[Gate]:
     """Measured and profiled; the categories add up; each compiled mode's host share."""
     found = []
@@ -36,12 +65,7 @@ def gates(spec, rows: list[ProfileRow]) -> list[Gate]:
             found.append(Gate(f"measured{name}", False, r.status if r.status != "ok"
                               else "no profile came back from the mode's first worker"))  # fmt: skip
             continue
-        missed = added_up(r)
-        found.append(Gate(f"categories_add_up{name}", missed is not None and missed <= ADD_UP,
-                          f"attributed {r.attributed_ms:.3f} ms a profiled step of "
-                          f"{r.profiled_step_ms:.3f}, unprofiled beside it {r.plain_step_ms or 0:.3f}: "
-                          f"{'-' if missed is None else f'{missed:.0%}'} apart (at most "
-                          f"{ADD_UP:.0%})"))  # fmt: skip
+        found.append(add_up_gate(name, r))
         if spec.max_overhead_share is not None and r.mode != "off":
             share = r.host_share
             found.append(Gate(f"max_overhead_share{name}", share is not None

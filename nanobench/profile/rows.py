@@ -110,6 +110,7 @@ class ProfileRow:
     profiled_step_ms: float | None = None  # mean of the profiled steady steps
     plain_step_ms: float | None = None  # mean of the same worker's steps beside them, unprofiled
     overhead: float | None = None  # the worker's profiled steps over its plain ones, less 1
+    beside_spread: float | None = None  # the passes' noise, a share of a step (`passes.Kept`)
     attributed_ms: float | None = None  # every category but unattributed, the profiler's cost out
     unattributed_ms: float | None = None  # plain_step_ms less the attributed
     guard_us_per_call: float | None = None  # the guards category over its calls: one check

@@ -193,8 +193,8 @@ def heading(spec: ProfileSpec, dtype: str, rows: list[ProfileRow]) -> str:
         device=spec.device,
         dtype=dtype,
         rows=spec.rows,
-        steps=f"{spec.steps} x {counted(rounds_run, 'round')}, {counted(spec.passes, 'pass')} "
-        "profiled",
+        steps=f"{spec.steps} x {counted(rounds_run, 'round')}, {counted(spec.passes, 'pair')} of "
+        "passes profiled and not",
         backend=spec.backend,
     )
 

@@ -3,10 +3,10 @@
 What it is: `ProfileSession`, the worker session this module serves when run (`python -m
 nanobench.profile.session`), handed a `ProfileJob`'s fields. It opens compile's own session for
 the mode (`compile.session.open_session`: the engine or the `--target`, built, first pass
-measured); then, in the mode's first worker only: warm passes until one builds nothing, the
-passes under torch.profiler (CPU activity, CUDA's too on a GPU; shapes recorded), one more with
-Python stacks (for where each op comes from only: stacks cost time, so no time is read from it),
-the peaks probed (`decode.roofline`), and the events attributed (`profile.attribution`). Timed
+measured); then, in the mode's first worker only: warm passes until one builds nothing, pairs
+of passes with and without torch.profiler, interleaved (`profile.passes`: CPU activity, CUDA's
+too on a GPU; shapes recorded), one more with Python stacks (for where each op comes from
+only: stacks cost time, so no time is read from it), the peaks probed (`decode.roofline`), and the events attributed (`profile.attribution`). Timed
 windows (`serve`) are compile's, unprofiled, in the fleet's rounds; `finish` is compile's.
 Inductor's per-kernel records (`TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE`) are set by the parent
 in this worker's environment, so every kernel the mode builds names itself to the profiler.
@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import wraps
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -34,10 +33,11 @@ from nanobench.decode.roofline import probe_bandwidth, probe_gemm
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.workers.fleet import timing_core
 from nanobench.harness.workers.fresh import pin_this_thread, serve_main
-from nanobench.profile.attribution import attribute, events_from_profiler, events_per_step
+from nanobench.profile.attribution import attribute, events_per_step
 from nanobench.profile.device import skip_reasons
 from nanobench.profile.generated import defined_kernels, generated_sources, kernel_sources
 from nanobench.profile.overhead import event_cost_us
+from nanobench.profile.passes import end_to_end, interleaved, least_disturbed, run_pass
 from nanobench.profile.rows import FORWARD_RANGE, STEP_RANGE
 from nanobench.profile.spec import ProfileJob
 
@@ -95,31 +95,6 @@ def warm(session) -> None:
             return
 
 
-def profiled_passes(session, passes: int, stacks: bool = False):
-    """`passes` passes under the profiler: the profile, each step's ms (the harness's clock)
-    and builds. On a GPU the device's records too (`profile.device`): CUPTI's cost (it tripled
-    the built-in model's profiled step on an H200, 4.1 ms unprofiled, 13.5 profiled) is the
-    profiler's, measured and charged as any other (`profile.overhead`)."""
-    ms: list[float] = []
-    built: list[int] = []
-    activities = [ProfilerActivity.CPU]
-    activities += [ProfilerActivity.CUDA] if session.spec.device == "cuda" else []
-    with profile(activities=activities, record_shapes=True, with_stack=stacks) as prof:
-        for _ in range(passes):
-            times, builds = session.run()[:2]
-            ms, built = ms + list(times), built + list(builds)
-    return prof, ms, built
-
-
-def plain_passes(session, passes: int) -> list[float]:
-    """`passes` passes without the profiler, ranges still marked: each steady step's ms."""
-    ms: list[float] = []
-    for _ in range(passes):
-        times, builds = session.run()[:2]
-        ms += [t for t, b in zip(times, builds) if b == 0]
-    return ms
-
-
 def event_probe_us(ops: int = 2000, repeats: int = 5) -> tuple[float, float]:
     """(what one event cost, what of it fell inside the event) here, in µs: `ops` calls of
     `as_strided`, an op that only makes a view, timed with and without the profiler (the fastest
@@ -166,17 +141,12 @@ def profile_mode(session, job: ProfileJob) -> dict:
     warm(session)
     pin_this_thread(timing_core())  # the core the rounds' windows are timed on
     with ranges_marked(session):
-        plain = plain_passes(session, 1)
-        prof, profiled_ms, built = profiled_passes(session, job.passes)
-        plain += plain_passes(session, 1)
-        stacked = profiled_passes(session, 1, stacks=True)[0]
-    if job.trace:
-        Path(job.trace).parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(job.trace)
-    events, steady = events_from_profiler(prof.events()), [b == 0 for b in built]
-    per_step = events_per_step(events, steady)
-    profiled_ms = [t for t, ok in zip(profiled_ms, steady) if ok]
-    cost_us = event_cost_us(profiled_ms, plain, per_step)
+        passes = interleaved(session, job.passes, job.trace)
+        stacked = run_pass(session, profiled=True, stacks=True).events
+    kept = least_disturbed(passes)
+    events = end_to_end([p.events for p in passes if p.events is not None])
+    per_step = events_per_step(events, kept.steady)  # no kept step: ValueError, no profile
+    cost_us = event_cost_us(kept.profiled_ms, kept.plain_ms, per_step)
     probe_us, probe_inside_us = event_probe_us()
     inside_us = cost_us * min(probe_inside_us / probe_us, 1.0) if probe_us else cost_us
     peaks = {
@@ -184,11 +154,13 @@ def profile_mode(session, job: ProfileJob) -> dict:
         **probe_gemm(Peaks(spec.device, spec.dtype, 0)),
     }
     rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
-    categories, kernels, facts = attribute(events, steady, rates, (inside_us, cost_us - inside_us))
-    overhead = statistics.fmean(profiled_ms) / statistics.fmean(plain) - 1  # the same clock
+    cost = (inside_us, cost_us - inside_us)
+    categories, kernels, facts = attribute(events, kept.steady, rates, cost)
+    plain_ms = statistics.fmean(kept.plain_ms)
     facts |= {
-        "plain_step_ms": statistics.fmean(plain),
-        "overhead": overhead,
+        "plain_step_ms": plain_ms,
+        "overhead": statistics.fmean(kept.profiled_ms) / plain_ms - 1,  # the same clock
+        "beside_spread": kept.spread,
         "event_cost_us": cost_us,
         "event_inside_us": inside_us,
         "events_per_step": per_step,
@@ -196,7 +168,7 @@ def profile_mode(session, job: ProfileJob) -> dict:
         "guard_latency_us": guard_latency_us(),
     }
     texts = generated_sources()
-    origin = kernel_sources(events_from_profiler(stacked.events()), texts)
+    origin = kernel_sources(stacked, texts)
     kernels = [replace(k, source=k.source or origin.get(k.name, "")) for k in kernels]
     return {
         "categories": [asdict(c) for c in categories],

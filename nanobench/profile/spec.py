@@ -2,8 +2,9 @@
 
 What it is: `ProfileSpec`, a `CompileSpec` (the same model or target, modes, shape, rounds,
 processes and sides, so each mode's worker is compile's own, `compile.spec.WorkerSpec`) with
-what is profile's own: how many steady passes run under the profiler (`passes`), how many
-kernels the table shows (`top`) and the host-share gate (`max_overhead_share`); and
+what is profile's own: how many pairs of steady passes run, one under the profiler and one not
+(`passes`), how many kernels the table shows (`top`) and the host-share gate
+(`max_overhead_share`); and
 `ProfileJob`, what one mode's worker is handed: its `WorkerSpec`'s fields and the passes.
 What it is not: the worker (`profile.session`), the attribution or the command.
 Invariant: a default lives once: the shape and the statistics are compile's, so a profiled
@@ -26,7 +27,7 @@ class ProfileSpec(CompileSpec):
     rounds: int = 3
     max_rounds: int = 10
     history: bool = False  # a profile keeps no history: its figures are the categories
-    passes: int = 2  # steady passes under the profiler, after warm-up
+    passes: int = 3  # pairs of steady passes after warm-up: one profiled, one plain (`passes`)
     top: int = 8  # kernels a mode's table shows (the CSV has all)
     max_overhead_share: float | None = None  # --check: the host's share of a compiled step
 

@@ -307,7 +307,10 @@ Margin = Annotated[
     ),
 ]
 ProfiledPasses = Annotated[
-    int, typer.Option("--passes", min=1, help="Steady passes under the profiler, after warm-up.")
+    int,
+    typer.Option(
+        "--passes", min=1, help="Pairs of steady passes after warm-up: one profiled, one not."
+    ),
 ]
 Top = Annotated[int, typer.Option(min=1, help="Kernels shown per mode (the CSV has all).")]
 MaxOverheadShare = Annotated[
