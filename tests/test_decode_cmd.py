@@ -608,3 +608,14 @@ def test_export_json_writes_one_oss_benchmark_record_per_measured_metric(tmp_pat
     assert (ratio["extra_info"]["low"], ratio["extra_info"]["high"]) == (
         engine["ratio_vs_hf_eager_low"], engine["ratio_vs_hf_eager_high"])  # fmt: skip
     assert doc["outputs"]["export_json"] == str(records)
+
+
+def test_the_gemm_probes_side_shrinks_for_a_dtype_the_cpu_only_emulates():
+    from nanobench.decode.roofline import gemm_side
+
+    # seconds a multiply as this box measured them: float32 0.03 s at 1024, bfloat16 2.2 s
+    float32, bfloat16 = (lambda n: 0.03 * (n / 1024) ** 3), (lambda n: 2.2 * (n / 1024) ** 3)
+    assert gemm_side(float32, 1024) == 1024  # 512's 3.8 ms foretells 30 ms at 1024
+    assert gemm_side(bfloat16, 1024) == 256  # 256's 34 ms foretells 275 ms at 512: past 250
+    assert gemm_side(bfloat16, 64) == 64  # never past the largest side
+    assert gemm_side(lambda n: 1.0, 4096) == 128  # one slow multiply: the first side stays

@@ -127,6 +127,19 @@ def probe_bandwidth(spec: RunSpec, data=None) -> dict:
 # The square GEMM's side: large enough that packing and launches are noise beside the flops
 # (2 n^3: 2.1 GFLOP on a CPU, 137 GFLOP on a GPU), small enough to run in a second or so.
 GEMM_SIDE = {"cpu": 1024, "cuda": 4096}
+GEMM_FIRST_SIDE = 128  # where the side starts doubling towards GEMM_SIDE
+GEMM_PASS_S = 0.25  # the most one multiply of the probe may take, as the last one foretells it
+
+
+def gemm_side(multiply_s: Callable[[int], float], largest: int) -> int:
+    """The probe's side: doubled from GEMM_FIRST_SIDE up to `largest` while the next side's one
+    multiply, 8x the last one's `multiply_s(n)`, would fit GEMM_PASS_S. A dtype the CPU only
+    emulates is probed on a smaller square: bfloat16 on an AVX2 core takes 2.2 s a 1024 multiply
+    (float32: 0.03 s), 20 s for the probe's passes, in every worker of a bfloat16 run."""
+    n = min(GEMM_FIRST_SIDE, largest)
+    while n < largest and 8 * multiply_s(n) <= GEMM_PASS_S:
+        n *= 2
+    return min(n, largest)
 
 
 def probe_gemm(spec: RunSpec) -> dict:
@@ -143,7 +156,17 @@ def probe_gemm(spec: RunSpec) -> dict:
 
     dtype, device = DTYPES[spec.dtype], spec.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    n = GEMM_SIDE[device]
+
+    def multiply_s(side: int) -> float:
+        a = torch.randn(side, side, device=device).to(dtype)  # (n, n)
+        a @ a  # the first picks the kernel
+        sync()
+        t0 = time.perf_counter()
+        a @ a  # (n, n)
+        sync()
+        return time.perf_counter() - t0
+
+    n = gemm_side(multiply_s, GEMM_SIDE[device])
     a = torch.randn(n, n, device=device).to(dtype)  # (n, n)
     b = torch.randn(n, n, device=device).to(dtype)  # (n, n)
     seconds = []

@@ -3,8 +3,8 @@
 What it is: `gates(spec, rows)`: `measured[mode]` (the mode ran and its first worker returned a
 profile: a row without one fails, never passes), `categories_add_up[mode]` (the categories
 within 10% of the steps timed without the profiler beside the profiled ones, in the same worker:
-what the profiler's own cost allows; inconclusive where the passes' own noise, `beside_spread`,
-could carry the miss across the line either way) and,
+what the profiler's own cost allows; a miss past 10% but within the passes' own noise,
+`beside_spread`, inconclusive) and,
 with `--max-overhead-share`, `max_overhead_share[mode]` for every compiled mode (the step's host
 work, `rows.HOST_CATEGORIES`: what compiling adds per call and what a recorded graph could
 remove, as a share of the profiled step).
@@ -30,14 +30,14 @@ def added_up(row: ProfileRow) -> float | None:
 
 
 def add_up_verdict(missed: float | None, spread: float | None) -> str:
-    """Pass where the miss and the passes' noise together stay within ADD_UP, fail where the miss
-    passes it by more than the noise, else inconclusive: a busy box cannot tell."""
+    """Pass where the miss is within ADD_UP; fail where it passes ADD_UP by more than the passes'
+    noise; else inconclusive: on a busy box a miss within the noise may be the noise, and a
+    verdict that noise could flip is never a fail."""
     if missed is None:
         return FAIL
-    noise = spread or 0.0
-    if missed + noise <= ADD_UP:
+    if missed <= ADD_UP:
         return PASS
-    return FAIL if missed - noise > ADD_UP else INCONCLUSIVE
+    return FAIL if missed - (spread or 0.0) > ADD_UP else INCONCLUSIVE
 
 
 def add_up_gate(name: str, r: ProfileRow) -> Gate:
