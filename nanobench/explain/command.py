@@ -31,7 +31,7 @@ from nanobench.harness.cli.validate import (
     out_dir,
     step_named,
 )
-from nanobench.harness.errors import BadInput, as_vs
+from nanobench.harness.errors import BadInput, MeasurementFailed, as_vs
 from nanobench.harness.runs.gates import Gate, gate
 from nanobench.harness.runs.output import finish
 from nanobench.harness.workers.threads import threads_applied
@@ -130,9 +130,32 @@ def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
             spec.target, model=str(directory), rows=spec.rows, prompt_len=spec.prompt_len,
             steps=spec.step + 2, device=spec.device, dtype=spec.dtype,
         )  # fmt: skip
-        return [explain_target(made, spec.step)]
+        row = explain_target(made, spec.step)
     except TargetError as e:
         raise BadInput(str(e)) from None
+    return [checked_remedies(row, spec, str(directory), status)]
+
+
+def checked_remedies(row: ExplainRow, spec: ExplainSpec, model: str, status) -> ExplainRow:
+    """A `symbolic` remedy tried before it is printed: dynamic=True on the same steps, dynamo
+    with the eager backend in a fresh process (`dry_run`), and the remedy worded by what it did."""
+    from nanobench.harness.step.dry_run import DryRunJob, dry_run
+    from nanobench.harness.step.remedies import DYNAMIC_ROW, quote_dynamic_row, value_guard
+
+    if not any(DYNAMIC_ROW in r for r in row.remedies or ()):
+        return row
+    steps = spec.step + 2
+    status(f"dry run: dynamic=True over steps 0-{steps - 1}, eager backend, a fresh process")
+    try:
+        found = dry_run(DryRunJob(spec.target, spec.rows, spec.prompt_len, steps, spec.device,
+                                  spec.dtype, model))  # fmt: skip
+    except MeasurementFailed as e:  # the row stands; its remedy says it was not checked
+        status(f"{e}: the symbolic remedy is printed unchecked")
+        return replace(row, remedies=[quote_dynamic_row(r, None, None) for r in row.remedies])
+    again = value_guard(found.reasons[0]).where if found.reasons else ""
+    by = f"a dry run of dynamic=True over {found.steps} steps (eager backend, a fresh process)"
+    said = [quote_dynamic_row(r, found.builds, found.fell_back, by, again) for r in row.remedies]
+    return replace(row, remedies=said)
 
 
 def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:

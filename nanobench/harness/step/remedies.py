@@ -102,8 +102,15 @@ def value_guard(reason: str) -> ValueGuard:
     return ValueGuard(guard, f"{at[-1].group(1)}: {source}", symbolic_source(guard, reason))
 
 
-def quote_dynamic_row(text: str, builds: int | None, fell_back: bool | None) -> str:
-    """A `symbolic` remedy worded by what this sweep's dynamic row measured (None: no such row)."""
+SWEEP_ROW = "this sweep's dynamic row"  # who measured dynamic=True, in compile's remedies
+
+
+def quote_dynamic_row(
+    text: str, builds: int | None, fell_back: bool | None, by: str = SWEEP_ROW, again_at: str = ""
+) -> str:
+    """A `symbolic` remedy worded by what dynamic=True did on the same steps (None: not run):
+    `by` names who ran it (this sweep's dynamic row, or explain's dry run), `again_at` where
+    dynamo's reason says it specialised the value again."""
     if DYNAMIC_ROW not in text:
         return text
     if builds is None:
@@ -112,16 +119,16 @@ def quote_dynamic_row(text: str, builds: int | None, fell_back: bool | None) -> 
             "argument symbolic (nanobench compile --modes dynamic measures it)"
         )
     elif fell_back or builds > 2:
+        where = f"again at {again_at}" if again_at else "where named"
         said = (
-            f"dynamic=True would make an int argument symbolic, but this sweep's dynamic row "
+            f"does not help: dynamic=True would make an int argument symbolic, but {by} "
             f"built {builds}{' and fell back' if fell_back else ''}: dynamo specialised it "
-            "where named; pass it as a tensor"
+            f"{where}; pass it as a tensor"
         )
     else:
         said = (
             "dynamic=True (or automatic dynamic, after the first recompile) makes this int "
-            f"argument symbolic: this sweep's dynamic row built {builds}, no fall-back; "
-            "compile with dynamic=True"
+            f"argument symbolic: {by} built {builds}, no fall-back; compile with dynamic=True"
         )
     return text.replace(DYNAMIC_ROW, said)
 

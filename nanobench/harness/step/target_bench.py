@@ -21,7 +21,6 @@ from nanobench.harness.step.dynamo_call import trace_call
 from nanobench.harness.step.dynamo_explain import ExplainRow, break_table, explained_counts
 from nanobench.harness.step.remedies import (
     ValueGuard,
-    quote_dynamic_row,
     remedies_for,
     symbolic_source,
 )
@@ -86,7 +85,8 @@ def explain_target(target: Target, step: int) -> ExplainRow:
 
 def probe_target(target: Target, step: int) -> tuple[ExplainRow, list, set[str]]:
     """The explained row at `step`, its guards that change by step K+1 (`ValueGuard`s) and the
-    source of every guard dynamo installed (what the step reads)."""
+    source of every guard dynamo installed (what the step reads). A `symbolic` remedy keeps its
+    `DYNAMIC_ROW` slot: explain words it by a dry run (`dry_run`), never a rule alone."""
     out, following = _explain_steps(target, step)
     breaks = break_table(out)
     varying = step_value_guards(out.out_guards, following.out_guards)
@@ -97,7 +97,7 @@ def probe_target(target: Target, step: int) -> tuple[ExplainRow, list, set[str]]
         target=target.spec,
         attention="",
         **explained_counts(out, breaks, [g.guard for g in varying]),
-        remedies=[quote_dynamic_row(r.text(), None, None) for r in remedies],
+        remedies=[r.text() for r in remedies],  # a `symbolic` one left for its check
     )
     guarded = {g.name for o in (out, following) for g in o.out_guards or ()}
     return row, varying, guarded

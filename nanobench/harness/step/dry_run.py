@@ -1,0 +1,97 @@
+"""A remedy tried on the user's own step before it is printed: dynamo alone, in a fresh process.
+
+What it is: `DryRunJob` (the target, its protocol's arguments, how many steps, and whether
+`dynamic=True`), `DryRun` (what dynamo did: frames built over the steps, whether it fell back
+past its recompile limit, its recompile reasons whole), `dry_run(job)` (the job in a fresh
+worker: `python -m nanobench.harness.step.dry_run`) and `DrySession`, that worker's session.
+What it is not: a timing (the eager backend: tracing and guards only, no Inductor, seconds) or
+the remedy's words (`remedies.quote_dynamic_row`).
+Invariant: the run is the user's own steps 0..steps-1 through `inputs_at`, in a process that
+has compiled nothing before; builds, fall-back and reasons are dynamo's own counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from nanobench.harness.errors import MeasurementFailed
+from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.workers.fresh import run_fresh, serve_main
+
+WORKER = "nanobench.harness.step.dry_run"
+TIMEOUT_S = 300.0  # a tiny step's dry run takes seconds; a large model's load, more
+
+
+@dataclass(frozen=True)
+class DryRunJob:
+    """The user's step and the remedy to try on it: `dynamic` is torch.compile's argument."""
+
+    target: str
+    rows: int
+    prompt_len: int
+    steps: int
+    device: str = "cpu"
+    dtype: str = "float32"
+    model: str = ""  # a built-in target's checkpoint directory; "" for the user's own
+    dynamic: bool = True
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What dynamo did over the job's steps."""
+
+    builds: int  # frames dynamo built (counters["frames"]["ok"]): 1 when nothing recompiled
+    steps: int
+    fell_back: bool  # past the recompile limit, the frame ran eager
+    reasons: list[str]  # dynamo's recompile reasons, whole, in order
+
+
+class DrySession:
+    """The worker's session: the job's steps through `torch.compile(backend="eager")`."""
+
+    def __init__(self, payload: dict, progress=lambda e: None):
+        import torch
+        from torch._dynamo.utils import clear_compilation_metrics, counters
+        from torch._dynamo.utils import get_compilation_metrics as metrics
+
+        from nanobench.harness.step.target_bench import call_step
+        from nanobench.harness.step.targets import inputs_at, make_target
+
+        job = rebuild(DryRunJob, payload)
+        target = make_target(job.target, model=job.model, rows=job.rows,
+                             prompt_len=job.prompt_len, steps=job.steps, device=job.device,
+                             dtype=job.dtype)  # fmt: skip
+        torch._dynamo.reset()
+        counters.clear()
+        clear_compilation_metrics()
+        forward = torch.compile(target.forward, dynamic=job.dynamic, backend="eager")
+        with torch.no_grad():
+            for i in range(job.steps):
+                args, kwargs = inputs_at(target, i)
+                call_step(target, i, forward, args, kwargs)
+                progress({"step": i + 1, "steps": job.steps})
+        found = metrics()
+        self.ready = asdict(DryRun(
+            builds=int(counters["frames"]["ok"]),
+            steps=job.steps,
+            fell_back=any("recompile limit" in (m.fail_reason or "") for m in found),
+            reasons=[m.recompile_reason for m in found if m.recompile_reason],
+        ))  # fmt: skip
+
+    def serve(self, request: dict) -> dict:
+        return {}
+
+    def finish(self) -> dict:
+        return dict(self.ready)
+
+
+def dry_run(job: DryRunJob, timeout: float = TIMEOUT_S) -> DryRun:
+    """The job in a fresh process; MeasurementFailed naming the worker's own line if it failed."""
+    row = run_fresh(WORKER, asdict(job), timeout=timeout)
+    if row.get("status", "ok") != "ok":
+        raise MeasurementFailed(f"the dry run of dynamic={job.dynamic}: {row['status']}")
+    return rebuild(DryRun, {f.name: row[f.name] for f in fields(DryRun)})
+
+
+if __name__ == "__main__":
+    serve_main(DrySession)

@@ -1,0 +1,88 @@
+"""explain's `symbolic` remedy is tried before it is printed: dynamic=True in a fresh process.
+
+The dry run's builds are checked against dynamo run here, in this process, on the same steps
+(an independent count); the words against what that count says.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.harness.errors import MeasurementFailed
+from nanobench.harness.step import dry_run as dry
+from nanobench.harness.step.remedies import DYNAMIC_ROW, quote_dynamic_row
+from tests.test_corpus import CORPUS
+
+runner = CliRunner()
+ROWS, PROMPT, STEP = 2, 4, 3  # explain --step 3: steps 0..4 exist, the dry run takes all five
+
+
+def builds_here(name: str, steps: int) -> int:
+    """dynamo's own frame count for dynamic=True over the steps, in this process."""
+    spec = importlib.util.spec_from_file_location(name, CORPUS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    target = module.factory(rows=ROWS, prompt_len=PROMPT, steps=steps, device="cpu",
+                            dtype="float32")  # fmt: skip
+    torch._dynamo.reset()
+    counters.clear()
+    forward = torch.compile(target.forward, dynamic=True, backend="eager")
+    with torch.no_grad():
+        for i in range(steps):
+            args, kwargs = target.step_inputs(i)
+            forward(*args, **kwargs)
+    return int(counters["frames"]["ok"])
+
+
+def explained(name: str) -> dict:
+    result = runner.invoke(app, [
+        "explain", "--target", f"{CORPUS / name}.py:factory", "--step", str(STEP),
+        "--rows", str(ROWS), "--prompt-len", str(PROMPT), "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["rows"][0]
+
+
+@pytest.mark.parametrize("name", ["index_position", "int_position"])
+def test_the_dry_run_counts_what_dynamo_counts_here(name):
+    job = dry.DryRunJob(f"{CORPUS / name}.py:factory", ROWS, PROMPT, STEP + 2)
+    found = dry.dry_run(job)
+    assert found.builds == builds_here(name, STEP + 2)
+    assert found.steps == STEP + 2 and not found.fell_back
+    assert len(found.reasons) == found.builds - 1  # one reason a recompile, dynamo's own
+
+
+def test_a_symbolic_remedy_that_does_not_help_says_so_and_where():
+    # an integer index specialises pos again under dynamic=True: one build a step
+    assert builds_here("index_position", STEP + 2) == STEP + 2
+    (symbolic,) = [r for r in explained("index_position")["remedies"] if r.startswith("symbolic")]
+    assert "does not help" in symbolic and f"built {STEP + 2}" in symbolic
+    assert "again at " in symbolic and "index_position.py:22" in symbolic
+    assert "compile with dynamic=True" not in symbolic
+
+
+def test_a_symbolic_remedy_that_helps_quotes_the_dry_runs_one_build():
+    assert builds_here("int_position", STEP + 2) == 1
+    (symbolic,) = [r for r in explained("int_position")["remedies"] if r.startswith("symbolic")]
+    assert "built 1, no fall-back; compile with dynamic=True" in symbolic
+    assert f"a dry run of dynamic=True over {STEP + 2} steps" in symbolic
+    assert DYNAMIC_ROW not in symbolic
+
+
+def test_a_failed_dry_run_leaves_the_row_and_says_the_remedy_is_unchecked(monkeypatch):
+    def failed(job, timeout=dry.TIMEOUT_S):
+        raise MeasurementFailed("the dry run of dynamic=True: error: out of memory")
+
+    monkeypatch.setattr(dry, "dry_run", failed)
+    row = explained("int_position")
+    (symbolic,) = [r for r in row["remedies"] if r.startswith("symbolic")]
+    assert quote_dynamic_row(DYNAMIC_ROW, None, None) in symbolic  # the unchecked words
+    assert "dry run" not in symbolic and "built" not in symbolic
+    assert row["value_guards"] >= 1 and row["graphs"] == 1  # the explained row stands
