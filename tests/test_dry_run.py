@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from nanobench.cli import app
 from nanobench.harness.errors import MeasurementFailed
-from nanobench.harness.step import dry_run as dry
+from nanobench.harness.runs import dry_run as dry
 from nanobench.harness.step.remedies import DYNAMIC_ROW, quote_dynamic_row
 from tests.test_corpus import CORPUS
 

@@ -139,7 +139,7 @@ def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
 def checked_remedies(row: ExplainRow, spec: ExplainSpec, model: str, status) -> ExplainRow:
     """A `symbolic` remedy tried before it is printed: dynamic=True on the same steps, dynamo
     with the eager backend in a fresh process (`dry_run`), and the remedy worded by what it did."""
-    from nanobench.harness.step.dry_run import DryRunJob, dry_run
+    from nanobench.harness.runs.dry_run import DryRunJob, dry_run
     from nanobench.harness.step.remedies import DYNAMIC_ROW, quote_dynamic_row, value_guard
 
     if not any(DYNAMIC_ROW in r for r in row.remedies or ()):

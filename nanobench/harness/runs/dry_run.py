@@ -3,7 +3,7 @@
 What it is: `DryRunJob` (the target, its protocol's arguments, how many steps, and whether
 `dynamic=True`), `DryRun` (what dynamo did: frames built over the steps, whether it fell back
 past its recompile limit, its recompile reasons whole), `dry_run(job)` (the job in a fresh
-worker: `python -m nanobench.harness.step.dry_run`) and `DrySession`, that worker's session.
+worker: `python -m nanobench.harness.runs.dry_run`) and `DrySession`, that worker's session.
 What it is not: a timing (the eager backend: tracing and guards only, no Inductor, seconds) or
 the remedy's words (`remedies.quote_dynamic_row`).
 Invariant: the run is the user's own steps 0..steps-1 through `inputs_at`, in a process that
@@ -18,7 +18,7 @@ from nanobench.harness.errors import MeasurementFailed
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.workers.fresh import run_fresh, serve_main
 
-WORKER = "nanobench.harness.step.dry_run"
+WORKER = "nanobench.harness.runs.dry_run"
 TIMEOUT_S = 300.0  # a tiny step's dry run takes seconds; a large model's load, more
 
 
