@@ -196,3 +196,18 @@ def test_a_specialised_value_says_dynamic_cannot_help_once_per_source():
     assert kinds(found) == ["plan-outside", "fail-fast"]
     assert "dynamic=True cannot help" in found[0].fix
     assert found[0].where == "corpus/list_cache.py:23: keys.append(k)"
+
+
+def test_a_value_carried_across_a_break_is_named_by_the_line_that_made_it():
+    (r,) = remedies_for(
+        fell_back=False, guard_kind="value", value_guards=[value_guard(ITEM_REASON)]
+    )
+    # dynamo's ___stack0 is no name of the user's: the .item() line it came from is
+    assert r.fix.startswith(
+        "___stack0 == 19 (`n = pos.max().item() + 1` at corpus/item_in_step.py:23, carried "
+        "across the break) changes every step"
+    )
+    (plain,) = remedies_for(
+        fell_back=False, guard_kind="value", value_guards=[value_guard(INT_REASON)]
+    )
+    assert plain.fix.startswith("pos == 17 changes every step")  # a user's own name, as it reads

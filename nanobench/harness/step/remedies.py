@@ -40,6 +40,7 @@ _NUMBER_GUARD = re.compile(
     r" == -?\d[\d.e+-]*$"
 )
 _COMPILE_ID = re.compile(r"^\s*(\[[^\]]*\]\s*)?\d+/\d+:\s*")
+_STACK_SLOT = re.compile(r"\b___stack\d+\b")  # dynamo's name for a value live across a break
 _LOCATION = re.compile(r"#\s*(\S+:\d+) in [\w<>.]+")
 
 
@@ -103,6 +104,17 @@ def value_guard(reason: str) -> ValueGuard:
 
 
 SWEEP_ROW = "this sweep's dynamic row"  # who measured dynamic=True, in compile's remedies
+
+
+def in_user_terms(g: ValueGuard) -> str:
+    """The guard named as the user wrote it: a `___stackN` is no variable of theirs but the value
+    dynamo carried across a graph break into its resume function (`L['___stack0']`), so it is
+    named by the line that produced it, as dynamo recorded it; any other guard as it reads."""
+    if not _STACK_SLOT.search(g.guard) or ": " not in g.where:
+        return g.guard
+    where, source = g.where.split(": ", 1)
+    code = re.split(r"\s#\s", source)[0].strip()  # the line without its comment
+    return f"{g.guard} (`{code}` at {where}, carried across the break)"
 
 
 def quote_dynamic_row(
@@ -173,13 +185,13 @@ def plan_outside(
         seen.add((g.expression, g.where))
         if g.symbolic:
             found.append(
-                Remedy("symbolic", f"{g.guard} changes every step; {DYNAMIC_ROW}", g.where)
+                Remedy("symbolic", f"{in_user_terms(g)} changes every step; {DYNAMIC_ROW}", g.where)
             )
             continue
         found.append(
             Remedy(
                 "plan-outside",
-                f"{g.guard}: a guard on a Python value that changes every step rebuilds in "
+                f"{in_user_terms(g)}: a guard on a Python value that changes every step rebuilds in "
                 "every compiled mode (dynamo specialises it: dynamic=True cannot help); keep "
                 "the value out of the traced region",
                 g.where,
