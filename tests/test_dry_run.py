@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 
-import pytest
 import torch
 from torch._dynamo.utils import counters
 from typer.testing import CliRunner
@@ -50,28 +49,22 @@ def explained(name: str) -> dict:
     return json.loads(result.stdout)["rows"][0]
 
 
-@pytest.mark.parametrize("name", ["index_position", "int_position"])
-def test_the_dry_run_counts_what_dynamo_counts_here(name):
-    job = dry.DryRunJob(f"{CORPUS / name}.py:factory", ROWS, PROMPT, STEP + 2)
-    found = dry.dry_run(job)
-    assert found.builds == builds_here(name, STEP + 2)
-    assert found.steps == STEP + 2 and not found.fell_back
-    assert len(found.reasons) == found.builds - 1  # one reason a recompile, dynamo's own
-
-
 def test_a_symbolic_remedy_that_does_not_help_says_so_and_where():
-    # an integer index specialises pos again under dynamic=True: one build a step
-    assert builds_here("index_position", STEP + 2) == STEP + 2
+    # an integer index specialises pos again under dynamic=True: one build a step, counted by
+    # dynamo here, in this process, on the same steps the dry run took in its own
+    builds = builds_here("index_position", STEP + 2)
+    assert builds == STEP + 2
     (symbolic,) = [r for r in explained("index_position")["remedies"] if r.startswith("symbolic")]
-    assert "does not help" in symbolic and f"built {STEP + 2}" in symbolic
+    assert "does not help" in symbolic and f"built {builds}:" in symbolic
     assert "again at " in symbolic and "index_position.py:22" in symbolic
     assert "compile with dynamic=True" not in symbolic
 
 
 def test_a_symbolic_remedy_that_helps_quotes_the_dry_runs_one_build():
-    assert builds_here("int_position", STEP + 2) == 1
+    builds = builds_here("int_position", STEP + 2)
+    assert builds == 1
     (symbolic,) = [r for r in explained("int_position")["remedies"] if r.startswith("symbolic")]
-    assert "built 1, no fall-back; compile with dynamic=True" in symbolic
+    assert f"built {builds}, no fall-back; compile with dynamic=True" in symbolic
     assert f"a dry run of dynamic=True over {STEP + 2} steps" in symbolic
     assert DYNAMIC_ROW not in symbolic
 
