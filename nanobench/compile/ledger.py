@@ -24,11 +24,12 @@ from nanobench.compile.reduce_overhead import cudagraph_counts
 from nanobench.compile.rows import FirstPass
 from nanobench.compile.windows import steady_mask
 from nanobench.cost.compile import classify_guard
+from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
 
 
 def recompile_reasons() -> list[str]:
     """dynamo's recompile reasons, whole (a remedy reads the user stack they carry)."""
-    return [m.recompile_reason for m in get_compilation_metrics() if m.recompile_reason]
+    return recompile_reasons_in(get_compilation_metrics())
 
 
 def guard_kind_of(reasons: list[str]) -> str:
@@ -53,7 +54,7 @@ def first_pass(
     compiled = [m for m in metrics if m.fail_type is None]
     reasons = recompile_reasons()
     guard_kind = guard_kind_of(reasons)
-    fell_back = any("recompile limit" in (m.fail_reason or "") for m in metrics)
+    fell_back = fell_back_in(metrics)
     steady = steady_mask(built, fell_back)
     steady_ms = [t for t, ok in zip(times, steady) if ok]
     row = FirstPass(

@@ -54,6 +54,7 @@ class DrySession:
         from torch._dynamo.utils import clear_compilation_metrics, counters
         from torch._dynamo.utils import get_compilation_metrics as metrics
 
+        from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
         from nanobench.harness.step.target_bench import call_step
         from nanobench.harness.step.targets import inputs_at, make_target
 
@@ -74,8 +75,8 @@ class DrySession:
         self.ready = asdict(DryRun(
             builds=int(counters["frames"]["ok"]),
             steps=job.steps,
-            fell_back=any("recompile limit" in (m.fail_reason or "") for m in found),
-            reasons=[m.recompile_reason for m in found if m.recompile_reason],
+            fell_back=fell_back_in(found),
+            reasons=recompile_reasons_in(found),
         ))  # fmt: skip
 
     def serve(self, request: dict) -> dict:

@@ -5,7 +5,8 @@ What it is: `trace_call(fn, *args, **kwargs)` returns a `Traced` with the fields
 out_guards) plus `runs`: how often the call ran each graph. explain's own backend returns the
 graph's forward untouched, so it cannot say that one break line both layers reach is passed
 twice per call: a graph is built once and run once per layer. `hits(traced)` puts that number on
-each break site.
+each break site. `recompile_reasons_in(metrics)` and `fell_back_in(metrics)` read dynamo's
+compilation metrics the one way compile's ledger and explain's dry run both read them.
 What it is not: a compile (the backend runs the traced graph as is) or a timing: the counting
 wrapper costs a Python call per graph run, so nothing here is ever timed.
 Invariant: graph_count, graph_break_count, op_count, break_reasons and out_guards equal what
@@ -97,3 +98,14 @@ def hits(traced: Traced) -> dict[tuple[str, str, str], int]:
             site = site_of(next(reasons))
             found[site] = found.get(site, 0) + runs
     return found
+
+
+def recompile_reasons_in(metrics) -> list[str]:
+    """dynamo's recompile reasons, whole, from its compilation metrics (a remedy reads the user
+    stack they carry)."""
+    return [m.recompile_reason for m in metrics if m.recompile_reason]
+
+
+def fell_back_in(metrics) -> bool:
+    """Whether a frame went past dynamo's recompile limit (it runs eager from then on)."""
+    return any("recompile limit" in (m.fail_reason or "") for m in metrics)
