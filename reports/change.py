@@ -22,6 +22,7 @@ from rich.text import Text
 from reports.csvio import save_figure
 from reports.style import colour, gate_mark
 
+SIDES = ("before", "after")  # the change table's two sides, as a comparison names them
 # The change table's columns, in order, with their headers.
 HEADERS = {
     "graphs": "graphs",
@@ -94,12 +95,13 @@ def changed(c) -> str:
     return f"{change:.2f}x [{low:.2f}, {high:.2f}] {verdict}"
 
 
-def change_table(changes: list, title: str) -> Table:
-    """A row per member and measure: before, after, change. Measures run down, not across, so
-    the table keeps five columns however many a command measures (the counts alone are seven)."""
+def change_table(changes: list, title: str, sides=SIDES) -> Table:
+    """A row per member and measure: before, after, change (`sides` names the two: plain and
+    knob for --try). Measures run down, not across, so the table keeps five columns however
+    many a command measures (the counts alone are seven)."""
     members = list(dict.fromkeys(field(c, "member") for c in changes))
     table = Table(title=Text(title))
-    for col in ("", "measure", "before", "after", "change"):
+    for col in ("", "measure", *sides, "change"):
         table.add_column(col, justify="left" if col in ("", "measure") else "right")
     for m in members:
         by = {field(c, "column"): c for c in changes if field(c, "member") == m}
@@ -118,19 +120,20 @@ def _after(c) -> str:
     return value(field(c, "after"), field(c, "column"))
 
 
-def render_changes(console, changes: list, gates, title: str, notes=()) -> None:
+def render_changes(console, changes: list, gates, title: str, notes=(), sides=SIDES) -> None:
     """The change table, what its intervals are, the notes (the drift of runs apart), the gates."""
     if not changes:
         console.print("no member ran on both sides: nothing to compare", markup=False)
     else:
-        console.print(change_table(changes, title))
+        console.print(change_table(changes, title, sides))
     timed = [c for c in changes if field(c, "kind") == "timing" and field(c, "low") is not None]
     if timed:
         levels = {field(c, "level") for c in timed if field(c, "level")}
         at = f"{max(levels):.1%}".replace(".0%", "%") if levels else "95%"
         together = f" ({len(timed)} of them, held together)" if len(timed) > 1 else ""
         console.print(
-            f"timing changes: after / before, {at} intervals{together}; faster or slower only "
+            f"timing changes: {sides[1]} / {sides[0]}, {at} intervals{together}; faster or "
+            "slower only "
             "when the interval excludes 1",
             markup=False,
         )
@@ -160,10 +163,11 @@ def draw_compare(rows: list, path: Path, title: str, panels=COMPILE_PANELS) -> P
     # Constrained layout makes room for wrapped titles and labels; tight_layout clips them.
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False,
                              layout="constrained")  # fmt: skip
+    sides = list(dict.fromkeys(r.get("side") for r in ok)) or list(SIDES)
     for ax, (key, ends, heading) in zip(axes[0], panels):
-        for i, side in enumerate(("before", "after")):
+        for i, side in enumerate(sides):
             by = {_name(r): r for r in ok if r.get("side") == side}
-            _bars(ax, names, by, i, side, key, ends)
+            _bars(ax, names, by, (i, len(sides)), side, key, ends)
         fit_title(ax, heading, fontsize=9)
         if key in ("speedup", "ratio_vs_floor"):
             ax.axhline(1.0, color="black", linewidth=0.8)
@@ -176,23 +180,27 @@ def draw_compare(rows: list, path: Path, title: str, panels=COMPILE_PANELS) -> P
 
 
 FELL_BACK = "fell back to eager"
+HATCHES = (None, "//", "..", "\\\\", "--", "++")  # a side's bars: before plain, after hatched
 
 
 def _name(row: dict) -> str:
     return row.get("mode") or row.get("system") or ""
 
 
-def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str]) -> None:
-    """One side's bars, offset left (before) or right (after), hatched after; a mode that fell
-    back to eager past dynamo's recompile limit (its row's `fell_back`) cross-hatched and
-    outlined in red, named once in the legend: its bar is eager's time, not the compiled one's."""
+def _bars(ax, modes, by: dict, at: tuple[int, int], side: str, key: str,
+          ends: tuple[str, str]) -> None:  # fmt: skip
+    """Side i of n's bars (`at`), left to right in the sides' order (before, after; plain, each
+    knob), each side hatched its own way; a mode that fell back to eager past dynamo's
+    recompile limit (its row's `fell_back`) cross-hatched and outlined in red, named once in
+    the legend: its bar is eager's time, not the compiled one's."""
+    (i, n), width = at, 0.8 / at[1]
     xs, heights, lows, highs, colours, fell = [], [], [], [], [], []
     for x, m in enumerate(modes):
         r = by.get(m)
         if r is None or r.get(key) is None:
             continue
         low, high = (r.get(e) if r.get(e) is not None else r[key] for e in ends)
-        xs.append(x + (i - 0.5) * 0.4)
+        xs.append(x + (i - (n - 1) / 2) * width)
         heights.append(r[key])
         lows.append(r[key] - low)
         highs.append(high - r[key])
@@ -200,8 +208,9 @@ def _bars(ax, modes, by: dict, i: int, side: str, key: str, ends: tuple[str, str
         fell.append(bool(r.get("fell_back")))
     if not xs:
         return
-    bars = ax.bar(xs, heights, width=0.38, yerr=[lows, highs], capsize=4, color=colours,
-                  hatch="//" if side == "after" else None, edgecolor="black", label=side)  # fmt: skip
+    bars = ax.bar(xs, heights, width=width * 0.95, yerr=[lows, highs], capsize=4,
+                  color=colours, hatch=HATCHES[i % len(HATCHES)], edgecolor="black",
+                  label=side)  # fmt: skip
     for bar, eager in zip(bars, fell):
         if eager:
             bar.set_hatch("xx")

@@ -21,6 +21,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
@@ -133,26 +134,31 @@ class ModePart:
         return replace(row, setup_s=setup_s, later_setup_s=later_s)
 
 
-def comparisons(members: list[Member]) -> list[Comparison]:
-    """Each side's compiled modes' speedups (off's step time over its own) and, with two sides,
-    each mode's change (after's step time over before's): every ratio the stop rule reads."""
+def comparisons(members: list[Member], pairs=((BEFORE, AFTER),)) -> list[Comparison]:
+    """Each side's compiled modes' speedups (off's step time over its own; a knob side's over
+    plain's off) and, per compared pair of sides (before and after, plain and a knob), each
+    mode's change (the other side's step time over the base's): every ratio the stop rule reads."""
+    base_of = {other: base for base, other in pairs}
     found, changed = [], []
     for m in members:
-        off = Member(m.side, "off")
-        if m.name != "off" and off in members:
+        off = next((o for o in (Member(m.side, "off"), Member(base_of.get(m.side, m.side), "off"))
+                    if o in members), None)  # fmt: skip
+        if m.name != "off" and off is not None:
             found.append(Comparison(str(m), off, m))
-        if m.side == AFTER and Member(BEFORE, m.name) in members:
-            changed.append(m)
-    # each mode's step change and each compiled mode's speedup change hold together (`vs.changes`)
-    family = len(changed) + len([m for m in changed if m.name != "off"])
-    return found + [
-        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name), family) for m in changed
-    ]
+        base = Member(base_of.get(m.side, ""), m.name)
+        if m.side in base_of and base in members:
+            changed.append((m, base))
+    # each mode's step change and each compiled mode's speedup change (before and after alone)
+    # hold together (`vs.changes`)
+    family = len(changed) + len([m for m, _ in changed if m.name != "off" and m.side == AFTER])
+    return found + [Comparison(f"{m} / {b.side}" if m.side != AFTER else f"{m.name} after/before",
+                               m, b, family) for m, b in changed]  # fmt: skip
 
 
 def interleaved_sweep(
     sides: dict[str, WorkerSpec],
-    modes: list[str],
+    members: list[Member],
+    pairs: list[tuple[str, str]],
     plan: RoundPlan,
     *,
     timeout: float,
@@ -170,17 +176,16 @@ def interleaved_sweep(
     its builds, compile seconds and first pass are the member's row. A later worker shares the
     first's Inductor cache directory and skips what only the row needs (the guard-kind probe),
     so its set-up is a warm start: process 2's compile seconds are the row's `compile_warm_s`.
+    `members` are every side's (a knob side has no `off`), `pairs` the sides compared.
     `history` (by mode) lends the stop rule each speedup's earlier runs on this machine.
     """
     # A later worker's set-up is compiling (one core: TORCHINDUCTOR_COMPILE_THREADS=1), so as many
     # set up at once as there are cores; its few first-pass steps are all it runs on its threads.
     with Fleet(WORKER, timeout, 1, on_status) as fleet:
-        parts = [
-            ModePart(m, spec, member_env(fleet, m, spec), on_status)
-            for side, spec in sides.items()
-            for m in (Member(side, mode) for mode in modes)
-        ]
-        fleets.sweep(fleet, parts, plan, processes, listener, comparisons, history=history)
+        parts = [ModePart(m, sides[m.side], member_env(fleet, m, sides[m.side]), on_status)
+                 for m in members]  # fmt: skip
+        ratios = partial(comparisons, pairs=pairs)
+        fleets.sweep(fleet, parts, plan, processes, listener, ratios, history=history)
 
 
 def member_env(fleet: Fleet, member: Member, spec: WorkerSpec) -> dict[str, str]:

@@ -54,6 +54,7 @@ def compile_command(
     no_more: o.NoMore = D.no_more,
     no_slower: o.NoSlower = D.no_slower,
     margin: o.Margin = D.margin,
+    tries: o.Try = D.tries,
     export_json: o.ExportJson = D.export_json,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
@@ -71,6 +72,7 @@ def compile_command(
     Example: nanobench compile --target my_step.py:factory --steps 12 --backend eager
     Example: nanobench compile --modes off,static --cache warm --check
     Example: nanobench compile --target new.py:factory --vs old.py:factory --check --no-more breaks
+    Example: nanobench compile --modes off,dynamic --try cpp-wrapper,guard-filter,freezing
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:

@@ -37,9 +37,11 @@ def predict(spec: WorkerSpec, guard_kind: str) -> dict:
     }
 
 
-def compiler_for(backend: str) -> Callable:
+def compiler_for(backend: str, options: dict | None = None) -> Callable:
+    """The engine's compiler: `options` is a --try side's (`knobs.compile_options`)."""
+
     def compile_with(fn, mode):
-        return torch.compile(fn, **compile_kwargs(mode, backend))
+        return torch.compile(fn, **compile_kwargs(mode, backend), **(options or {}))
 
     return compile_with
 

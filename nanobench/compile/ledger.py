@@ -48,8 +48,10 @@ def first_pass(
     predicted_fall_back: bool,
     predicted_guard_kind: str,
     expected_value_guards: list[str],
+    outputs: list | None = None,
 ) -> tuple[FirstPass, list[bool]]:
-    """The first pass (`times` ms and `built` frames of each step) and its steady-step mask."""
+    """The first pass (`times` ms and `built` frames of each step, `outputs` each step's
+    fingerprint) and its steady-step mask."""
     metrics = list(get_compilation_metrics())
     compiled = [m for m in metrics if m.fail_type is None]
     reasons = recompile_reasons()
@@ -89,5 +91,6 @@ def first_pass(
         # The first pass alone: what a one-shot run reports; rounds replace it.
         step_ms=round(statistics.median(steady_ms), 4) if steady_ms else None,
         steady_steps=len(steady_ms),
+        outputs=outputs,
     )
     return row, steady

@@ -128,6 +128,9 @@ class CompileRow:
     worker_s: float | None = None
     setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
     later_setup_s: float | None = None  # a later worker's, median: what each process costs
+    # each first-pass step's output: per row, argmax and top logits (`output_check`); a --try
+    # side's are held against plain's, then dropped from the CSV and JSON
+    outputs: list | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,7 @@ class FirstPass:
     builds_per_step: list[int]
     step_ms: float | None
     steady_steps: int
+    outputs: list | None  # each step's top logits per row (`output_check.fingerprint`)
 
 
 FIRST_PASS = tuple(f.name for f in fields(FirstPass))

@@ -29,6 +29,9 @@ from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.cli.validate import out_dir
 from nanobench.harness.runs.export import export_compile
 from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
+from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.step.knobs import PLAIN, unsafe_of
+from nanobench.harness.step.output_check import output_change
 from nanobench.harness.step.targets import BUILTINS
 from nanobench.harness.workers.load import crowded_note, look_before_timing
 from nanobench.harness.workers.member import Member
@@ -57,7 +60,20 @@ class CompileKind(RunKind):
         return derive(with_dynamic_row(rows), self.spec.horizon, windows, level, history)
 
     def changes(self, rows, windows, level) -> list:
-        return changes(rows, windows, level)
+        return changes(rows, windows, level, self.spec.pairs())
+
+    def lends(self, side: str) -> list[Member]:
+        # eager off reads no knob: a knob side's speedup and breakeven are over plain's off
+        return [Member(PLAIN, "off")] if self.spec.tries and side != PLAIN else []
+
+    def across(self, rows: list[CompileRow]) -> list[CompileRow]:
+        return held_to_plain(rows, self.dtype) if self.spec.tries else rows
+
+    def public(self, rows, sided: bool) -> list[dict]:
+        return [{k: v for k, v in d.items() if k != "outputs"} for d in as_dicts(rows)]
+
+    def csv_columns(self, sided: bool) -> list[str]:
+        return [c for c in columns(CompileRow) if c != "outputs"]
 
     def gates(self, rows) -> list:
         return gates(self.spec, rows)
@@ -65,8 +81,13 @@ class CompileKind(RunKind):
     def heading(self, rows) -> str:
         return heading(self.spec, self.dtype, rows)
 
+    def side_names(self) -> tuple[str, str]:
+        return (PLAIN, "knob") if self.spec.tries else super().side_names()
+
     def why_lines(self, rows) -> list[str]:
-        return [line for r in rows for line in why(r)]
+        failed = [f"{Member(r.side, r.mode)}: {r.status}" for r in rows if r.status != "ok"]
+        unsafe = [line for k in self.spec.tries for line in unsafe_of(k)]
+        return failed + unsafe + [line for r in rows for line in why(r)]
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         png = draw_compiled_decode(rows, run.where / "compiled-decode.png", head)
@@ -81,9 +102,26 @@ class CompileKind(RunKind):
         return compile_history.keys(self.worker, self.spec.processes, self.spec.modes)
 
 
+def held_to_plain(rows: list[CompileRow], dtype: str) -> list[CompileRow]:
+    """Each knob side's rows with their first pass's output held against plain's in the same
+    mode: beyond the dtype's tolerance, the row fails saying so (`output_check`)."""
+    plain = {r.mode: r for r in rows if r.side == PLAIN}
+    out = []
+    for r in rows:
+        base = plain.get(r.mode)
+        said = ""
+        if r.side != PLAIN and r.status == "ok" and base is not None and base.status == "ok":
+            said = output_change(base.outputs, r.outputs, dtype)
+        out.append(replace(r, status=f"{said} against plain {r.mode}") if said else r)
+    return out
+
+
 def heading(spec: CompileSpec, dtype: str, rows: list[CompileRow]) -> str:
     rounds_run = max((r.rounds or 0 for r in rows), default=0)
-    if spec.vs:
+    if spec.tries:
+        what = (f"knobs {', '.join(spec.tries)} against plain torch.compile"
+                + (f" of target {spec.target}" if spec.target else ""))  # fmt: skip
+    elif spec.vs:
         what = f"compiled decode of target {spec.target} (after) vs {spec.vs} (before)"
     elif spec.vs_path:
         what = f"compiled decode on the {spec.path} path (after) vs {spec.vs_path} (before)"
@@ -113,10 +151,10 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     run = MeasuredRun(kind, status, check, plan, spec.compared)
     run.open(look_before_timing)
     lent = run.open_history()
-    planned = [Member(side, mode) for side in sides for mode in spec.modes]
+    planned = [Member(side, mode) for side, each in spec.sides().items() for mode in each.modes]
 
     def measure() -> None:
-        interleaved_sweep(sides, list(spec.modes), plan, timeout=spec.timeout,
+        interleaved_sweep(sides, planned, spec.pairs(), plan, timeout=spec.timeout,
                           processes=spec.processes, listener=run, on_status=status,
                           history=lent)  # fmt: skip
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 
 import torch
@@ -37,6 +37,7 @@ from nanobench.compile.ledger import first_pass
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.target_session import TargetSession
 from nanobench.compile.windows import WindowServer
+from nanobench.harness.cli.choices import REDUCE_OVERHEAD
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.step.dynamo_call import trace_call
 from nanobench.harness.step.dynamo_explain import (
@@ -47,6 +48,8 @@ from nanobench.harness.step.dynamo_explain import (
     seeded_prompts,
     value_guards,
 )
+from nanobench.harness.step.knobs import applied, compile_options
+from nanobench.harness.step.output_check import fingerprint
 from nanobench.harness.workers.finite import FiniteWatch
 from nanobench.harness.workers.fresh import serve_main
 from nanobench.harness.workers.rounds import time_steps
@@ -113,6 +116,7 @@ def open_session(payload: dict, progress: Callable[[dict], None] = lambda e: Non
     spec = rebuild(WorkerSpec, payload)
     # Before either session builds or times anything: both rows read the count back themselves.
     apply_threads(spec.threads)
+    applied(spec.knob)  # a --try side's config, for the whole process
     if spec.target:
         return TargetSession(spec, progress)
     return CompileSession(spec, progress)
@@ -162,10 +166,13 @@ class CompileSession(WindowServer):
         torch._dynamo.reset()
         counters.clear()
         clear_compilation_metrics()
-        with set_up_threads(spec), torch._dynamo.config.patch(specialize_float=specialize_float):
-            self.engine = build_stepper(
-                spec, compile_decode=spec.mode, compiler=compiler_for(spec.backend)
-            )
+        # Only the shortcut patches it: otherwise a --try side's setting (or torch's) holds.
+        floats = (
+            torch._dynamo.config.patch(specialize_float=True) if specialize_float else nullcontext()
+        )
+        with set_up_threads(spec), floats:
+            compiler = compiler_for(spec.backend, compile_options(spec.knob))
+            self.engine = build_stepper(spec, compile_decode=spec.mode, compiler=compiler)
             self.prompts = seeded_prompts(
                 spec.rows, spec.prompt_len, self.engine.model_config.vocab_size, spec.seed
             )
@@ -183,11 +190,14 @@ class CompileSession(WindowServer):
         logits = self.engine.prefill(self.prompts)  # (B, V)
         watch.see(logits)
         state = {"tokens": logits.argmax(-1).tolist(), "i": 0}
+        kept = []  # each step's logits, held (not copied) until the timing is done
 
         def step() -> int:
             logits = self.engine.decode_step(state["tokens"])  # (B, V)
             state["tokens"] = logits.argmax(-1).tolist()
             watch.see(logits)
+            # reduce-overhead's CUDA graph overwrites its output at the next replay
+            kept.append(logits.clone() if self.spec.mode == REDUCE_OVERHEAD else logits)
             state["i"] += 1
             report(state["i"])
             return self.engine.compiled.builds_per_call[-1]
@@ -195,6 +205,7 @@ class CompileSession(WindowServer):
         ms, built = time_steps(step, self.spec.steps, clock=time.perf_counter, sync=self.sync)
         self.engine.release_all()
         watch.check()
+        self.outputs = [fingerprint(x) for x in kept]
         return ms, built
 
     def ledger(
@@ -210,6 +221,7 @@ class CompileSession(WindowServer):
             predicted_fall_back=prediction["predicted_fall_back"],
             predicted_guard_kind=kind_expected,
             expected_value_guards=expected,
+            outputs=self.outputs,
         )
         return {**asdict(row), **self.counts}
 

@@ -10,15 +10,22 @@ Invariant: the before side's bad input names the option the user typed for it (-
 
 from __future__ import annotations
 
+from functools import partial
+
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.harness.cli.validate import dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
+from nanobench.harness.step.knobs import checked_side
 from nanobench.harness.step.targets import BUILTINS, target_option
 from nanobench.harness.workers.member import for_each_side
 
 
-def resolve(spec: CompileSpec) -> tuple[str, str]:
-    """The run's dtype and model directory ("" for a target's own): resolved, checked to fit."""
+def resolve(spec: CompileSpec, members: int = 0) -> tuple[str, str]:
+    """The run's dtype and model directory ("" for a target's own): resolved, checked to fit
+    with the run's `members` (every side's modes) each holding a copy in every process; a
+    side's knob held against the installed torch."""
+    if spec.knob:
+        checked_side(spec.knob)
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
     directory = ""
     if spec.target:
@@ -27,7 +34,7 @@ def resolve(spec: CompileSpec) -> tuple[str, str]:
         directory, config = model_option(spec.model)
         # Every worker of every mode (of each side) holds its model; one at a time also loads a
         # probe to set up.
-        members = len(spec.modes) * (2 if spec.compared else 1)
+        members = members or spec.members()
         fits_option(config, dtype, spec.device, copies=members * spec.processes + 1)
         if spec.prompt_len + spec.steps > config.max_position_embeddings:
             raise BadInput("--prompt-len + --steps exceed the model's max_position_embeddings")
@@ -35,8 +42,9 @@ def resolve(spec: CompileSpec) -> tuple[str, str]:
 
 
 def worker_specs(spec: CompileSpec, trace: str) -> tuple[str, dict[str, WorkerSpec]]:
-    """The run's dtype and each side's worker spec ("" alone; before and after with --vs)."""
+    """The run's dtype and each side's worker spec ("" alone; before and after with --vs;
+    plain and each knob with --try)."""
     renames = {"--target": "--vs"} if spec.vs else {"--path": "--vs-path"}
-    resolved = for_each_side(spec.sides(), resolve, renames)
+    resolved = for_each_side(spec.sides(), partial(resolve, members=spec.members()), renames)
     sides = {s: spec.sides()[s].worker(d, t, trace) for s, (t, d) in resolved.items()}
     return next(reversed(resolved.values()))[0], sides

@@ -20,6 +20,8 @@ from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option, positive
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns, check_sides
+from nanobench.harness.step.knobs import PLAIN, parse_side
+from nanobench.harness.step.knobs import check_sides as check_knob_sides
 
 
 @dataclass(frozen=True)
@@ -61,18 +63,36 @@ class CompileSpec:
     no_slower: tuple[str, ...] | None = None
     margin: float = 0.05
     export_json: str = ""
+    tries: tuple[str, ...] = ()  # --try: each a side measured against plain (harness.step.knobs)
+    knob: str = ""  # this side's knob, set by `sides()` alone ("" plain)
 
     @property
     def compared(self) -> bool:
-        """A before-and-after run: both sides in one fleet."""
-        return bool(self.vs or self.vs_path)
+        """A run of sides in one fleet: before and after, or plain and each knob."""
+        return bool(self.vs or self.vs_path or self.tries)
 
     def sides(self) -> dict[str, CompileSpec]:
-        """Each side's sweep by its name: "" alone, or the before (--vs, --vs-path) and after."""
+        """Each side's sweep by its name: "" alone, the before (--vs, --vs-path) and after, or
+        plain and each --try knob (its compiled modes only: eager `off` reads no knob, so
+        a knob side's speedup is over plain's `off`, `MeasuredRun.derived`)."""
+        if self.tries:
+            compiled = tuple(m for m in self.modes if m != "off")
+            knobs = {k: replace(self, knob=k, modes=compiled) for k in self.tries}
+            return {PLAIN: self, **knobs}
         if not self.compared:
             return {"": self}
         before = replace(self, target=self.vs) if self.vs else replace(self, path=self.vs_path)
         return {"before": replace(before, vs="", vs_path=None), "after": self}
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The sides compared, (base, other): (before, after), or (plain, knob) per knob."""
+        if self.tries:
+            return [(PLAIN, k) for k in self.tries]
+        return [("before", "after")] if self.compared else []
+
+    def members(self) -> int:
+        """Members of the whole run: every side's modes."""
+        return sum(len(s.modes) for s in self.sides().values())
 
     def validate(self) -> CompileSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
@@ -122,6 +142,7 @@ class CompileSpec:
             threads=self.threads,
             target=self.target,
             trace=trace_dir,
+            knob=self.knob,
         )
 
 
@@ -131,11 +152,34 @@ TIMINGS = ("step_ms", "speedup")  # and --no-slower: a cold compile is one sampl
 
 def compared_option(spec: CompileSpec) -> None:
     """--vs, --vs-path and the comparison's gates, checked against each other."""
-    check_sides(spec.vs, spec.vs_path, spec.target, bool(spec.no_more or spec.no_slower))
+    check_sides(spec.vs, spec.vs_path, spec.target, bool(spec.no_more or spec.no_slower),
+                bool(spec.tries))  # fmt: skip
+    if spec.tries:
+        tried_option(spec)
+    if spec.tries and "speedup" in (spec.no_slower or ()):
+        raise BadInput("--no-slower speedup with --try: a knob's speedup change is its step "
+                       "time's, inverted (both over plain's off); use --no-slower step_ms")  # fmt: skip
     if spec.compared and "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
         raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
     check_columns("--no-more", spec.no_more, COUNTS)
     check_columns("--no-slower", spec.no_slower, TIMINGS)
+
+
+def tried_option(spec: CompileSpec) -> None:
+    """--try against the run: one comparison at a time, a compiled mode to turn, a backend that
+    reads the knob (an Inductor setting under --backend eager would measure nothing)."""
+    check_knob_sides(spec.tries)
+    if spec.vs or spec.vs_path:
+        raise BadInput("--try with --vs or --vs-path: one comparison a run; try the knobs on "
+                       "one side")  # fmt: skip
+    if all(m == "off" for m in spec.modes):
+        raise BadInput("--try: knobs act on a compiled mode; add dynamic or static to --modes")
+    for side in spec.tries:
+        for knob in parse_side(side):
+            inductor = any(s.config == "inductor" for s in knob.settings)
+            if inductor and spec.backend != "inductor":
+                raise BadInput(f"--try {side}: {knob.name} sets Inductor, which --backend "
+                               f"{spec.backend} never runs; use --backend inductor")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -162,6 +206,7 @@ class WorkerSpec:
     target: str = CompileSpec.target
     trace: str = ""  # the TORCH_TRACE root ("" untraced): each mode traces under root/mode
     process: int = 1  # which of the mode's workers: a later one skips what only the row needs
+    knob: str = ""  # the side's --try knob, applied for the whole process ("" plain)
 
     def step_shapes(self) -> list[tuple[int, int]]:
         """(rows, width) each decode step presents: open, or through the bucket ladder."""

@@ -28,6 +28,8 @@ from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
 from nanobench.harness.step.dynamo_explain import per_call
+from nanobench.harness.step.knobs import compile_options
+from nanobench.harness.step.output_check import fingerprint
 from nanobench.harness.step.remedies import Growth, remedies_for, value_guard
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
@@ -127,11 +129,16 @@ class TargetSession(WindowServer):
         forward = (
             target.forward
             if spec.mode == "off"
-            else torch.compile(target.forward, **compile_kwargs(spec.mode, spec.backend))
+            else torch.compile(
+                target.forward,
+                **compile_kwargs(spec.mode, spec.backend),
+                **compile_options(spec.knob),
+            )  # fmt: skip
         )
         self.target, self.forward = target, forward
         self.sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
         seen: list = []
+        self.outputs: list = []
         times, built = self.run(seen, progress)
         self.frames_after_first_pass = counters["frames"]["ok"]
         return self.ledger(times, built, seen, probe)
@@ -153,6 +160,7 @@ class TargetSession(WindowServer):
             predicted_fall_back=predicted_fall_back,
             predicted_guard_kind=predicted_kind,
             expected_value_guards=[g.guard for g in varying],
+            outputs=self.outputs if any(o is not None for o in self.outputs) else None,
         )
         growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(shapes)]
         # dynamo's own reasons carry the guard's file:line; the probe's guards stand in before.
@@ -198,12 +206,14 @@ class TargetSession(WindowServer):
                 self.sync()
                 t0 = time.perf_counter()
                 try:
-                    call_step(self.target, i, self.forward, args, kwargs)
+                    out = call_step(self.target, i, self.forward, args, kwargs)
                 except TargetError as e:
                     raise self.in_window(e, i) from None
                 self.sync()
                 times.append((time.perf_counter() - t0) * 1e3)
                 built.append(counters["frames"]["ok"] - before)
+                if seen is not None:  # the first pass's outputs: what a --try side is held to
+                    self.outputs.append(fingerprint(out))
                 progress({"step": i + 1, "steps": self.spec.steps, "built": built[-1]})
         return times, built
 

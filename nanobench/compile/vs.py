@@ -1,9 +1,11 @@
-"""`compile --vs`: the two sides of one interleaved run, and what changed between them.
+"""`compile --vs` and `--try`: the sides of one interleaved run, and what changed between them.
 
 What it is: `changes(rows, windows, level)` (per mode, before and after: graphs, breaks and
 break sites of one call, builds, recompiles, fell back, shapes as exact counts; step ms and speedup as after / before with
 intervals paired by round, the same rounds the fleet interleaved; compile seconds, breakeven
 and worth compiling beside them) and `vs_gates` (`--no-more`, `--no-slower`).
+Each pair of sides compares the same way: before and after (--vs, --vs-path), or plain and a
+knob (--try), where a knob's change is named "cpp-wrapper dynamic" and has no speedup change.
 What it is not: the fleet (`compile.bench` runs both sides as members of one) or the table
 (`reports.change`).
 Invariant: every timing change is paired by round: round r of "after dynamic" against round r
@@ -46,38 +48,45 @@ def count_columns(mode: str) -> dict[str, str]:
 ONE_COMPILE = "one compile a side: no interval (nanobench startup times starts in runs)"
 
 
-def changes(rows: list[CompileRow], windows: list[Window], level: float) -> list[Change]:
-    """Every mode both sides ran: its counts, timings and verdicts, before against after."""
+def changes(rows: list[CompileRow], windows: list[Window], level: float,
+            pairs=((BEFORE, AFTER),)) -> list[Change]:  # fmt: skip
+    """Every mode both sides of each pair ran: its counts, timings and verdicts, the base side
+    (before, plain) against the other (after, a knob). A before-and-after change is named by
+    its mode; a knob's by the knob and mode ("cpp-wrapper dynamic"), and it has no speedup
+    change: both sides' speedups are over plain's off, so it is the step change inverted."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.mode): r for r in rows}
-    modes = [r.mode for r in rows if r.side == "before" and ("after", r.mode) in by]
+    compared = [(b, o, r.mode) for b, o in pairs for r in rows if r.side == b and (o, r.mode) in by]
     # Every mode's step change and every compiled mode's speedup change hold together at level.
-    level = each_level(level, len(modes) + len([m for m in modes if m != "off"]))
+    sped = [m for b, o, m in compared if m != "off" and o == AFTER]
+    level = each_level(level, len(compared) + len(sped))
     found: list[Change] = []
-    for mode in modes:
-        before, after = by[("before", mode)], by[("after", mode)]
+    for base, other, mode in compared:
+        before, after = by[(base, mode)], by[(other, mode)]
+        name = mode if other == AFTER else str(Member(other, mode))
         for column, field in count_columns(mode).items():
-            found.append(count_change(mode, column, _count(before, field), _count(after, field)))
-        found.append(step_change(mode, before, after, timed, level))
-        if mode != "off":
+            found.append(count_change(name, column, _count(before, field), _count(after, field)))
+        found.append(step_change(name, Member(other, mode), Member(base, mode), before, after,
+                                 timed, level))  # fmt: skip
+        if mode != "off" and other == AFTER:
             found.append(speedup_change(mode, before, after, timed, level))
         for column in ("compile_s", "compile_warm_s"):
             b, a = getattr(before, column), getattr(after, column)
-            found.append(timing_change(mode, column, b, a, None, ONE_COMPILE))
+            found.append(timing_change(name, column, b, a, None, ONE_COMPILE))
         for column in ("breakeven_steps", "worth_compiling"):
             found.append(
-                value_change(mode, column, getattr(before, column), getattr(after, column))
+                value_change(name, column, getattr(before, column), getattr(after, column))
             )
     return found
 
 
-def step_change(mode: str, before: CompileRow, after: CompileRow, timed, level: float) -> Change:
-    """After's step time over before's, paired by round (the run's process pool lent, as the
-    stop rule read it)."""
-    a, b = Member(AFTER, mode), Member(BEFORE, mode)
+def step_change(name: str, a: Member, b: Member, before: CompileRow, after: CompileRow, timed,
+                level: float) -> Change:  # fmt: skip
+    """The other side's step time over the base's, paired by round (the run's process pool
+    lent, as the stop rule read it)."""
     interval = intervals(timed, [Comparison("change", a, b)], level)["change"]
     return with_level(
-        timing_change(mode, "step_ms", before.step_ms, after.step_ms, interval), level
+        timing_change(name, "step_ms", before.step_ms, after.step_ms, interval), level
     )
 
 
@@ -101,7 +110,9 @@ def speedup_change(mode: str, before: CompileRow, after: CompileRow, timed, leve
 
 
 def _count(row: CompileRow, field: str):
+    # A row that failed after its first pass (a knob's changed output) keeps the counts it
+    # measured; one that failed before has none.
     value = getattr(row, field)
-    if value is None or row.status != "ok":
+    if value is None:
         return None
     return value if isinstance(value, bool) else int(value)  # fell back prints as yes / no

@@ -70,6 +70,13 @@ def names_of(allowed: tuple[str, ...]):
     return parse
 
 
+def parse_listed(text: str | Names) -> Names:
+    """Comma-separated free names (each command's spec checks them): `cpp-wrapper,freezing`."""
+    if isinstance(text, tuple | list):  # the default, or already parsed
+        return Names(text)
+    return Names(x.strip() for x in str(text).split(",") if x.strip())
+
+
 def _ints(help_text: str, *decls: str):
     return typer.Option(*decls, parser=parse_ints, metavar="N,N,...", help=help_text)
 
@@ -121,6 +128,18 @@ VsDtype = Annotated[
     Literal[("auto", *DTYPES)] | None,
     typer.Option(
         "--vs-dtype", help="The before side, in the same run: this dtype (after: --dtype)."
+    ),
+]
+Try = Annotated[
+    Names,
+    typer.Option(
+        "--try",
+        parser=parse_listed,
+        metavar="KNOB,KNOB+KNOB,...",
+        help="Knobs measured against plain torch.compile in the same run, each a side: "
+        "cpp-wrapper, guard-filter, free-tensors, freezing, max-autotune, coordinate-descent, "
+        "no-automatic-dynamic, specialize-float, inductor.KEY=VALUE, dynamo.KEY=VALUE "
+        "(docs/knobs.md).",
     ),
 ]
 VsPath = Annotated[
@@ -287,7 +306,7 @@ NoMore = Annotated[
     typer.Option(
         parser=names_of(COUNT_COLUMNS),
         metavar=",".join(COUNT_COLUMNS),
-        help="With --vs and --check: fail when the after side has more of these.",
+        help="With --vs or --try and --check: fail when the after side (a knob) has more of these.",
     ),
 ]
 NoSlower = Annotated[
@@ -295,7 +314,8 @@ NoSlower = Annotated[
     typer.Option(
         parser=names_of(TIMING_COLUMNS),
         metavar=",".join(TIMING_COLUMNS),
-        help="With --vs and --check: fail when the after side is decided slower in these.",
+        help="With --vs or --try and --check: fail when the after side (a knob) is decided "
+        "slower in these.",
     ),
 ]
 Margin = Annotated[

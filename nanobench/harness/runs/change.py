@@ -112,9 +112,13 @@ def with_level(change: Change, level: float) -> Change:
     return replace(change, level=round(level, 4)) if change.low is not None else change
 
 
-def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
+def check_sides(
+    vs: str, vs_path: str | None, target: str, gated: bool, tried: bool | None = None
+) -> None:
     """--vs (a target's before side), --vs-path (the engine's) and a comparison's gates
-    (`gated`: --no-more or --no-slower given), checked against each other, one line each."""
+    (`gated`: --no-more or --no-slower given; `tried`: --try's knobs, sides too, in a command
+    that has --try), checked
+    against each other, one line each."""
     if vs and vs_path:
         raise BadInput("--vs and --vs-path: give one before side, a target or a --path")
     if vs and not target:
@@ -126,8 +130,11 @@ def check_sides(vs: str, vs_path: str | None, target: str, gated: bool) -> None:
     if vs_path and target:
         raise BadInput(f"--vs-path {vs_path}: the engine's before side, not a target's: give "
                        "--vs SPEC for a target")  # fmt: skip
-    if gated and not (vs or vs_path):
-        raise BadInput("--no-more and --no-slower compare two sides: give --vs or --vs-path")
+    if gated and not (vs or vs_path or tried):
+        raise BadInput(
+            "--no-more and --no-slower compare two sides: give --vs or --vs-path"
+            + (" or --try" if tried is not None else "")
+        )
 
 
 def check_columns(option: str, asked, measured: tuple[str, ...]) -> None:

@@ -61,6 +61,14 @@ class RunKind:
     def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
         return []
 
+    def lends(self, side: str) -> list[Member]:
+        """Another side's members a side's rows are derived against (a knob side: plain's off)."""
+        return []
+
+    def across(self, rows: list) -> list:
+        """Every side's derived rows, checked against each other (a knob's output, plain's)."""
+        return rows
+
     def gates(self, rows: list) -> list:
         """A plain run's gates."""
         return []
@@ -97,7 +105,11 @@ class RunKind:
         png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
         notes = self.why_lines(rows)
         return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
-                            notes)  # fmt: skip
+                            notes, self.side_names())  # fmt: skip
+
+    def side_names(self) -> tuple[str, str]:
+        """The change table's two sides, as the run names them."""
+        return ("before", "after")
 
     def export(self, rows: list, record) -> Path:
         raise NotImplementedError
@@ -182,14 +194,19 @@ class MeasuredRun:
         return look_confidence(self.plan, max((w.round for w in self.windows), default=0))
 
     def derived(self, windows: list[Window], level: float) -> list:
-        """Each side's rows derived from its own windows, as a run of its own."""
+        """Each side's rows derived from its own windows (and those another side lends it), as
+        a run of its own; then what the kind checks across sides."""
         out = []
         for side in self.kind.spec.sides():
+            lent = [m for m in self.kind.lends(side) if m in self.done]
             rows = [r for m, r in self.done.items() if m.side == side]
+            rows += [replace(self.done[m], side=side) for m in lent]
             # each side derived as a run of its own: its members by their names alone
-            mine = [replace(w, side="") for w in windows if w.side == side]
-            out += self.kind.derive(side, rows, mine, level, self.history)
-        return out
+            mine = [replace(w, side="") for w in windows if w.side == side or w.member in lent]
+            borrowed = {m.name for m in lent}
+            derived = self.kind.derive(side, rows, mine, level, self.history)
+            out += [r for r in derived if getattr(r, self.kind.label) not in borrowed]
+        return self.kind.across(out)
 
     def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
         return self.kind.changes(rows, windows, level) if self.sided else []

@@ -1,0 +1,274 @@
+"""`compile --try`: each knob a side of one fleet, measured against plain torch.compile.
+
+Checked against peers: a knob's settings against the installed torch's own config entries, a
+fresh process's config after a side is applied, each change's ratio against the geometric
+mean of the paired rounds computed here by hand, its interval by a seeded A/A through the
+run's own stop rule, and a changed output by Inductor's own bug injector
+(`cpp.inject_relu_bug_TESTING_ONLY=accuracy` adds 1 to every ReLU it generates).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.compile.bench import comparisons
+from nanobench.compile.rows import CompileRow
+from nanobench.compile.run import held_to_plain
+from nanobench.compile.vs import changes
+from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.change import CANT_TELL, SLOWER
+from nanobench.harness.step.knobs import VOCABULARY, checked_side, parse_side
+from nanobench.harness.workers.member import Member
+from nanobench.harness.workers.rounds import RoundPlan, Window, run_rounds
+from tests.helpers import noisy_fleet, text_tables
+
+runner = CliRunner()
+KNOB = "cpp-wrapper"
+MEMBERS = [Member("plain", "off"), Member("plain", "dynamic"), Member(KNOB, "dynamic")]
+
+
+def test_every_named_knob_sets_entries_the_installed_torch_has():
+    import torch._dynamo.config as dynamo
+    import torch._inductor.config as inductor
+
+    configs = {"inductor": inductor, "dynamo": dynamo}
+    for name, knob in VOCABULARY.items():
+        for s in knob.settings:
+            assert s.key in configs[s.config]._config, (name, s.key)
+            assert type(configs[s.config]._config[s.key].default) is type(s.value), (name, s)
+        if knob.guard_filter:
+            assert callable(getattr(torch.compiler, knob.guard_filter)), name
+    # the ones torch names unsafe say so
+    assert VOCABULARY["guard-filter"].guard_filter.endswith("_unsafe")
+    assert VOCABULARY["guard-filter"].unsafe
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("nope", "--try nope: not a knob; expected one of cpp-wrapper"),
+        ("inductor.x", "--try inductor.x: not a knob"),
+        ("plain", "--try plain: the side every knob is measured against"),
+        ("freezing+freezing", "a knob named twice in one side"),
+        ("inductor.no_such_key=1", f"torch {torch.__version__} has no inductor.no_such_key"),
+        ("dynamo.recompile_limit=abc", "'abc' is not an int (its default is 8)"),
+        ("inductor.cpp_wrapper=maybe", "'maybe' is not a bool (its default is False)"),
+    ],
+)
+def test_a_knob_torch_does_not_know_is_one_line(text, says):
+    with pytest.raises(BadInput, match=None) as e:
+        checked_side(text)
+    assert says in str(e.value)
+
+
+def test_a_generic_value_is_parsed_as_its_entry_s_type():
+    assert [s.value for s in checked_side("dynamo.recompile_limit=12")] == [12]
+    assert [s.value for s in checked_side("inductor.cpp_wrapper=False")] == [False]
+    settings = checked_side("inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy+freezing")
+    assert [(s.key, s.value) for s in settings] == [
+        ("cpp.inject_relu_bug_TESTING_ONLY", "accuracy"), ("freezing", True)
+    ]  # fmt: skip
+    assert [k.name for k in parse_side("cpp-wrapper+guard-filter")] == [KNOB, "guard-filter"]
+
+
+def test_a_worker_applies_its_side_and_nothing_else():
+    code = textwrap.dedent("""
+        import torch._dynamo.config as d, torch._inductor.config as i
+        from nanobench.harness.step.knobs import applied
+        applied("cpp-wrapper+dynamo.recompile_limit=3")
+        print(i.cpp_wrapper, d.recompile_limit, i.freezing, d.specialize_float)
+    """)  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "3", "False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--try", "nope"], "--try nope: not a knob"),
+        (["--try", "inductor.no_such_key=1"], "has no inductor.no_such_key"),
+        (["--try", KNOB, "--backend", "eager"], "cpp-wrapper sets Inductor, which --backend "
+                                                "eager never runs"),
+        (["--try", KNOB, "--modes", "off"], "--try: knobs act on a compiled mode"),
+        (["--try", KNOB, "--vs-path", "unplanned"], "--try with --vs or --vs-path"),
+        (["--try", KNOB, "--no-slower", "speedup"], "use --no-slower step_ms"),
+        (["--try", f"{KNOB},{KNOB}"], "named twice"),
+    ],
+)  # fmt: skip
+def test_a_try_asked_wrongly_is_one_line_and_exit_2_before_any_worker(args, says, tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compile", *args, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+    assert not (out / "compile.csv").exists()
+
+
+def test_a_knob_is_paired_with_plain_and_its_speedup_is_over_plain_s_off():
+    found = {(c.name, str(c.numerator), str(c.denominator), c.family)
+             for c in comparisons(MEMBERS, [("plain", KNOB)])}  # fmt: skip
+    assert found == {
+        ("plain dynamic", "plain off", "plain dynamic", 1),
+        (f"{KNOB} dynamic", "plain off", f"{KNOB} dynamic", 1),
+        (f"{KNOB} dynamic / plain", f"{KNOB} dynamic", "plain dynamic", 1),
+    }
+
+
+def window(member: Member, r: int, ms: float) -> Window:
+    return Window(member.name, r, "ok", (ms, ms * 1.01, ms * 0.99), (0, 0, 0), (True,) * 3, 1,
+                  member.side)  # fmt: skip
+
+
+def rows(builds: int = 1) -> list[CompileRow]:
+    return [CompileRow(mode=m.name, side=m.side, status="ok", builds=builds, unique_graphs=1,
+                       graph_breaks=0, fell_back=False, shapes=1, step_ms=1.0, compile_s=2.0)
+            for m in MEMBERS]  # fmt: skip
+
+
+def test_a_knob_s_change_is_the_geometric_mean_of_its_paired_rounds():
+    rng = np.random.default_rng(5)
+    base = {"off": 10.0, "dynamic": 4.0}
+    slower = {"plain": 1.0, KNOB: 1.25}
+    windows = [window(m, r, base[m.name] * slower[m.side] * math.exp(0.03 * rng.standard_normal()))
+               for r in range(1, 9) for m in MEMBERS]  # fmt: skip
+    found = {(c.member, c.column): c for c in changes(rows(), windows, 0.95, [("plain", KNOB)])}
+    med = {(m, w.round): w.ms[0] for w in windows for m in [w.member]}
+    by_hand = math.exp(np.mean([math.log(med[(Member(KNOB, "dynamic"), r)]
+                                         / med[(Member("plain", "dynamic"), r)])
+                                for r in range(1, 9)]))  # fmt: skip
+    step = found[(f"{KNOB} dynamic", "step_ms")]
+    assert step.change == pytest.approx(by_hand, abs=1e-4) and step.verdict == SLOWER
+    assert step.before == 1.0 and step.low < by_hand < step.high
+    # both sides' speedups are over plain's off: no speedup change, and off is not a knob's
+    assert not [k for k in found if k[1] == "speedup" or k[0].endswith(" off")]
+    assert found[(f"{KNOB} dynamic", "builds")].verdict == "same"
+
+
+def test_a_knob_at_its_default_decides_no_more_often_than_the_level():
+    # 20 seeded A/A runs of plain against a knob that changes nothing, through the stop rule.
+    plan = RoundPlan(12, 12, 0.03, 1e9)
+    cmps = comparisons(MEMBERS, [("plain", KNOB)])
+    claimed = 0
+    for seed in range(20):
+        fleet = noisy_fleet(3, seed, {m: 0.15 for m in MEMBERS}, hits=0.0)
+        windows = run_rounds(fleet, plan, cmps)
+        step = next(c for c in changes(rows(), windows, 0.95, [("plain", KNOB)])
+                    if c.column == "step_ms")  # fmt: skip
+        assert step.low is not None, step
+        claimed += step.verdict != CANT_TELL
+    assert claimed <= 3, claimed  # more than 3 of 20 at 95% has p = 1.6%
+
+
+def fingerprints(logits: torch.Tensor) -> list:
+    """Per step, per row: argmax then the 8 largest values, computed here by sorting."""
+    out = []
+    for step in logits:  # (B, V)
+        rows_ = []
+        for row in step.tolist():
+            ordered = sorted(row, reverse=True)
+            rows_.append([float(row.index(ordered[0]))] + [round(v, 6) for v in ordered[:8]])
+        out.append(rows_)
+    return out
+
+
+def test_a_knob_whose_output_leaves_plain_s_fails_its_row_and_a_near_tie_does_not():
+    from nanobench.harness.step.output_check import fingerprint
+
+    g = torch.Generator().manual_seed(2)
+    plain = torch.randn(3, 2, 50, generator=g)  # (S, B, V)
+    got = [fingerprint(step) for step in plain]
+    assert got == fingerprints(plain)
+    first, second = plain[0, 0].topk(2).indices.tolist()
+    plain[0, 0, second] = plain[0, 0, first] - 1e-5
+    broken, tiny, tie = plain.clone(), plain.clone(), plain.clone()
+    top = plain[1, 1].argmax()
+    broken[1, 1, top] += 0.02  # step 2, row 1: its top logit moved 7x the tolerance (~3e-3)
+    tiny += 1e-5 * torch.randn(tiny.shape, generator=g)
+    # a near tie flipped step 1's token (values within tolerance): the later steps' inputs
+    # differ, so their far-off values say nothing
+    tie[0, 0, second], tie[0, 0, first] = plain[0, 0, first], plain[0, 0, first] - 1e-5
+    tie[1:] += 1.0
+    made = [CompileRow(mode="dynamic", side=s, status="ok", outputs=fingerprints(x))
+            for s, x in (("plain", plain), (KNOB, broken), ("free-tensors", tiny),
+                         ("freezing", tie))]  # fmt: skip
+    held = {r.side: r.status for r in held_to_plain(made, "float32")}
+    assert held["plain"] == "ok" and held["free-tensors"] == "ok" and held["freezing"] == "ok"
+    assert held[KNOB].startswith("output changed: step 2 row 1's top logits differ by 0.02")
+    assert held[KNOB].endswith("float32) against plain dynamic")
+
+
+RELU_STEP = """
+import torch
+
+
+class ReluStep:
+    def __init__(self, rows, steps):
+        g = torch.Generator().manual_seed(0)
+        self.w1 = torch.randn(32, 64, generator=g) / 6  # (W, 2W)
+        self.w2 = torch.randn(64, 48, generator=g) / 8  # (2W, V)
+        self.x = torch.randn(steps, rows, 32, generator=g)  # (S, B, W)
+
+    def forward(self, x):  # x (B, W)
+        return torch.relu(x @ self.w1) @ self.w2  # (B, V)
+
+    def step_inputs(self, step):
+        return (self.x[step],), {}
+
+
+def factory(*, rows, prompt_len, steps, device, dtype):
+    return ReluStep(rows, steps)
+"""
+
+
+@pytest.mark.slow
+def test_a_knob_that_changes_the_output_is_a_failed_row_and_one_at_its_default_is_not(tmp_path):
+    """One run, as a user types it: Inductor's ReLU bug injector against plain, and
+    cpp_wrapper set to its default (an A/A), each its own side."""
+    step = tmp_path / "relu_step.py"
+    step.write_text(RELU_STEP)
+    bug, same = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy", "inductor.cpp_wrapper=false"
+    out = tmp_path / "out"
+    result = runner.invoke(app, [
+        "compile", "--target", f"{step}:factory", "--modes", "off,dynamic", "--steps", "3",
+        "--rows", "2", "--threads", "1", "--processes", "1", "--rounds", "1",
+        "--max-rounds", "1", "--try", f"{bug},{same}", "--out", str(out),
+    ])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"FAIL measured[{bug} dynamic]: output changed: step 1 row 0's top logits" in text
+    assert f"measured[{same} dynamic]" not in text
+    table = text_tables(result.output)[0]
+    assert table.header == ("", "measure", "plain", "knob", "change")
+    graphs = [r for r in table.rows if r[1] == "graphs"]
+    assert [r[2:] for r in graphs] == [("1", "1", "same")] * 2  # a failed row keeps its counts
+    assert [r[0] for r in table.rows if r[0]] == [f"{bug} dynamic", f"{same} dynamic"]
+    with open(out / "compile.csv") as f:
+        written = {(r["side"], r["mode"]): r for r in csv.DictReader(f)}
+    assert set(written) == {("plain", "off"), ("plain", "dynamic"), (bug, "dynamic"),
+                            (same, "dynamic")}  # fmt: skip
+    assert written[(same, "dynamic")]["status"] == "ok"
+    assert written[(bug, "dynamic")]["status"].startswith("output changed")
+    assert "outputs" not in written[("plain", "dynamic")]
+    # a knob side has no off of its own: its speedup is plain off's round over its own, as the
+    # saved samples give them (the median of each window's steady steps)
+    with open(out / "compile-samples.csv") as f:
+        samples = [r for r in csv.DictReader(f) if r["round"] == "1" and r["steady"] == "True"]
+
+    def median(side, mode):
+        return float(np.median([float(r["ms"]) for r in samples
+                                if (r["side"], r["mode"]) == (side, mode)]))  # fmt: skip
+
+    by_hand = median("plain", "off") / median(same, "dynamic")
+    assert float(written[(same, "dynamic")]["speedup"]) == pytest.approx(by_hand, rel=2e-3)
+    with open(out / "compile-changes.csv") as f:
+        members = {r["member"] for r in csv.DictReader(f)}
+    assert members == {f"{bug} dynamic", f"{same} dynamic"}
