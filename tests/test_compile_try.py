@@ -14,6 +14,7 @@ import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,9 +49,23 @@ def test_every_named_knob_sets_entries_the_installed_torch_has():
             assert type(configs[s.config]._config[s.key].default) is type(s.value), (name, s)
         if knob.guard_filter:
             assert callable(getattr(torch.compiler, knob.guard_filter)), name
-    # the ones torch names unsafe say so
-    assert VOCABULARY["guard-filter"].guard_filter.endswith("_unsafe")
-    assert VOCABULARY["guard-filter"].unsafe
+    # unsafe is said of exactly the knobs whose torch function torch itself names unsafe
+    assert (
+        [n for n, k in VOCABULARY.items() if k.unsafe]
+        == [n for n, k in VOCABULARY.items() if k.guard_filter.endswith("_unsafe")]
+        == ["guard-filter"]
+    )
+
+
+def test_the_docs_table_is_the_vocabulary():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "knobs.md").read_text()
+    cells = [line.split("|") for line in page.splitlines() if line.startswith("| `")]
+    table = {c[1].strip(" `"): c[2] for c in cells}
+    assert list(table) == list(VOCABULARY)
+    for name, knob in VOCABULARY.items():
+        for s in knob.settings:
+            assert f"{s.config}.{s.key}={s.value}" in table[name], name
+        assert knob.guard_filter in table[name], name
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ class Knob:
     settings: tuple[Setting, ...] = ()
     guard_filter: str = ""  # a torch.compiler function's name, handed as guard_filter_fn
     unsafe: str = ""  # why torch calls it unsafe ("" where it does not)
+    assumes: str = ""  # what it takes for granted that torch does not check
 
 
 VOCABULARY = {
@@ -68,7 +69,7 @@ VOCABULARY = {
             "Inductor folds the parameters into the graph as constants "
             "(inference only): constant folding, prepacked weights",
             (Setting("inductor", "freezing", True),),
-            unsafe="a parameter changed after compiling is not seen",
+            assumes="the parameters never change after compiling",
         ),
         Knob(
             "max-autotune",
@@ -209,5 +210,8 @@ def compile_options(text: str) -> dict:
 
 
 def unsafe_of(text: str) -> list[str]:
-    """Why torch calls a side's knobs unsafe, one line each ("" side: none)."""
-    return [f"{k.name}: unsafe, {k.unsafe}" for k in parse_side(text) if k.unsafe] if text else []
+    """Why torch calls a side's knobs unsafe, or what they assume, one line each ("" side:
+    none)."""
+    knobs = parse_side(text) if text else ()
+    unsafe = [f"{k.name}: unsafe ({k.guard_filter}): {k.unsafe}" for k in knobs if k.unsafe]
+    return unsafe + [f"{k.name}: assumes {k.assumes}" for k in knobs if k.assumes]
