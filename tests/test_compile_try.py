@@ -284,6 +284,11 @@ def test_a_knob_that_changes_the_output_is_a_failed_row_and_one_at_its_default_i
 
     by_hand = median("plain", "off") / median(same, "dynamic")
     assert float(written[(same, "dynamic")]["speedup"]) == pytest.approx(by_hand, rel=2e-3)
+    # a saved --try run compares with another by side and mode (here with itself)
+    compared = runner.invoke(app, ["compare", str(out), str(out)])
+    assert compared.exit_code == 0, compared.output
+    named = [r[0] for r in text_tables(compared.output)[0].rows if r[0]]
+    assert named == ["plain off", "plain dynamic", f"{bug} dynamic", f"{same} dynamic"]
     with open(out / "compile-changes.csv") as f:
         members = {r["member"] for r in csv.DictReader(f)}
     assert members == {f"{bug} dynamic", f"{same} dynamic"}

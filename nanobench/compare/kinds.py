@@ -50,8 +50,9 @@ class Comparer:
         if self.why is None:
             return []
         why = self.load("why")
+        # a --try run's row keeps its side: "old cpp-wrapper dynamic"
         return [line for side, run in (("old", old), ("new", new)) for r in run.rows
-                for line in why(replace(r, side=side))]  # fmt: skip
+                for line in why(replace(r, side=f"{side} {r.side}".strip()))]  # fmt: skip
 
 
 COMPARERS = {

@@ -4,7 +4,8 @@ What it is: `SavedRun` and `load(path)` (a saved output directory, `compile.csv`
 and env record, `decode.csv` or `explain.csv`, or a `--json` document, as typed rows, the
 command's pieces from `kinds.COMPARERS`), `compile_changes(old, new)` (per mode: the counts
 exact, step ms and speedup as new / old with an interval from each run's per-process means,
-`t_intervals.apart_interval`; compile seconds, breakeven and the verdict beside them),
+`t_intervals.apart_interval`; compile seconds, breakeven and the verdict beside them; a
+`--try` run's members by side and mode, a plain run beside one as its plain side),
 `decode_changes` and `explain_changes` (each with what is on one side only) and
 `drift_notes(old, new)` (the line saying that runs taken apart carry the
 machine's drift, and each env fact or setting that differs, named).
@@ -16,7 +17,7 @@ document) compares its counts and gives its timings no interval.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from nanobench.compare.kinds import COMPARERS, comparer
@@ -25,6 +26,8 @@ from nanobench.harness.runs.change import Change, count_change, timing_change, v
 from nanobench.harness.runs.env_record import EnvRecord
 from nanobench.harness.runs.saved import read_document, read_rows, read_windows
 from nanobench.harness.statistics.t_intervals import apart_interval
+from nanobench.harness.step.knobs import PLAIN
+from nanobench.harness.workers.member import SIDES
 from nanobench.harness.workers.rounds import Window
 from reports.style import article
 
@@ -69,7 +72,7 @@ def _from_dir(where: Path, command: str) -> SavedRun:
     from nanobench.harness.runs.env_record import read_env
 
     kind = comparer(command)
-    rows = read_rows(where / kind.csv, kind.load("row_type"), unwritten=("tokens",))
+    rows = read_rows(where / kind.csv, kind.load("row_type"), unwritten=("tokens", "outputs"))
     samples = where / f"{command}-samples.csv"
     windows = read_windows(samples, kind.label) if samples.is_file() else []
     env_path = where / f"{command}-env.json"
@@ -92,7 +95,7 @@ def check_comparable(old: SavedRun, new: SavedRun) -> None:
         raise BadInput(f"{old.where} is {article(old.command)} run and {new.where} {article(new.command)} run: "
                        "compare reads two runs of one command")  # fmt: skip
     for run in (old, new):
-        if any(getattr(r, "side", "") for r in run.rows):
+        if any(getattr(r, "side", "") in SIDES for r in run.rows):
             raise BadInput(f"{run.where}: a --vs run is a comparison already (its "
                            f"{run.command}-changes.csv)")  # fmt: skip
 
@@ -107,29 +110,47 @@ def per_process(windows: list[Window], system: str) -> list[list[float]]:
     return list(by.values())
 
 
-def speedups(windows: list[Window], mode: str) -> list[list[float]]:
+def speedups(windows: list[Window], mode: str, off_name: str = "off") -> list[list[float]]:
     """Each round's off / mode ratio (paired within its run), one list per process."""
     medians = {(w.system, w.round): (w.median_ms(), w.process) for w in windows}
     by: dict[int, list[float]] = {}
     for (system, r), (ms, process) in sorted(medians.items(), key=lambda kv: kv[0][1]):
-        off = medians.get(("off", r), (None, None))[0]
+        off = medians.get((off_name, r), (None, None))[0]
         if system == mode and ms and off:
             by.setdefault(process, []).append(off / ms)
     return list(by.values())
 
 
-def timings(old: SavedRun, new: SavedRun, mode: str, before, after) -> list[Change]:
-    """A mode's step ms and (compiled) speedup, with their runs-apart intervals."""
+def timings(old: SavedRun, new: SavedRun, mode: str, before, after, off: str = "off"
+            ) -> list[Change]:  # fmt: skip
+    """A mode's step ms and (compiled) speedup over `off` (a --try run's: plain's), with their
+    runs-apart intervals; `mode` is the member's name in the samples."""
     timed = old.windows and new.windows
     why = "" if timed else "a --json document carries no samples"
     step = apart_interval(per_process(old.windows, mode), per_process(new.windows, mode))
     found = [timing_change(mode, "step_ms", before.step_ms, after.step_ms,
                            step if timed else None, why)]  # fmt: skip
-    if mode != "off":
-        gain = apart_interval(speedups(old.windows, mode), speedups(new.windows, mode))
+    if before.mode != "off":
+        gain = apart_interval(speedups(old.windows, mode, off), speedups(new.windows, mode, off))
         found.append(timing_change(mode, "speedup", before.speedup, after.speedup,
                                    gain if timed else None, why))  # fmt: skip
     return found
+
+
+def tried_names(old: SavedRun, new: SavedRun) -> tuple[dict, dict, list[list[Window]], str]:
+    """Each run's rows by member name, its windows so named, and off's name: a --try run's
+    members are "plain dynamic", "cpp-wrapper dynamic"; a plain run beside one is its plain."""
+    tried = any(r.side for r in (*old.rows, *new.rows))
+    if not tried:
+        return {r.mode: r for r in old.rows}, {r.mode: r for r in new.rows}, [
+            old.windows, new.windows], "off"  # fmt: skip
+    named, windows = [], []
+    for run in (old, new):
+        sided = any(r.side for r in run.rows)
+        named.append({f"{r.side or PLAIN} {r.mode}": r for r in run.rows})
+        windows.append(run.windows if sided else [replace(w, system=f"{PLAIN} {w.system}")
+                                                  for w in run.windows])  # fmt: skip
+    return named[0], named[1], windows, f"{PLAIN} off"
 
 
 def compile_timings(old: SavedRun, new: SavedRun) -> list[Change]:
@@ -143,14 +164,14 @@ def compile_changes(old: SavedRun, new: SavedRun) -> tuple[list[Change], dict]:
     nothing is on one side only."""
     from nanobench.compile.vs import count_columns
 
-    a = {r.mode: r for r in old.rows}
-    b = {r.mode: r for r in new.rows}
+    a, b, (old_w, new_w), off = tried_names(old, new)
+    old, new = replace(old, windows=old_w), replace(new, windows=new_w)
     found: list[Change] = []
     for mode in [m for m in a if m in b]:
         before, after = a[mode], b[mode]
-        for column, field in count_columns(mode).items():
+        for column, field in count_columns(before.mode).items():
             found.append(count_change(mode, column, getattr(before, field), getattr(after, field)))
-        found += timings(old, new, mode, before, after)
+        found += timings(old, new, mode, before, after, off)
         for column in ("compile_s", "compile_warm_s"):
             found.append(timing_change(mode, column, getattr(before, column),
                                        getattr(after, column), None, "one compile a run"))  # fmt: skip

@@ -130,7 +130,8 @@ def run_info(spec, record, **more) -> dict:
 
 
 def export_compile(spec, dtype: str, rows, record) -> Path:
-    """A compile run's rows (both sides of a --vs run, each tagged) as records."""
+    """A compile run's rows (both sides of a --vs run, each side of a --try run, each tagged;
+    a knob's backend is named with it: "inductor dynamic cpp-wrapper") as records."""
     from dataclasses import asdict
 
     info = run_info(spec, record, cache=spec.cache)
@@ -142,7 +143,12 @@ def export_compile(spec, dtype: str, rows, record) -> Path:
             (spec.vs if r.get("side") == "before" and spec.vs else spec.target) or spec.model
         ),
         dtype=dtype,
-        backend_of=lambda r: "eager" if r["mode"] == "off" else f"{spec.backend} {r['mode']}",
+        backend_of=lambda r: (
+            "eager"
+            if r["mode"] == "off"
+            else f"{spec.backend} {r['mode']}"
+            + (f" {r['side']}" if r.get("side") in spec.tries else "")
+        ),
         extra_info=info,
     )
     return write_records(spec.export_json, found)
