@@ -10,6 +10,7 @@ run's own stop rule, and a changed output by Inductor's own bug injector
 from __future__ import annotations
 
 import csv
+import json
 import math
 import subprocess
 import sys
@@ -292,3 +293,94 @@ def test_a_knob_that_changes_the_output_is_a_failed_row_and_one_at_its_default_i
     with open(out / "compile-changes.csv") as f:
         members = {r["member"] for r in csv.DictReader(f)}
     assert members == {f"{bug} dynamic", f"{same} dynamic"}
+
+
+# -- decode --try: a knob is a side of the decode fleet too ---------------------------------------
+
+DECODE = ("engine-eager", "engine-compiled", "hf-eager")
+
+
+def test_a_decode_knob_side_runs_the_compiled_systems_and_borrows_plain_s_floor():
+    from nanobench.decode.bench import PROBE, comparisons_of
+
+    members = [Member("plain", n) for n in (PROBE, *DECODE)] + [Member(KNOB, "engine-compiled")]
+    found = {(c.name, str(c.numerator), str(c.denominator))
+             for c in comparisons_of(members, [("plain", KNOB)])}  # fmt: skip
+    knob = {f for f in found if f[0].startswith(KNOB)}
+    assert knob == {
+        (f"{KNOB} engine-compiled/hf-eager", f"{KNOB} engine-compiled", "plain hf-eager"),
+        (f"{KNOB} engine-compiled/floor", f"{KNOB} engine-compiled", f"plain {PROBE}"),
+        (f"{KNOB} engine-compiled / plain", f"{KNOB} engine-compiled", "plain engine-compiled"),
+    }
+
+
+def fake_tried(knob_ms: float, knob_tokens):
+    """A stand-in for `decode.bench.sweep_sides`: plain's probe and systems, the knob's
+    compiled system (its tokens `knob_tokens`), five rounds each."""
+
+    def sweep_sides(runs, members, plan, **kw):
+        from nanobench.decode.bench import PROBE
+        from nanobench.decode.rows import ProbeRow, SystemRow
+
+        assert (
+            kw["pairs"] == [("plain", KNOB)] and runs[KNOB].knob == KNOB and not runs["plain"].knob
+        )
+        listener = kw["listener"]
+        for m in members:
+            if m.name == PROBE:
+                listener.on_row(ProbeRow("ok", PROBE, side=m.side, bandwidth_gbs=10.0,
+                                         gemm_gflops=1e3))  # fmt: skip
+                continue
+            tokens = knob_tokens if m.side == KNOB else [[1, 2], [3, 4]]
+            listener.on_row(SystemRow(m.name, "ok", side=m.side, deterministic=True,
+                                      builds_measured=0, tokens=tokens))  # fmt: skip
+        rng = np.random.default_rng(0)
+        for r in range(1, 6):
+            for m in members:
+                ms = (knob_ms if m.side == KNOB else 4.0) * math.exp(0.03 * rng.standard_normal())
+                listener.on_window(Window(m.name, r, "ok", (ms,) * 3, (0,) * 3, (True,) * 3,
+                                          (r - 1) % 3 + 1, m.side))  # fmt: skip
+
+    return sweep_sides
+
+
+def test_a_decode_try_tables_each_knob_against_plain_and_fails_one_whose_tokens_differ(
+    tmp_path, monkeypatch
+):
+    import nanobench.decode.bench as bench
+
+    args = ["decode", "--systems", ",".join(DECODE), "--try", KNOB, "--out", str(tmp_path)]
+    monkeypatch.setattr(bench, "sweep_sides", fake_tried(6.0, [[1, 2], [3, 4]]))
+    result = runner.invoke(app, [*args, "--check", "--no-slower", "step_ms", "--json"])
+    assert result.exit_code == 1, result.output  # 4 ms -> 6 ms: decided slower
+    doc = json.loads(result.stdout)
+    rows = {(r["side"], r["system"]): r for r in doc["rows"]}
+    assert set(rows) == {("plain", s) for s in DECODE} | {(KNOB, "engine-compiled")}
+    knob = rows[(KNOB, "engine-compiled")]
+    # its tokens held to plain's reference, its floor plain's probe's
+    assert knob["tokens_match"] is True and knob["tokens_ref"] == "engine-eager"
+    assert knob["ratio_vs_floor"] is not None
+    assert {g["name"]: g["verdict"] for g in doc["gates"]} == {
+        f"no_slower[step_ms {KNOB} engine-compiled]": "fail"}  # fmt: skip
+    table = runner.invoke(app, args)
+    assert text_tables(table.output)[0].header == ("", "measure", "plain", "knob", "change")
+    monkeypatch.setattr(bench, "sweep_sides", fake_tried(4.0, [[1, 2], [3, 5]]))
+    result = runner.invoke(app, [*args, "--json"])
+    doc = json.loads(result.stdout)
+    knob = next(r for r in doc["rows"] if r["side"] == KNOB)
+    assert knob["tokens_match"] is False and result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--try", KNOB, "--systems", "engine-eager,hf-eager"], "knobs act on a compiled system"),
+        (["--try", KNOB, "--vs-dtype", "bfloat16"], "--try with --vs-model or --vs-dtype"),
+        (["--try", KNOB, "--backend", "eager"], "which --backend eager never runs"),
+        (["--try", "inductor.nope=1"], "has no inductor.nope"),
+    ],
+)
+def test_a_decode_try_asked_wrongly_is_one_line_and_exit_2(args, says, tmp_path):
+    result = runner.invoke(app, ["decode", *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -259,7 +259,8 @@ def test_processes_that_disagree_say_more_processes_not_more_rounds(monkeypatch)
 def fake_sweep(ms_by_round: dict[str, list[float]], hf_tokens):
     import nanobench.decode.bench as bench
 
-    def sweep(runs, systems, plan, **kw):
+    def sweep(runs, members, plan, **kw):
+        systems = [m.name for m in members if m.name != bench.PROBE]
         listener = kw["listener"]
         listener.on_row(ProbeRow("ok", bench.PROBE, bandwidth_gbs=10.0, gemm_gflops=1e3))
         for row in (r for r in fake_rows(hf_tokens) if r.system in systems):

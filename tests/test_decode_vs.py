@@ -77,13 +77,17 @@ def test_the_step_change_is_the_geometric_mean_of_the_paired_rounds():
 def fake_sides(after_ms: float):
     """A stand-in for `bench.sweep_sides`: both sides' rows and probes, five rounds each."""
 
-    def sweep_sides(runs, systems, plan, **kw):
+    def sweep_sides(runs, members, plan, **kw):
         listener = kw["listener"]
-        for side in runs:
-            listener.on_row(ProbeRow("ok", PROBE, side=side, bandwidth_gbs=10.0, gemm_gflops=1e3))
-            for s in systems:
-                listener.on_row(SystemRow(s, "ok", side=side, deterministic=True,
+        assert kw["pairs"] == [("before", "after")]
+        for m in members:
+            if m.name == PROBE:
+                listener.on_row(ProbeRow("ok", PROBE, side=m.side, bandwidth_gbs=10.0,
+                                         gemm_gflops=1e3))  # fmt: skip
+            else:
+                listener.on_row(SystemRow(m.name, "ok", side=m.side, deterministic=True,
                                           builds_measured=0, tokens=[[1, 2], [3, 4]]))  # fmt: skip
+        systems = [m.name for m in members if m.name != PROBE and m.side == "after"]
         ms = {("before", s): 4.0 for s in systems} | {("after", s): after_ms for s in systems}
         for w in windows_for(ms, 5):
             listener.on_window(w)

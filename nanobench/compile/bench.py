@@ -158,9 +158,9 @@ def comparisons(members: list[Member], pairs=((BEFORE, AFTER),)) -> list[Compari
 def interleaved_sweep(
     sides: dict[str, WorkerSpec],
     members: list[Member],
-    pairs: list[tuple[str, str]],
     plan: RoundPlan,
     *,
+    pairs: list[tuple[str, str]],
     timeout: float,
     processes: int,
     listener: Listener,

@@ -154,7 +154,7 @@ def run_compile(spec: CompileSpec, status, *, json_mode: bool, check: bool) -> i
     planned = [Member(side, mode) for side, each in spec.sides().items() for mode in each.modes]
 
     def measure() -> None:
-        interleaved_sweep(sides, planned, spec.pairs(), plan, timeout=spec.timeout,
+        interleaved_sweep(sides, planned, plan, pairs=spec.pairs(), timeout=spec.timeout,
                           processes=spec.processes, listener=run, on_status=status,
                           history=lent)  # fmt: skip
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from nanobench.decode.roofline import PROBE
@@ -185,34 +186,37 @@ class ProbePart(SystemPart):
         return closed_probe(row, finals)
 
 
-def comparisons_of(members: list[Member]) -> list[Comparison]:
-    """Each side's own ratios (`comparisons`, between its own members) and, with two sides,
-    each system's after / before: every ratio the stop rule reads."""
+def comparisons_of(members: list[Member], pairs=((BEFORE, AFTER),)) -> list[Comparison]:
+    """Each side's own ratios (`comparisons`, between its own members; a knob side's to
+    plain's floor and transformers, which it borrows) and, per compared pair of sides, each
+    system's other / base: every ratio the stop rule reads."""
+    base_of = {other: base for base, other in pairs}
     found = []
     for side in dict.fromkeys(m.side for m in members):
-        names = [m.name for m in members if m.side == side]
+        own = [m.name for m in members if m.side == side]
+        lent = {m.name: m for m in members if m.side == base_of.get(side) and m.name not in own}
+        names = {n: lent.get(n, Member(side, n)) for n in own + list(lent)}
         found += [
-            Comparison(
-                str(Member(side, c.name)),
-                Member(side, c.numerator.name),
-                Member(side, c.denominator.name),
-            )  # fmt: skip
-            for c in comparisons(names)
-        ]
-    changed = [m for m in members
-               if m.side == AFTER and m.name != PROBE and Member(BEFORE, m.name) in members]  # fmt: skip
+            Comparison(str(Member(side, c.name)), names[c.numerator.name],
+                       names[c.denominator.name])
+            for c in comparisons(list(names)) if c.numerator.name in own
+        ]  # fmt: skip
+    changed = [(m, Member(base_of[m.side], m.name)) for m in members
+               if m.side in base_of and m.name != PROBE and Member(base_of[m.side], m.name) in members]  # fmt: skip
     # every system's step change holds together with the others' (`vs.changes`)
     return found + [
-        Comparison(f"{m.name} after/before", m, Member(BEFORE, m.name), len(changed))
-        for m in changed
-    ]
+        Comparison(f"{m.name} after/before" if m.side == AFTER else f"{m} / {b.side}", m, b,
+                   len(changed))
+        for m, b in changed
+    ]  # fmt: skip
 
 
 def sweep_sides(
     runs: dict[str, RunSpec],
-    systems: tuple[str, ...],
+    members: list[Member],
     plan: RoundPlan,
     *,
+    pairs: list[tuple[str, str]],
     timeout: float,
     processes: int,
     listener: Listener,
@@ -222,7 +226,9 @@ def sweep_sides(
     """Each side's probe and `processes` live workers per system (`fleet.sweep`), then
     interleaved rounds, round r of every member in its worker (r - 1) mod processes, until
     every gate is decided or the intervals are tight. Two sides (`runs` "before" and "after")
-    are one fleet: every member of both takes turns each round.
+    are one fleet: every member of both takes turns each round. `members` are every side's,
+    probes among them (a --try knob side has none: it borrows plain's); `pairs` the sides
+    compared.
 
     The probe is a member like any system: each round it measures the floor again, so the
     floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
@@ -239,15 +245,15 @@ def sweep_sides(
 
     with Fleet(WORKER, timeout, run.threads, on_status) as fleet:
         parts = [
-            (ProbePart if name == PROBE else SystemPart)(
-                Member(side, name), side_run, system_env(fleet, run.threads)
+            (ProbePart if m.name == PROBE else SystemPart)(
+                m, runs[m.side], system_env(fleet, run.threads)
             )
-            for side, side_run in runs.items()
-            for name in (PROBE, *systems)
+            for m in members
         ]
         # In the rounds each side's probe goes after its systems, as it always has.
         order = lambda m: (m.side != BEFORE, m.name == PROBE)  # noqa: E731
-        fleets.sweep(fleet, parts, plan, processes, listener, comparisons_of, slices=slices,
+        ratios = partial(comparisons_of, pairs=pairs)
+        fleets.sweep(fleet, parts, plan, processes, listener, ratios, slices=slices,
                      order=order, history=history)  # fmt: skip
 
 

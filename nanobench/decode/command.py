@@ -42,6 +42,7 @@ from nanobench.harness.cli.options import (
     Systems,
     Threads,
     Timeout,
+    Try,
     VsDtype,
     VsModel,
     WidthMultiple,
@@ -77,6 +78,7 @@ def decode_command(
     no_more: NoMore = DecodeSpec.no_more,
     no_slower: NoSlower = DecodeSpec.no_slower,
     margin: Margin = DecodeSpec.margin,
+    tries: Try = DecodeSpec.tries,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -96,6 +98,8 @@ def decode_command(
     Example: nanobench decode --threads 1 --export-json decode-records.json
 
     Example: nanobench decode --dtype bfloat16 --vs-dtype float32 --check --no-slower step_ms
+
+    Example: nanobench decode --systems engine-eager,engine-compiled --try cpp-wrapper
     """
     spec = DecodeSpec(
         model=model,
@@ -124,6 +128,7 @@ def decode_command(
         no_more=no_more,
         no_slower=no_slower,
         margin=margin,
+        tries=tries,
     )
     with run_command(quiet) as status:
         names_checked(spec)

@@ -35,6 +35,7 @@ class RunSpec:
     step_flops: int
     seed: int = 0  # of the random prompts when the checkpoint ships no tokenizer
     system: str = ""
+    knob: str = ""  # the side's --try knob, applied for the whole process ("" plain)
 
 
 @dataclass(frozen=True)

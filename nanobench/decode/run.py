@@ -29,6 +29,7 @@ from nanobench.decode.vs import changes
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.export import export_decode
 from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
+from nanobench.harness.step.knobs import PLAIN, unsafe_of
 from nanobench.harness.workers import load  # looked up per run: the tests' seam
 from nanobench.harness.workers.member import Member
 from reports.change import DECODE_PANELS
@@ -45,7 +46,7 @@ class DecodeKind(RunKind):
     def __init__(self, spec: DecodeSpec, runs: dict[str, RunSpec], directory) -> None:
         super().__init__(spec)
         self.runs, self.directory = runs, directory
-        self.run = runs.get("after", runs.get(""))
+        self.run = runs.get("after", runs.get("", runs.get(PLAIN)))
 
     def derive(self, side, rows, windows, level, history) -> list[DecodeRow]:
         probe = next((r for r in rows if isinstance(r, ProbeRow)), None)
@@ -53,7 +54,20 @@ class DecodeKind(RunKind):
         return derive(systems, self.runs[side], probe, windows, level, history)
 
     def changes(self, rows, windows, level) -> list:
-        return changes(rows, windows, level)
+        return changes(rows, windows, level, self.spec.pairs())
+
+    def lends(self, side: str) -> list[Member]:
+        # a knob side's floor and references (eager, transformers) are plain's
+        if not self.spec.tries or side == PLAIN:
+            return []
+        own = self.spec.sides()[side].systems
+        return [Member(PLAIN, n) for n in (PROBE, *self.spec.systems) if n not in own]
+
+    def side_names(self) -> tuple[str, str]:
+        return (PLAIN, "knob") if self.spec.tries else super().side_names()
+
+    def why_lines(self, rows) -> list[str]:
+        return [line for k in self.spec.tries for line in unsafe_of(k)]
 
     def gates(self, rows) -> list:
         return gates(self.spec, rows)
@@ -103,10 +117,12 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
                       spec.compared)  # fmt: skip
     run.open(load.look_before_timing)
     lent = run.open_history()
-    planned = [Member(side, s) for side in runs for s in spec.systems]
+    # each side's probe first, as its fleet sets them up; a knob side borrows plain's
+    planned = [Member(side, s) for side, each in spec.sides().items()
+               for s in ((PROBE,) if not each.knob else ()) + tuple(each.systems)]  # fmt: skip
 
     def measure() -> None:
-        bench.sweep_sides(runs, spec.systems, spec.round_plan(), timeout=spec.timeout,
+        bench.sweep_sides(runs, planned, spec.round_plan(), pairs=spec.pairs(), timeout=spec.timeout,
                           processes=spec.processes, listener=run, on_status=status,
                           history=lent)  # fmt: skip
 
@@ -116,15 +132,17 @@ def run_decode(spec: DecodeSpec, status, *, json_mode: bool, check: bool) -> int
 
 def heading(spec: DecodeSpec, runs: dict[str, RunSpec], rows: list[DecodeRow]) -> str:
     """The table's and the figure's title: what ran, on what, how often."""
-    run = runs.get("after", runs.get(""))
+    run = runs.get("after", runs.get("", runs.get(PLAIN)))
     what = "decode"
-    if spec.compared:
+    if spec.tries:
+        what = f"decode: knobs {', '.join(spec.tries)} against plain torch.compile"
+    elif spec.compared:
         before = spec.sides()["before"]
         what = (f"decode of {spec.model} {run.dtype} (after) vs {before.model} "
                 f"{runs['before'].dtype} (before)")  # fmt: skip
     return title(
         what,
-        model=None if spec.compared else spec.model,
+        model=None if spec.compared and not spec.tries else spec.model,
         device=spec.device,
         dtype=run.dtype,
         rows=spec.rows,

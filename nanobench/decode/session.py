@@ -36,6 +36,7 @@ from nanobench.decode.rows import RunSpec
 from nanobench.decode.samples import text_prompts, tokenizer_for
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.step.dynamo_explain import seeded_prompts
+from nanobench.harness.step.knobs import applied, compile_options
 from nanobench.harness.workers.finite import FiniteWatch
 from nanobench.harness.workers.fresh import serve_main
 from nanobench.harness.workers.rounds import Window
@@ -110,9 +111,11 @@ def prompts_for(spec: RunSpec, vocab: int) -> list[list[int]]:
     return seeded_prompts(spec.rows, spec.prompt_len, vocab, spec.seed)
 
 
-def compiler_for(backend: str) -> Callable:
+def compiler_for(backend: str, options: dict | None = None) -> Callable:
+    """The engine's compiler: `options` is a --try side's (`knobs.compile_options`)."""
+
     def compile_with(fn, mode):
-        return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend)
+        return torch.compile(fn, dynamic=(mode == "dynamic"), backend=backend, **(options or {}))
 
     return compile_with
 
@@ -125,7 +128,7 @@ def engine_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
         options = dict(compile_decode="dynamic")
         # Inductor is the engine's own compiler: measure exactly what the engine runs.
         if spec.backend != "inductor":
-            options["compiler"] = compiler_for(spec.backend)
+            options["compiler"] = compiler_for(spec.backend, compile_options(spec.knob))
     elif system == "engine-captured":
         options = dict(capture_decode=True, bucket_decode=True, width_multiple=spec.width_multiple)
         if spec.device == "cpu":
@@ -206,7 +209,8 @@ def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     if spec.system == "hf-static-compiled":
         gen.cache_implementation = "static"
         # mode="reduce-overhead" means CUDA graphs; on CPU the default mode is the fair one.
-        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec.backend)
+        model.forward = torch.compile(model.forward, fullgraph=True, backend=spec.backend,
+                                      **compile_options(spec.knob))  # fmt: skip
     vocab = model.config.vocab_size
     ids = torch.tensor(prompts_for(spec, vocab), device=spec.device)  # (B, P)
     mask = torch.ones_like(ids)
@@ -336,6 +340,7 @@ class DecodeSession:
 def open_session(payload: dict, progress: Callable[[dict], None] = lambda e: None):
     """The probe's session or a system's, by the spec's `system`; the payload is a RunSpec's."""
     spec = rebuild(RunSpec, payload)
+    applied(spec.knob)  # a --try side's config, for the whole process
     return (ProbeSession if spec.system == PROBE else DecodeSession)(spec, progress)
 
 

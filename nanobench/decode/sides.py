@@ -21,21 +21,23 @@ from nanobench.decode.rows import RunSpec
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.cli.validate import device_option, dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
+from nanobench.harness.step.knobs import checked_side
 from nanobench.harness.workers.member import for_each_side
 
 
-def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
-    """Every check that needs the model, then what each worker is handed; (run, its directory)."""
+def run_spec(spec: DecodeSpec, status, copies: int = 0) -> tuple[RunSpec, str]:
+    """Every check that needs the model, then what each worker is handed; (run, its directory).
+    `copies`: the weights the whole run holds (every side's workers)."""
     spec.validate()
+    if spec.knob:
+        checked_side(spec.knob)
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
     device_option(spec.device)
     directory, config = model_option(spec.model)
     # Every worker of every system holds its own copy of the weights for the whole run, and
     # every probe worker a weight-sized tensor to read.
-    # (A before-and-after run holds both sides': counted once, by the after side's spec.)
-    sides = 2 if spec.compared else 1
-    copies = (len(spec.systems) + 1) * spec.processes * sides
-    fits_option(config, dtype, spec.device, copies=copies)
+    # (A run of sides holds every side's: counted by the run's spec, `DecodeSpec.copies`.)
+    fits_option(config, dtype, spec.device, copies=copies or spec.copies())
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
@@ -64,6 +66,7 @@ def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
         weight_bytes=weight_bytes(config, elem),
         kv_bytes=kv_read_bytes(config, elem, spec.rows, spec.prompt_len, spec.steps),
         step_flops=step_flops(config, spec.rows, spec.prompt_len, spec.steps),
+        knob=spec.knob,
     )
     return run, directory
 
@@ -71,5 +74,6 @@ def run_spec(spec: DecodeSpec, status) -> tuple[RunSpec, str]:
 def run_specs(spec: DecodeSpec, status) -> tuple[dict[str, RunSpec], str]:
     """Each side's RunSpec ("" alone; before and after), and the after side's directory."""
     renames = {"--model": "--vs-model", "--dtype": "--vs-dtype"}
-    found = for_each_side(spec.sides(), partial(run_spec, status=status), renames)
+    found = for_each_side(spec.sides(), partial(run_spec, status=status, copies=spec.copies()),
+                          renames)  # fmt: skip
     return {side: run for side, (run, _) in found.items()}, next(reversed(found.values()))[1]

@@ -15,6 +15,11 @@ from nanobench.harness.cli.options import (
 )
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns
+from nanobench.harness.step.knobs import PLAIN, parse_side
+from nanobench.harness.step.knobs import check_sides as check_knob_sides
+
+# The systems torch.compile builds: the ones a --try knob acts on.
+COMPILED_SYSTEMS = ("engine-compiled", "hf-static-compiled")
 
 
 @dataclass(frozen=True)
@@ -49,20 +54,39 @@ class DecodeSpec:
     no_more: tuple[str, ...] | None = None
     no_slower: tuple[str, ...] | None = None
     margin: float = 0.05
+    tries: tuple[str, ...] = ()  # --try: each a side measured against plain (harness.step.knobs)
+    knob: str = ""  # this side's knob, set by `sides()` alone ("" plain)
 
     @property
     def compared(self) -> bool:
-        """A before-and-after run: both sides' systems in one fleet."""
-        return bool(self.vs_model or self.vs_dtype)
+        """A run of sides in one fleet: before and after, or plain and each knob."""
+        return bool(self.vs_model or self.vs_dtype or self.tries)
 
     def sides(self) -> dict[str, DecodeSpec]:
-        """Each side's spec by its name: "" alone, or the before (--vs-model, --vs-dtype) and
-        after (--model, --dtype)."""
+        """Each side's spec by its name: "" alone, the before (--vs-model, --vs-dtype) and
+        after (--model, --dtype), or plain and each --try knob (its compiled systems only: the
+        others read no knob, so a knob side's floor and references are plain's)."""
+        if self.tries:
+            compiled = Names(s for s in self.systems if s in COMPILED_SYSTEMS)
+            return {PLAIN: self, **{k: replace(self, knob=k, systems=compiled)
+                                    for k in self.tries}}  # fmt: skip
         if not self.compared:
             return {"": self}
         before = replace(self, model=self.vs_model or self.model, dtype=self.vs_dtype or self.dtype)
         plain = dict(vs_model="", vs_dtype=None, no_more=None, no_slower=None)
         return {"before": replace(before, **plain), "after": self}
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The sides compared, (base, other): (before, after), or (plain, knob) per knob."""
+        if self.tries:
+            return [(PLAIN, k) for k in self.tries]
+        return [("before", "after")] if self.compared else []
+
+    def copies(self) -> int:
+        """The weights' copies the run holds: each side's systems and probe (a knob side has
+        none of its own) in every process."""
+        sides = self.sides()
+        return sum(len(s.systems) + (not s.knob) for s in sides.values()) * self.processes
 
     def round_plan(self):
         from nanobench.harness.workers.rounds import round_plan
@@ -84,7 +108,26 @@ class DecodeSpec:
         if self.processes < 1:
             raise BadInput(f"--processes {self.processes}: expected a positive integer")
         if (self.no_more or self.no_slower) and not self.compared:
-            raise BadInput("--no-more and --no-slower compare two sides: give --vs-model or "
-                           "--vs-dtype")  # fmt: skip
+            raise BadInput("--no-more and --no-slower compare two sides: give --vs-model, "
+                           "--vs-dtype or --try")  # fmt: skip
+        if self.tries:
+            self.tried()
         check_columns("--no-more", self.no_more, ("builds",))
         check_columns("--no-slower", self.no_slower, ("step_ms",))
+
+    def tried(self) -> None:
+        """--try against the run: one comparison at a time, a compiled system to turn, a
+        backend that reads the knob."""
+        check_knob_sides(self.tries)
+        if self.vs_model or self.vs_dtype:
+            raise BadInput("--try with --vs-model or --vs-dtype: one comparison a run; try "
+                           "the knobs on one side")  # fmt: skip
+        if not any(s in COMPILED_SYSTEMS for s in self.systems):
+            raise BadInput(f"--try: knobs act on a compiled system; add one of "
+                           f"{', '.join(COMPILED_SYSTEMS)} to --systems")  # fmt: skip
+        for side in self.tries:
+            for knob in parse_side(side):
+                if self.backend != "inductor" and any(s.config == "inductor"
+                                                      for s in knob.settings):  # fmt: skip
+                    raise BadInput(f"--try {side}: {knob.name} sets Inductor, which --backend "
+                                   f"{self.backend} never runs; use --backend inductor")  # fmt: skip

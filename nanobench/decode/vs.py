@@ -1,4 +1,4 @@
-"""`decode --vs-model / --vs-dtype`: two sides of one interleaved run, and what changed.
+"""`decode --vs-model / --vs-dtype` and `--try`: the sides of one interleaved run, and what changed.
 
 What it is: `changes(rows, windows, level)`: per system both sides ran, its step time as after /
 before with the interval paired by round (the same rounds the fleet interleaved, the run's
@@ -28,26 +28,30 @@ ONE_WARMUP = "one warm-up a side: no interval"
 VALUES = ("tokens_per_s", "prefill_ms", "ratio_vs_floor", "peak_rss_mb", "tokens_match")
 
 
-def changes(rows: list[DecodeRow], windows: list[Window], level: float) -> list[Change]:
-    """Every system both sides ran: its step time, frames, compile seconds and the rest."""
+def changes(rows: list[DecodeRow], windows: list[Window], level: float,
+            pairs=((BEFORE, AFTER),)) -> list[Change]:  # fmt: skip
+    """Every system both sides of each pair ran (before and after; plain and a knob, named
+    "cpp-wrapper engine-compiled"): its step time, frames, compile seconds and the rest."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.system): r for r in rows}
     found: list[Change] = []
-    systems = [r.system for r in rows if r.side == "before" and ("after", r.system) in by]
-    level = each_level(level, len(systems))  # every system's change holds together at level
-    for system in systems:
-        before, after = by[("before", system)], by[("after", system)]
-        comparison = Comparison("change", Member(AFTER, system), Member(BEFORE, system))
+    compared = [(b, o, r.system) for b, o in pairs for r in rows
+                if r.side == b and (o, r.system) in by]  # fmt: skip
+    level = each_level(level, len(compared))  # every system's change holds together at level
+    for base, other, system in compared:
+        before, after = by[(base, system)], by[(other, system)]
+        comparison = Comparison("change", Member(other, system), Member(base, system))
         interval = intervals(timed, [comparison], level)["change"]
-        step = timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step, interval)
+        name = system if other == AFTER else str(Member(other, system))
+        step = timing_change(name, "step_ms", before.ms_per_step, after.ms_per_step, interval)
         found.append(with_level(step, level))
         if before.frames_compiled is not None or after.frames_compiled is not None:
             frames = before.frames_compiled, after.frames_compiled
-            found.append(count_change(system, "builds", *frames))
+            found.append(count_change(name, "builds", *frames))
         if before.compile_s is not None or after.compile_s is not None:
-            found.append(timing_change(system, "compile_s", before.compile_s, after.compile_s,
+            found.append(timing_change(name, "compile_s", before.compile_s, after.compile_s,
                                        None, ONE_WARMUP))  # fmt: skip
         for column in VALUES:
-            found.append(value_change(system, column, getattr(before, column),
+            found.append(value_change(name, column, getattr(before, column),
                                       getattr(after, column)))  # fmt: skip
     return found

@@ -165,7 +165,7 @@ def export_decode(spec, dtype: str, rows, record) -> Path:
         command="decode",
         model_of=lambda r: spec.model,
         dtype=dtype,
-        backend_of=lambda r: r["system"],
+        backend_of=lambda r: r["system"] + (f" {r['side']}" if r.get("side") in spec.tries else ""),
         extra_info=info,
         label="system",
     )
