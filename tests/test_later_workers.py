@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
-from engine.sources import materialize_preset
+from engine.config import PRESETS
 from nanobench.compile.spec import WorkerSpec
+from tests.helpers import write_model
+
+pytestmark = pytest.mark.slow
 
 # One worker's set-up in a fresh process: what dynamo recorded of it.
 SET_UP = """
@@ -34,10 +39,22 @@ print("FOUND:" + json.dumps({
 """
 
 
-def set_up(cache: str, process: int) -> dict:
-    spec = WorkerSpec(model=str(materialize_preset("tiny")), mode="dynamic", steps=2,
-                      process=process)  # fmt: skip
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+# Inductor's caches of whole graphs, under TORCHINDUCTOR_CACHE_DIR: AOTAutograd's and the FX
+# graph cache. What else is there is generated code and the C++ kernels built from it.
+GRAPH_CACHES = ("aotautograd", "fxgraph")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> str:
+    """The tiny preset's model in one layer: the same floats traced, a quarter of the graph."""
+    one_layer = replace(PRESETS["tiny"].config, num_layers=1)
+    return str(write_model(tmp_path_factory.mktemp("tiny-1-layer"), one_layer))
+
+
+def set_up(model: str, cache: Path, process: int) -> dict:
+    spec = WorkerSpec(model=model, mode="dynamic", steps=2, process=process)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
+           "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", SET_UP, json.dumps(asdict(spec))],
         capture_output=True, text=True, env=env, timeout=600,
@@ -47,15 +64,29 @@ def set_up(cache: str, process: int) -> dict:
     return json.loads(line.removeprefix("FOUND:"))
 
 
-@pytest.mark.slow
-def test_a_third_worker_skips_the_restart_over_the_first_workers_cache(tmp_path):
-    first = set_up(str(tmp_path), 1)
-    assert first["restarts"], "the engine's dynamic compile no longer restarts: drop the shortcut"
-    third = set_up(str(tmp_path), 3)
-    assert third == {"restarts": [], "from_cache": True, "builds": first["builds"]}, third
+@pytest.fixture(scope="module")
+def first(model, tmp_path_factory) -> tuple[dict, Path]:
+    """The first worker's set-up over an empty cache, and the cache it filled."""
+    cache = tmp_path_factory.mktemp("first-workers-cache")
+    return set_up(model, cache, 1), cache
 
 
-@pytest.mark.slow
-def test_a_third_worker_whose_graph_no_cache_holds_sets_up_the_ordinary_way(tmp_path):
-    third = set_up(str(tmp_path), 3)  # an empty cache: the shortcut's graph is compiled anew
+def test_a_third_worker_skips_the_restart_over_the_first_workers_cache(model, first, tmp_path):
+    found, filled = first
+    assert found["restarts"], "the engine's dynamic compile no longer restarts: drop the shortcut"
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache)  # the first's cache as it left it; the third writes a copy
+    third = set_up(model, cache, 3)
+    assert third == {"restarts": [], "from_cache": True, "builds": found["builds"]}, third
+
+
+def test_a_third_worker_whose_graph_no_cache_holds_sets_up_the_ordinary_way(model, first, tmp_path):
+    # The first's cache without its graphs: no graph is held, so the shortcut's graph is
+    # compiled anew (its C++ kernels, built from code the first generated, are not rebuilt).
+    _, filled = first
+    held = {p.name for p in filled.iterdir()}
+    assert set(GRAPH_CACHES) <= held, f"inductor keeps its graphs elsewhere now: {sorted(held)}"
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache, ignore=lambda d, names: GRAPH_CACHES if d == str(filled) else ())
+    third = set_up(model, cache, 3)
     assert third["restarts"], third
