@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from engine.config import PRESETS
 from nanobench.cli import app
+from tests.helpers import write_model
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -43,6 +46,14 @@ def sweep(tmp_path, *args):
     assert result.exit_code in (0, 1), result.output
     doc = json.loads(result.stdout)
     return {r["mode"]: r for r in doc["rows"]}, doc
+
+
+@pytest.fixture(scope="module")
+def one_layer(tmp_path_factory) -> str:
+    """The tiny preset's model in one layer: the same ops, shapes and guards a layer, a quarter
+    of the graph to trace (and for Inductor, to lower)."""
+    config = replace(PRESETS["tiny"].config, num_layers=1)
+    return str(write_model(tmp_path_factory.mktemp("tiny-1-layer"), config))
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +148,12 @@ def test_bucketed_static_builds_once_per_bucket_and_keeps_its_graph(tmp_path):
     assert not static["fell_back"] and not static["predicted_fall_back"]
 
 
-def test_a_host_integer_in_the_traced_region_is_a_value_guard_in_both_modes(tmp_path):
-    rows, _ = sweep(tmp_path, "--steps", "10", "--path", "unplanned", "--modes", "dynamic,static")
+def test_a_host_integer_in_the_traced_region_is_a_value_guard_in_both_modes(tmp_path, one_layer):
+    rows, _ = sweep(
+        tmp_path,
+        *("--model", one_layer, "--steps", "10", "--path", "unplanned"),
+        *("--modes", "dynamic,static"),
+    )
     for mode in ("dynamic", "static"):
         r = rows[mode]
         assert r["guard_kind"] == "value", r["recompile_reasons"]
@@ -203,11 +218,13 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path):
+def test_inductor_dynamic_builds_once_and_reports_inductor_seconds(tmp_path, one_layer):
     result = runner.invoke(
         app,
         [
             "compile",
+            "--model",
+            one_layer,
             "--modes",
             "dynamic",
             "--steps",
