@@ -45,10 +45,13 @@ def what_would_decide(r) -> str:
     return f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
 
 
-def render_compile(console, rows: list, gates, title: str) -> None:
-    """The sweep's table, each row's notes (reasons, fall-back, remedies), the gates."""
+def render_compile(console, rows: list, gates, title: str, notes=()) -> None:
+    """The sweep's table, each row's notes (reasons, fall-back, remedies), the run's `notes`
+    (what to measure next), the gates."""
     console.print(compile_table(rows, title))
     row_notes(console, rows)
+    for line in notes:
+        console.print(line, markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 

@@ -262,6 +262,7 @@ def test_a_knob_that_changes_the_output_is_a_failed_row_and_one_at_its_default_i
     text = " ".join(result.output.split())
     assert f"FAIL measured[{bug} dynamic]: output changed: step 1 row 0's top logits" in text
     assert f"measured[{same} dynamic]" not in text
+    assert f"measured: {same} dynamic: step" in text and "against plain, can't tell" in text
     table = text_tables(result.output)[0]
     assert table.header == ("", "measure", "plain", "knob", "change")
     graphs = [r for r in table.rows if r[1] == "graphs"]
@@ -384,3 +385,31 @@ def test_a_decode_try_asked_wrongly_is_one_line_and_exit_2(args, says, tmp_path)
     result = runner.invoke(app, ["decode", *args, "--out", str(tmp_path)])
     assert result.exit_code == 2 and says in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_clean_mode_is_pointed_at_the_try_that_measures_its_knobs_and_a_try_run_quotes_it():
+    from nanobench.compile.remedies import knobs_measured, knobs_next
+    from nanobench.compile.spec import CompileSpec
+    from nanobench.harness.runs.change import Change
+
+    def row(mode, **kw):
+        return CompileRow(**{"mode": mode, "status": "ok", "fell_back": False, "recompiles": 0,
+                             **kw})  # fmt: skip
+
+    clean = [row("off"), row("dynamic"), row("static", recompiles=7, remedies=["bucket: ..."])]
+    (line,) = knobs_next(clean, CompileSpec())
+    assert line.startswith("dynamic: compiles clean")
+    assert "nanobench compile --modes off,dynamic --try cpp-wrapper,guard-filter,freezing" in line
+    target = knobs_next(clean, CompileSpec(target="step.py:factory"))[0]
+    assert "nanobench compile --target step.py:factory --modes off,dynamic --try" in target
+    # under the eager backend only the knobs it reads: the command must run as printed
+    eager = knobs_next(clean, CompileSpec(backend="eager"))[0]
+    assert "--backend eager --modes off,dynamic --try guard-filter measures" in eager
+    assert knobs_next([row("dynamic", fell_back=True), row("static", recompiles=1)],
+                      CompileSpec()) == []  # fmt: skip
+    step = Change(f"{KNOB} dynamic", "step_ms", "timing", 3.4, 3.1, 0.91, 0.87, 0.95,
+                  verdict="faster")  # fmt: skip
+    builds = Change(f"{KNOB} dynamic", "builds", "count", 1, 1, 0)
+    assert knobs_measured([builds, step]) == [
+        f"measured: {KNOB} dynamic: step 0.91x [0.87, 0.95] against plain, faster"
+    ]

@@ -2,8 +2,10 @@
 
 What it is: `engine_remedies(row, spec)` (the fixes `harness.step.remedies` finds for the engine's
 step: its growing dimension is the decode step's width, its inputs are planned in
-`engine/plan.py`) and `with_dynamic_row(rows)` (every `symbolic` remedy quoting what this
-sweep's dynamic row measured).
+`engine/plan.py`), `with_dynamic_row(rows)` (every `symbolic` remedy quoting what this
+sweep's dynamic row measured), `knobs_next` (a clean compiled mode is pointed at the `--try`
+that measures its knobs) and `knobs_measured` (after a `--try` run, each knob's measured step
+change in place of that advice).
 What it is not: the rules themselves (`harness.step.remedies`) or a target's remedies (a target of
 the user's own gets none: nanobench cannot see where its inputs come from).
 Invariant: a remedy never contradicts a row beside it.
@@ -16,6 +18,7 @@ from dataclasses import replace
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
+from nanobench.harness.step.knobs import VOCABULARY
 from nanobench.harness.step.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
 
 
@@ -51,3 +54,41 @@ def with_dynamic_row(rows: list[CompileRow]) -> list[CompileRow]:
         else r
         for r in rows
     ]
+
+
+TRIED = ("cpp-wrapper", "guard-filter", "freezing")  # the knobs a clean step is pointed at first
+
+
+def knobs_next(rows: list[CompileRow], spec: CompileSpec) -> list[str]:
+    """A clean compiled mode (ok, one build per graph, no recompile, no fall-back): what is
+    left is knobs, and the --try that measures them here, not advice."""
+    clean = [r.mode for r in rows if r.mode != "off" and r.status == "ok" and not r.fell_back
+             and r.recompiles == 0 and not r.remedies]  # fmt: skip
+    if not clean:
+        return []
+    where = f" --target {spec.target}" if spec.target else ""
+    where += f" --model {spec.model}" if spec.model != CompileSpec.model and not spec.target else ""
+    tried = TRIED
+    if spec.backend != "inductor":  # Inductor's knobs would be refused: this backend skips it
+        where += f" --backend {spec.backend}"
+        tried = tuple(
+            k for k in TRIED if all(s.config != "inductor" for s in VOCABULARY[k].settings)
+        )
+    command = f"nanobench compile{where} --modes off,{','.join(clean)} --try {','.join(tried)}"
+    return [f"{', '.join(clean)}: compiles clean (no recompile, no fall-back): what is left is "
+            f"knobs, which help or hurt by machine; {command} measures them here "
+            "(docs/knobs.md)"]  # fmt: skip
+
+
+def knobs_measured(changes: list) -> list[str]:
+    """Each knob's step change as measured in this run, a line each: the measured answer in
+    place of the advice (`knobs_next`)."""
+    lines = []
+    for c in changes:
+        if c.column != "step_ms":
+            continue
+        told = f"{c.change:.2f}x" if c.change is not None else "not measured"
+        if c.low is not None:
+            told += f" [{c.low:.2f}, {c.high:.2f}]"
+        lines.append(f"measured: {c.member}: step {told} against plain, {c.verdict}")
+    return lines

@@ -19,7 +19,7 @@ from pathlib import Path
 from nanobench.compile import history as compile_history
 from nanobench.compile.bench import interleaved_sweep
 from nanobench.compile.gates import gates
-from nanobench.compile.remedies import engine_remedies, with_dynamic_row
+from nanobench.compile.remedies import engine_remedies, knobs_measured, knobs_next, with_dynamic_row
 from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.sides import worker_specs
 from nanobench.compile.spec import CompileSpec, WorkerSpec
@@ -91,7 +91,11 @@ class CompileKind(RunKind):
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         png = draw_compiled_decode(rows, run.where / "compiled-decode.png", head)
-        return png, partial(render_compile, stdout_console(), rows, found, head)
+        notes = knobs_next(rows, self.spec)
+        return png, partial(render_compile, stdout_console(), rows, found, head, notes)
+
+    def change_notes(self, changes) -> list[str]:
+        return knobs_measured(changes) if self.spec.tries else []
 
     def export(self, rows, record):
         return export_compile(self.spec, self.dtype, rows, record)

@@ -103,9 +103,13 @@ class RunKind:
 
         path = run.where / "compare.png"
         png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
-        notes = self.why_lines(rows)
+        notes = self.why_lines(rows) + self.change_notes(changes)
         return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
                             notes, self.side_names())  # fmt: skip
+
+    def change_notes(self, changes: list) -> list[str]:
+        """What the changes say in a line each, under a comparison's table."""
+        return []
 
     def side_names(self) -> tuple[str, str]:
         """The change table's two sides, as the run names them."""
