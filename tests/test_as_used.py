@@ -14,9 +14,13 @@ command cannot take is refused in one line that docs/models.md quotes.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +80,54 @@ class Run:
     stderr: str
     output: str
     exception: BaseException | None
+    # What the run's report console printed, printed again on two more consoles that
+    # `stdout_console()` makes: one as it makes it here (piped), one for a terminal of NARROW.
+    piped: str
+    narrow: str
+
+
+NARROW = 80  # the columns of the narrow terminal (console.PIPED_WIDTH set to it)
+
+
+@contextmanager
+def printed_again() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """While a command runs, each console `console.stdout_console()` makes (the one every report
+    prints on) prints each thing it is handed on two more consoles made by the same function
+    into buffers: one as made here (piped, console.PIPED_WIDTH), one as made for a terminal of
+    NARROW columns. Each lays the thing out for its own width (`FitTables`), so the narrow
+    buffer is the report as a terminal of NARROW columns shows it, from the same run: a
+    separate run at that width printed the same report on other timings."""
+    made = console.stdout_console
+    piped, narrow = io.StringIO(), io.StringIO()
+
+    def again() -> console.Console:
+        shown, same = made(), made()
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(console, "PIPED_WIDTH", NARROW)
+            small = made()
+        same.file, small.file = piped, narrow
+
+        def print_(*objects, **kwargs) -> None:
+            for each in (shown, same, small):
+                type(each).print(each, *objects, **kwargs)
+
+        shown.print = print_
+        return shown
+
+    def holding(function) -> list:
+        # the module's own names, not getattr: a lazy module's __getattr__ is never woken
+        held = (m for m in list(sys.modules.values()) if m is not None)
+        return [m for m in held if getattr(m, "__dict__", {}).get("stdout_console") is function]
+
+    # Every module that imported the function by name; one the command imports while it
+    # runs takes `again` from the console module, and is handed `made` back after.
+    for module in holding(made):
+        module.stdout_console = again
+    try:
+        yield piped, narrow
+    finally:
+        for module in holding(again):
+            module.stdout_console = made
 
 
 class Cli:
@@ -91,8 +143,12 @@ class Cli:
             extra = []
             if args[0] not in NO_OUT and "--out" not in args:
                 extra = ["--out", str(self.root / f"out-{len(self.done)}")]
-            r = CliRunner().invoke(app, [*args, *extra], env=self.env)
-            self.done[args] = Run(r.exit_code, r.stdout, r.stderr, r.output, r.exception)
+            with printed_again() as (piped, narrow):
+                r = CliRunner().invoke(app, [*args, *extra], env=self.env)
+            self.done[args] = Run(
+                r.exit_code, r.stdout, r.stderr, r.output, r.exception,
+                piped.getvalue(), narrow.getvalue(),
+            )  # fmt: skip
         return self.done[args]
 
 
@@ -256,18 +312,20 @@ def test_the_default_table_runs_and_reads_as_the_json(command, cli):
 
 
 @pytest.mark.parametrize("command", [param(c) for c in SHORT])
-def test_the_default_table_reads_whole_at_80_columns(command, cli, monkeypatch):
+def test_the_default_table_reads_whole_at_80_columns(command, cli):
     """A table wider than the terminal prints as a block per row: no cell is cut to an ellipsis
-    (rich squeezed compile's 13 columns at 80 to 'mo…', 'st…', '0.…'), no line is over 80."""
-    monkeypatch.setattr(console, "PIPED_WIDTH", 80)  # a terminal of 80 columns
-    extra = [] if command in NO_OUT else ["--out", str(cli.root / f"narrow-{command}")]
-    got = CliRunner().invoke(app, [command, *SHORT[command], *extra], env=cli.env)
-    assert got.exit_code == 0, got.output[-3000:]
-    assert "…" not in got.stdout, got.stdout[-3000:]
-    assert max(len(line) for line in got.stdout.splitlines()) <= 80
+    (rich squeezed compile's 13 columns at 80 to 'mo…', 'st…', '0.…'), no line is over 80.
+    The default-table test's run, its report printed again at 80 columns (`printed_again`)."""
+    run = cli(command, *SHORT[command])
+    assert run.exit_code == 0, run.output[-3000:]
+    # All the run printed on stdout is its report console's: the narrow copy shows all of it.
+    assert run.stdout == run.piped, "stdout holds what the report console did not print"
+    got = run.narrow
+    assert "…" not in got, got[-3000:]
+    assert max(len(line) for line in got.splitlines()) <= 80
     if command == "compile":
         doc = cli(command, *SHORT[command], "--model", "tiny", "--json")
-        blocks = text_blocks(got.stdout)
+        blocks = text_blocks(got)
         for mode, row in by(json_rows(doc), "mode").items():
             block = blocks[f"mode: {mode}"]
             assert (int(block["builds"]), int(block["shapes"])) == (row["builds"], row["shapes"])
