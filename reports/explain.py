@@ -76,7 +76,7 @@ def render_explain(console, rows: list, verdict: str, gates, outputs: dict | Non
         console.print(
             "guards on Python values (each one is a rebuild on every step that changes it):"
         )
-        for text in last.value_guard_text[:8]:
+        for text in (getattr(last, "value_guard_named", None) or last.value_guard_text)[:8]:
             console.print(f"  {text}", markup=False)
     for remedy in last.remedies or ():
         console.print(f"remedy {remedy}", markup=False)

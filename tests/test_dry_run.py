@@ -79,3 +79,17 @@ def test_a_failed_dry_run_leaves_the_row_and_says_the_remedy_is_unchecked(monkey
     assert quote_dynamic_row(DYNAMIC_ROW, None, None) in symbolic  # the unchecked words
     assert "dry run" not in symbolic and "built" not in symbolic
     assert row["value_guards"] >= 1 and row["graphs"] == 1  # the explained row stands
+
+
+def test_a_guard_carried_across_a_break_is_listed_by_the_line_that_produced_it():
+    source = (CORPUS / "item_in_step.py").read_text().splitlines()
+    line = next(i for i, t in enumerate(source, 1) if t.strip().startswith("n = input_pos.max()"))
+    result = runner.invoke(app, [
+        "explain", "--target", f"{CORPUS / 'item_in_step'}.py:factory", "--step", str(STEP),
+        "--rows", str(ROWS), "--prompt-len", str(PROMPT),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output  # a failed gate exits 1 only under --check
+    text = " ".join(result.output.split())
+    listed = text.split("guards on Python values")[1].split("remedy")[0]
+    assert f"L['___stack0'] == {PROMPT + STEP} (`n = input_pos.max().item() + 1` at " in listed
+    assert f"item_in_step.py:{line}, carried across the break)" in listed

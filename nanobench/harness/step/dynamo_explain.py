@@ -46,6 +46,9 @@ class ExplainRow:
     dtype: str = ""  # the dtype the forward was built in (added by the command)
     threads: int | None = None  # torch.get_num_threads() where it was explained (the command)
     side: str = ""  # before | after under --vs / --vs-path (the command); "" for one side
+    # value_guard_text in the user's terms: a `___stackN` named by the line that produced it
+    # (a target's, `remedies.in_user_terms`); the texts themselves stay dynamo's, to diff by
+    value_guard_named: list[str] | None = None
 
 
 STEP_ARGS = ("L['view']", "L['plan']", "L['input_ids']")

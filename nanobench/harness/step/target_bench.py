@@ -21,6 +21,7 @@ from nanobench.harness.step.dynamo_call import trace_call
 from nanobench.harness.step.dynamo_explain import ExplainRow, break_table, explained_counts
 from nanobench.harness.step.remedies import (
     ValueGuard,
+    in_user_terms,
     remedies_for,
     symbolic_source,
 )
@@ -98,6 +99,7 @@ def probe_target(target: Target, step: int) -> tuple[ExplainRow, list, set[str]]
         attention="",
         **explained_counts(out, breaks, [g.guard for g in varying]),
         remedies=[r.text() for r in remedies],  # a `symbolic` one left for its check
+        value_guard_named=[in_user_terms(g) for g in varying],
     )
     guarded = {g.name for o in (out, following) for g in o.out_guards or ()}
     return row, varying, guarded
