@@ -163,6 +163,9 @@ def why(r) -> list[str]:
             f"still checks {r.guard_sets_checked} cached guard sets), never a compiled speed"
             + (f"; the guard that sent it there: {reasons[-1]}" if reasons else "")
         )
+    if getattr(r, "predicted_by", None) and r.predicted_fall_back is not None:
+        said = "yes" if r.predicted_fall_back else "no"
+        lines.append(f"{name}: fall-back predicted {said} by {r.predicted_by}")
     lines += [f"{name}: remedy {remedy}" for remedy in r.remedies or ()]
     return lines
 

@@ -93,3 +93,25 @@ def test_a_guard_carried_across_a_break_is_listed_by_the_line_that_produced_it()
     listed = text.split("guards on Python values")[1].split("remedy")[0]
     assert f"L['___stack0'] == {PROMPT + STEP} (`n = input_pos.max().item() + 1` at " in listed
     assert f"item_in_step.py:{line}, carried across the break)" in listed
+
+
+def test_compile_predicts_a_fall_back_by_a_dry_run_and_says_so():
+    """index_position: dynamic=True specialises pos again at the indexed write, so dynamic
+    falls back; the rule over the inputs (an int read from a tensor is symbolic under
+    dynamic=True) said it would not. dynamo here counts the builds: the limit's 8, not 10."""
+    steps = 10
+    assert builds_here("index_position", steps) == 8 < steps
+    result = runner.invoke(app, [
+        "compile", "--target", f"{CORPUS / 'index_position'}.py:factory", "--modes",
+        "off,dynamic", "--backend", "eager", "--steps", str(steps), "--rows", str(ROWS),
+        "--prompt-len", str(PROMPT), "--threads", "1", "--processes", "1", "--rounds", "1",
+        "--max-rounds", "1", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {r["mode"]: r for r in json.loads(result.stdout)["rows"]}
+    dynamic = rows["dynamic"]
+    assert dynamic["fell_back"] and dynamic["predicted_fall_back"]
+    assert dynamic["predicted_by"] == (
+        f"dry run: dynamo alone (eager backend) over the {steps} steps built 8"
+    )
+    assert rows["off"]["predicted_by"] is None

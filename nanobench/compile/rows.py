@@ -68,6 +68,9 @@ class CompileRow:
     predicted_fall_back: bool | None = None
     guard_kind: str | None = None
     predicted_guard_kind: str | None = None
+    # which check the fall-back prediction came from: a dry run of dynamo alone over the same
+    # steps (a target's), or the rule over the shape history (the engine's)
+    predicted_by: str | None = None
     recompile_reasons: list[str] | None = None
     recompile_limit: int | None = None
     compile_s: float | None = None  # get_compilation_metrics(): entire_frame_compile_time_s

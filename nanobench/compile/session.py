@@ -223,7 +223,12 @@ class CompileSession(WindowServer):
             expected_value_guards=expected,
             outputs=self.outputs,
         )
-        return {**asdict(row), **self.counts}
+        rule = "rule: the step's shape history and guard kind (cost.compile)"
+        return {
+            **asdict(row),
+            **self.counts,
+            "predicted_by": rule if self.spec.mode != "off" else None,
+        }
 
 
 if __name__ == "__main__":

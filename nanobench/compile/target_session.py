@@ -27,6 +27,7 @@ from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
+from nanobench.harness.runs.dry_run import DryRun, dry_steps
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
 from nanobench.harness.step.output_check import fingerprint
@@ -118,10 +119,12 @@ class TargetSession(WindowServer):
 
     def first_pass(self, spec: WorkerSpec, progress: Callable[[dict], None]) -> dict:
         probe = (None, [], set())
+        self.dry: DryRun | str | None = None
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
         if spec.mode != "off" and spec.process == 1:
             # A probe target of its own: explaining runs the forward, which may move its state.
             probe = probe_target(self.make(), 0)
+            self.dry = self.dry_check(spec)
         torch._dynamo.reset()
         counters.clear()
         clear_compilation_metrics()
@@ -143,6 +146,16 @@ class TargetSession(WindowServer):
         self.frames_after_first_pass = counters["frames"]["ok"]
         return self.ledger(times, built, seen, probe)
 
+    def dry_check(self, spec: WorkerSpec) -> DryRun | str:
+        """The fall-back prediction checked: the mode's steps through dynamo alone (the eager
+        backend: tracing and guards, no Inductor), on a target of its own; a step that raises
+        there is said, and the rule predicts instead."""
+        dynamic = {"dynamic": True, "static": False}.get(spec.mode)  # reduce-overhead: automatic
+        try:
+            return dry_steps(self.make(), spec.steps, dynamic, compile_options(spec.knob))
+        except Exception as e:  # the step's own failure is the real pass's to report
+            return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
     def ledger(self, times: list, built: list, seen: list, probe: tuple) -> dict:
         """The first pass as dynamo's counters and compilation metrics record it, the
         prediction from the inputs it saw, and the remedies for what it measured."""
@@ -151,6 +164,13 @@ class TargetSession(WindowServer):
         limit = recompile_limit()
         shapes = [s for s, _ in seen]
         predicted_kind, predicted_fall_back = predict_target(mode, seen, varying, guarded, limit)
+        predicted_by = "" if mode == "off" else "rule: the inputs each step presented"
+        if isinstance(self.dry, DryRun):
+            predicted_fall_back = self.dry.fell_back
+            predicted_by = (f"dry run: dynamo alone (eager backend) over the {self.dry.steps} "
+                            f"steps built {self.dry.builds}")  # fmt: skip
+        elif self.dry:
+            predicted_by += f" (the dry run raised {self.dry})"
         found, self.steady = first_pass(
             mode,
             times,
@@ -180,6 +200,7 @@ class TargetSession(WindowServer):
         return {
             **asdict(found),
             "target": self.spec.target,
+            "predicted_by": predicted_by or None,
             "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
             "remedies": [r.text() for r in remedies],
             **per_call(row),

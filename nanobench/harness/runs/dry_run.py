@@ -2,8 +2,10 @@
 
 What it is: `DryRunJob` (the target, its protocol's arguments, how many steps, and whether
 `dynamic=True`), `DryRun` (what dynamo did: frames built over the steps, whether it fell back
-past its recompile limit, its recompile reasons whole), `dry_run(job)` (the job in a fresh
-worker: `python -m nanobench.harness.runs.dry_run`) and `DrySession`, that worker's session.
+past its recompile limit, its recompile reasons whole), `dry_steps(target, ...)` (the steps
+through dynamo in this process: what a compile worker predicts its fall-back by),
+`dry_run(job)` (the job in a fresh worker: `python -m nanobench.harness.runs.dry_run`) and
+`DrySession`, that worker's session.
 What it is not: a timing (the eager backend: tracing and guards only, no Inductor, seconds) or
 the remedy's words (`remedies.quote_dynamic_row`).
 Invariant: the run is the user's own steps 0..steps-1 through `inputs_at`, in a process that
@@ -46,38 +48,46 @@ class DryRun:
     reasons: list[str]  # dynamo's recompile reasons, whole, in order
 
 
+def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = None,
+               progress=lambda e: None) -> DryRun:  # fmt: skip
+    """The target's steps 0..steps-1 through `torch.compile(backend="eager")` in this process,
+    dynamo reset before and after: what it built and whether it fell back. `options` are a
+    --try side's (`knobs.compile_options`); the side's config is the process's already."""
+    import torch
+    from torch._dynamo.utils import clear_compilation_metrics, counters
+    from torch._dynamo.utils import get_compilation_metrics as metrics
+
+    from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
+    from nanobench.harness.step.target_bench import call_step
+    from nanobench.harness.step.targets import inputs_at
+
+    torch._dynamo.reset()
+    counters.clear()
+    clear_compilation_metrics()
+    forward = torch.compile(target.forward, dynamic=dynamic, backend="eager", **(options or {}))
+    with torch.no_grad():
+        for i in range(steps):
+            args, kwargs = inputs_at(target, i)
+            call_step(target, i, forward, args, kwargs)
+            progress({"step": i + 1, "steps": steps})
+    found = metrics()
+    run = DryRun(builds=int(counters["frames"]["ok"]), steps=steps,
+                 fell_back=fell_back_in(found), reasons=recompile_reasons_in(found))  # fmt: skip
+    torch._dynamo.reset()
+    return run
+
+
 class DrySession:
     """The worker's session: the job's steps through `torch.compile(backend="eager")`."""
 
     def __init__(self, payload: dict, progress=lambda e: None):
-        import torch
-        from torch._dynamo.utils import clear_compilation_metrics, counters
-        from torch._dynamo.utils import get_compilation_metrics as metrics
-
-        from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
-        from nanobench.harness.step.target_bench import call_step
-        from nanobench.harness.step.targets import inputs_at, make_target
+        from nanobench.harness.step.targets import make_target
 
         job = rebuild(DryRunJob, payload)
         target = make_target(job.target, model=job.model, rows=job.rows,
                              prompt_len=job.prompt_len, steps=job.steps, device=job.device,
                              dtype=job.dtype)  # fmt: skip
-        torch._dynamo.reset()
-        counters.clear()
-        clear_compilation_metrics()
-        forward = torch.compile(target.forward, dynamic=job.dynamic, backend="eager")
-        with torch.no_grad():
-            for i in range(job.steps):
-                args, kwargs = inputs_at(target, i)
-                call_step(target, i, forward, args, kwargs)
-                progress({"step": i + 1, "steps": job.steps})
-        found = metrics()
-        self.ready = asdict(DryRun(
-            builds=int(counters["frames"]["ok"]),
-            steps=job.steps,
-            fell_back=fell_back_in(found),
-            reasons=recompile_reasons_in(found),
-        ))  # fmt: skip
+        self.ready = asdict(dry_steps(target, job.steps, job.dynamic, progress=progress))
 
     def serve(self, request: dict) -> dict:
         return {}
