@@ -413,3 +413,17 @@ def test_a_clean_mode_is_pointed_at_the_try_that_measures_its_knobs_and_a_try_ru
     assert knobs_measured([builds, step]) == [
         f"measured: {KNOB} dynamic: step 0.91x [0.87, 0.95] against plain, faster"
     ]
+
+
+def test_the_estimate_counts_each_side_s_own_members():
+    from nanobench.compile.spec import CompileSpec
+    from nanobench.decode.spec import DecodeSpec
+    from nanobench.harness.runs.eta import compile_plan, decode_plan
+
+    # by hand: plain off and dynamic, then dynamic under each of two knobs; 3 processes each
+    plan = compile_plan(CompileSpec(modes=("off", "dynamic"), tries=(KNOB, "freezing")), 2)
+    assert (plan.starts, plan.cold_compiles, plan.later) == (4, 3, 4 * 2)
+    # plain's probe and three systems, the knob's engine-compiled: one probe, two compiles
+    spec = DecodeSpec(systems=("engine-eager", "engine-compiled", "hf-eager"), tries=(KNOB,))
+    plan = decode_plan(spec, 2)
+    assert (plan.starts, plan.cold_compiles, plan.later) == (4 + 1, 2, 4 * 2)

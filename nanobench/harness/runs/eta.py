@@ -88,9 +88,11 @@ def sides(spec) -> int:
 
 
 def compile_plan(spec, cores: int) -> Plan:
-    """`compile`: each mode's first worker alone, then --processes - 1 more each side by side."""
-    members = len(spec.modes) * sides(spec)
-    compiled = len([m for m in spec.modes if m != "off"]) * sides(spec)
+    """`compile`: each mode's first worker alone, then --processes - 1 more each side by side;
+    every side's own modes (a --try knob side has no off)."""
+    each = spec.sides().values()
+    members = sum(len(s.modes) for s in each)
+    compiled = sum(len([m for m in s.modes if m != "off"]) for s in each)
     cold = compiled if spec.cache == "cold" and spec.backend == "inductor" else 0
     later = members * (min(spec.processes, spec.max_rounds) - 1)
     return Plan(members, cold, compiled - cold, later, cores, members, spec.steps,
@@ -98,13 +100,16 @@ def compile_plan(spec, cores: int) -> Plan:
 
 
 def decode_plan(spec, cores: int) -> Plan:
-    """`decode`: as `compile`, each compiled system into its own cold cache, a probe first."""
-    members = len(spec.systems) * sides(spec)
-    compiled = len([s for s in spec.systems if s != "engine-eager" and s != "hf-eager"])
-    compiled *= sides(spec)
+    """`decode`: as `compile`, each compiled system into its own cold cache, a probe first
+    (each side's, but a --try knob side's, which borrows plain's)."""
+    each = spec.sides().values()
+    members = sum(len(s.systems) for s in each)
+    compiled = sum(len([n for n in s.systems if n not in ("engine-eager", "hf-eager")])
+                   for s in each)  # fmt: skip
+    probes = sum(1 for s in each if not s.knob)
     cold = compiled if spec.backend == "inductor" else 0
     later = members * (min(spec.processes, spec.max_rounds) - 1)
-    return Plan(members + 1, cold, compiled - cold, later, cores, members, spec.steps,
+    return Plan(members + probes, cold, compiled - cold, later, cores, members, spec.steps,
                 spec.max_rounds, spec.budget_s)  # fmt: skip
 
 
