@@ -20,7 +20,7 @@ from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option, positive
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns, check_sides
-from nanobench.harness.step.knobs import PLAIN, parse_side
+from nanobench.harness.step.knobs import PLAIN, check_backend
 from nanobench.harness.step.knobs import check_sides as check_knob_sides
 
 
@@ -174,12 +174,7 @@ def tried_option(spec: CompileSpec) -> None:
                        "one side")  # fmt: skip
     if all(m == "off" for m in spec.modes):
         raise BadInput("--try: knobs act on a compiled mode; add dynamic or static to --modes")
-    for side in spec.tries:
-        for knob in parse_side(side):
-            inductor = any(s.config == "inductor" for s in knob.settings)
-            if inductor and spec.backend != "inductor":
-                raise BadInput(f"--try {side}: {knob.name} sets Inductor, which --backend "
-                               f"{spec.backend} never runs; use --backend inductor")  # fmt: skip
+    check_backend(spec.tries, spec.backend)
 
 
 @dataclass(frozen=True)

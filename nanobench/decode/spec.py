@@ -15,7 +15,7 @@ from nanobench.harness.cli.options import (
 )
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns
-from nanobench.harness.step.knobs import PLAIN, parse_side
+from nanobench.harness.step.knobs import PLAIN, check_backend
 from nanobench.harness.step.knobs import check_sides as check_knob_sides
 
 # The systems torch.compile builds: the ones a --try knob acts on.
@@ -125,9 +125,4 @@ class DecodeSpec:
         if not any(s in COMPILED_SYSTEMS for s in self.systems):
             raise BadInput(f"--try: knobs act on a compiled system; add one of "
                            f"{', '.join(COMPILED_SYSTEMS)} to --systems")  # fmt: skip
-        for side in self.tries:
-            for knob in parse_side(side):
-                if self.backend != "inductor" and any(s.config == "inductor"
-                                                      for s in knob.settings):  # fmt: skip
-                    raise BadInput(f"--try {side}: {knob.name} sets Inductor, which --backend "
-                                   f"{self.backend} never runs; use --backend inductor")  # fmt: skip
+        check_backend(self.tries, self.backend)

@@ -132,6 +132,15 @@ def check_sides(sides: tuple[str, ...]) -> None:
         raise BadInput(f"--try {twice[0]}: named twice; each knob is one side of the run")
 
 
+def check_backend(sides: tuple[str, ...], backend: str) -> None:
+    """An Inductor knob under another backend would measure nothing: one line naming it."""
+    for side in sides:
+        for knob in parse_side(side):
+            if backend != "inductor" and any(s.config == "inductor" for s in knob.settings):
+                raise BadInput(f"--try {side}: {knob.name} sets Inductor, which --backend "
+                               f"{backend} never runs; use --backend inductor")  # fmt: skip
+
+
 def _config(name: str):
     # torch loads here, once the names are checked: the vocabulary itself needs none.
     if name == "inductor":
