@@ -427,3 +427,31 @@ def test_the_estimate_counts_each_side_s_own_members():
     spec = DecodeSpec(systems=("engine-eager", "engine-compiled", "hf-eager"), tries=(KNOB,))
     plan = decode_plan(spec, 2)
     assert (plan.starts, plan.cold_compiles, plan.later) == (4 + 1, 2, 4 * 2)
+
+
+def test_a_profile_knob_names_the_category_that_moved():
+    from dataclasses import asdict
+
+    from nanobench.profile.rows import CategoryRow
+    from nanobench.profile.run import ProfileKind
+    from nanobench.profile.spec import ProfileSpec
+    from nanobench.profile.vs import moved_most
+
+    def profile(guards_ms: float, kernels_ms: float, guard_calls: float) -> dict:
+        cats = [CategoryRow("guards", guards_ms, 0.1, guard_calls),
+                CategoryRow("fused kernels", kernels_ms, 0.8, 4.0)]  # fmt: skip
+        return {"categories": [asdict(c) for c in cats]}
+
+    kind = ProfileKind(ProfileSpec(modes=("off", "dynamic"), tries=("guard-filter",)), "float32")
+    kind.found = {Member("plain", "dynamic"): profile(0.30, 1.0, 2.0),
+                  Member("guard-filter", "dynamic"): profile(0.05, 1.01, 1.0)}  # fmt: skip
+    found = {(c.member, c.column): c for c in kind.changes([], [], 0.95)}
+    guards = found[("guard-filter dynamic", "guards ms")]
+    assert (guards.before, guards.after) == (0.30, 0.05)
+    assert {m for m, _ in found} == {"guard-filter dynamic"}
+    # what moved most is the guards' 0.25 ms, not the kernels' 0.01
+    assert moved_most(kind.changed) == [
+        "guard-filter dynamic: guards moved most, 0.300 -> 0.050 ms a step (-0.250)"
+    ]
+    assert kind.calls == ["guard-filter dynamic: calls a step changed: guards 2 -> 1"]
+    assert kind.lends("guard-filter") == [Member("plain", "off")] and kind.lends("plain") == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 
 from nanobench.compile.bench import ModePart, comparisons, member_env
 from nanobench.compile.rows import CompileRow
@@ -57,7 +58,7 @@ def parts_of(fleet: Fleet, spec: ProfileSpec, sides: dict[str, WorkerSpec], foun
     traces = out_dir(spec.out) / "profile-traces"
     parts = []
     for side, worker in sides.items():
-        for mode in spec.modes:
+        for mode in spec.sides()[side].modes:  # a --try knob side: its compiled modes
             m = Member(side, mode)
             job = ProfileJob(passes=spec.passes, trace=str(traces / f"{m.label}.json"))
             parts.append(ProfilePart(m, worker, member_env(fleet, m, worker), status, job,
@@ -71,4 +72,5 @@ def profiled_sweep(spec: ProfileSpec, sides: dict[str, WorkerSpec], plan: RoundP
     member), then all timed without the profiler in interleaved rounds, as compile times them."""
     with Fleet(WORKER, spec.timeout, 1, on_status) as fleet:
         parts = parts_of(fleet, spec, sides, found, on_status)
-        fleets.sweep(fleet, parts, plan, spec.processes, listener, comparisons)
+        ratios = partial(comparisons, pairs=spec.pairs())
+        fleets.sweep(fleet, parts, plan, spec.processes, listener, ratios)

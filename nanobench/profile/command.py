@@ -41,6 +41,7 @@ def profile_command(
     out: o.Out = D.out,
     target: o.Target = D.target,
     vs: o.Vs = D.vs,
+    tries: o.Try = D.tries,
     top: o.Top = D.top,
     max_overhead_share: o.MaxOverheadShare = D.max_overhead_share,
     json_mode: o.JsonOpt = False,
@@ -62,6 +63,7 @@ def profile_command(
     Example: nanobench profile --target my_step.py:factory --modes off,dynamic
     Example: nanobench profile --target new.py:factory --vs old.py:factory --modes off,dynamic
     Example: nanobench profile --check --max-overhead-share 0.5
+    Example: nanobench profile --modes off,dynamic --try cpp-wrapper,guard-filter
     """
     options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:

@@ -22,9 +22,10 @@ from nanobench.cost.compile import step_speedup
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.measured_run import MeasuredRun, RunKind
 from nanobench.harness.runs.rows import as_dicts, columns, rebuild
+from nanobench.harness.step.knobs import PLAIN
 from nanobench.harness.step.targets import BUILTINS
 from nanobench.harness.workers.load import crowded_note, look_before_timing
-from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.member import AFTER, Member
 from nanobench.harness.workers.rounds import round_plan
 from nanobench.profile.bench import profiled_sweep
 from nanobench.profile.gates import gates
@@ -99,11 +100,20 @@ class ProfileKind(RunKind):
         return [replace(rebuild(KernelRow, k), mode=member.name, side=member.side)
                 for k in profile["kernels"]]  # fmt: skip
 
+    def lends(self, side: str) -> list[Member]:
+        # eager off reads no knob: a knob side's speedup and words are over plain's off
+        return [Member(PLAIN, "off")] if self.spec.tries and side != PLAIN else []
+
+    def side_names(self) -> tuple[str, str]:
+        return (PLAIN, "knob") if self.spec.tries else super().side_names()
+
     def derive(self, side, rows, windows, level, history) -> list[ProfileRow]:
-        timed = derive(rows, self.spec.horizon, windows, level)
+        own = self.spec.sides()[side].modes
+        timed = [r for r in derive(rows, self.spec.horizon, windows, level) if r.mode in own]
         self.timed.update({Member(side, r.mode): replace(r, side=side) for r in timed})
         out = with_amdahl([self.joined(Member(side, r.mode), replace(r, side=side)) for r in timed])
-        off = self.categories(Member(side, "off")) if "off" in self.spec.modes else None
+        off_at = next(iter(self.lends(side)), Member(side, "off"))
+        off = self.categories(off_at) if "off" in self.spec.modes else None
         return [replace(r, words=self.words(r, off)) for r in out]
 
     def joined(self, member: Member, row: CompileRow) -> ProfileRow:
@@ -131,12 +141,23 @@ class ProfileKind(RunKind):
         return said
 
     def changes(self, rows, windows, level) -> list:
-        found = compile_changes(list(self.timed.values()), windows, level)
-        sides = {s: [c for m in self.found if m.side == s for c in self.categories(m)]
-                 for s in (BEFORE, AFTER)}  # fmt: skip
-        self.changed = category_changes(sides[BEFORE], sides[AFTER])
-        self.calls = calls_changed(sides[BEFORE], sides[AFTER])
+        found = compile_changes(list(self.timed.values()), windows, level, self.spec.pairs())
+        self.changed, self.calls = [], []
+        for base, other in self.spec.pairs():
+            theirs = self.side_categories(other, other)
+            modes = {c.mode for c in theirs}
+            mine = [c for c in self.side_categories(base, other) if c.mode in modes]
+            self.changed += category_changes(mine, theirs)
+            self.calls += calls_changed(mine, theirs)
         return found + self.changed
+
+    def side_categories(self, side: str, named_by: str) -> list[CategoryRow]:
+        """A side's categories, each mode named as a change of `named_by` names it: its mode
+        (before and after), or the knob and mode ("cpp-wrapper dynamic")."""
+        found = [c for m in self.found if m.side == side for c in self.categories(m)]
+        if named_by == AFTER:
+            return found
+        return [replace(c, mode=f"{named_by} {c.mode}") for c in found]
 
     def gates(self, rows) -> list:
         return gates(self.spec, rows)
@@ -185,6 +206,8 @@ class ProfileKind(RunKind):
 def heading(spec: ProfileSpec, dtype: str, rows: list[ProfileRow]) -> str:
     rounds_run = max((r.rounds or 0 for r in rows), default=0)
     what = "profiled decode step" + (f" of target {spec.target}" if spec.target else "")
+    if spec.tries:
+        what += f": knobs {', '.join(spec.tries)} against plain torch.compile"
     if spec.vs:
         what += f" (after) vs {spec.vs} (before)"
     return title(
@@ -206,7 +229,7 @@ def run_profile(spec: ProfileSpec, status, *, json_mode: bool, check: bool) -> i
     kind = ProfileKind(spec, dtype)
     run = MeasuredRun(kind, status, check, plan, spec.compared)
     run.open(look_before_timing)
-    planned = [Member(side, mode) for side in sides for mode in spec.modes]
+    planned = [Member(side, mode) for side, each in spec.sides().items() for mode in each.modes]
 
     def measure() -> None:
         profiled_sweep(spec, sides, plan, listener=run, found=kind.found, on_status=status)
