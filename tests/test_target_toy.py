@@ -141,3 +141,25 @@ def test_trace_writes_raw_traces_and_a_tlparse_index_per_compiled_mode(sweep):
         index = Path(rows[mode]["trace_index"])
         assert index == out / "trace" / mode / "tlparse" / "index.html"
         assert index.stat().st_size > 1000
+
+
+def test_the_mark_dynamic_remedy_quotes_its_dry_run_as_dynamo_counts_it(sweep):
+    """The remedy is tried before it is printed: its builds are dynamo's, counted here with the
+    width marked dynamic over the same 12 steps (4 rows, prompt 16: compile's defaults)."""
+    from torch._dynamo.utils import counters
+
+    target = toy(rows=4, prompt_len=16, steps=12, device="cpu", dtype="float32")
+    torch._dynamo.reset()
+    counters.clear()
+    forward = torch.compile(target.forward, backend="eager")
+    for step in range(12):
+        (x,), _ = target.step_inputs(step)
+        torch._dynamo.mark_dynamic(x, 1)
+        forward(x)
+    builds = int(counters["frames"]["ok"])
+    torch._dynamo.reset()
+    rows, _ = sweep
+    (marked,) = [r for r in rows["static"]["remedies"] if r.startswith("mark-dynamic")]
+    assert f"a dry run with it (dynamo alone, eager backend) over the 12 steps built {builds}, " \
+        "no fall-back" in marked  # fmt: skip
+    assert rows["static"]["predicted_by"].startswith("dry run: dynamo alone")

@@ -31,7 +31,7 @@ from nanobench.harness.runs.dry_run import DryRun, dry_steps
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
 from nanobench.harness.step.output_check import fingerprint
-from nanobench.harness.step.remedies import Growth, remedies_for, value_guard
+from nanobench.harness.step.remedies import Growth, quote_marked, remedies_for, value_guard
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
     TargetError,
@@ -120,6 +120,7 @@ class TargetSession(WindowServer):
     def first_pass(self, spec: WorkerSpec, progress: Callable[[dict], None]) -> dict:
         probe = (None, [], set())
         self.dry: DryRun | str | None = None
+        self.marked: DryRun | None = None  # the mark-dynamic remedy's dry run, where it applies
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
         if spec.mode != "off" and spec.process == 1:
             # A probe target of its own: explaining runs the forward, which may move its state.
@@ -149,10 +150,18 @@ class TargetSession(WindowServer):
     def dry_check(self, spec: WorkerSpec) -> DryRun | str:
         """The fall-back prediction checked: the mode's steps through dynamo alone (the eager
         backend: tracing and guards, no Inductor), on a target of its own; a step that raises
-        there is said, and the rule predicts instead."""
+        there is said, and the rule predicts instead. Where an input dimension grows, its
+        mark-dynamic remedy is tried the same way (`self.marked`)."""
         dynamic = {"dynamic": True, "static": False}.get(spec.mode)  # reduce-overhead: automatic
+        options = compile_options(spec.knob)
         try:
-            return dry_steps(self.make(), spec.steps, dynamic, compile_options(spec.knob))
+            dry = dry_steps(self.make(), spec.steps, dynamic, options)
+            target = self.make()
+            shapes = [shape_signature(*inputs_at(target, i)) for i in range(spec.steps)]
+            marks = tuple((path, dim) for path, dim, _, _ in growing_dims(shapes))
+            if marks and dry.fell_back:
+                self.marked = dry_steps(self.make(), spec.steps, None, options, marks)
+            return dry
         except Exception as e:  # the step's own failure is the real pass's to report
             return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
@@ -197,6 +206,9 @@ class TargetSession(WindowServer):
             inputs_where=where_defined(self.target.step_inputs),
             mode=mode,
         )
+        if self.marked is not None:
+            m = self.marked
+            remedies = [quote_marked(r, m.builds, m.steps, m.fell_back) for r in remedies]
         return {
             **asdict(found),
             "target": self.spec.target,

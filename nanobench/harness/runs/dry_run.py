@@ -49,17 +49,19 @@ class DryRun:
 
 
 def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = None,
-               progress=lambda e: None) -> DryRun:  # fmt: skip
+              marks: tuple = (), progress=lambda e: None) -> DryRun:  # fmt: skip
     """The target's steps 0..steps-1 through `torch.compile(backend="eager")` in this process,
     dynamo reset before and after: what it built and whether it fell back. `options` are a
-    --try side's (`knobs.compile_options`); the side's config is the process's already."""
+    --try side's (`knobs.compile_options`); the side's config is the process's already.
+    `marks` ((path, dim), ...): each step's input tensor at that path (`targets.tensors_at`)
+    is `torch._dynamo.mark_dynamic` at that dim before the call, as the remedy says to."""
     import torch
     from torch._dynamo.utils import clear_compilation_metrics, counters
     from torch._dynamo.utils import get_compilation_metrics as metrics
 
     from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
     from nanobench.harness.step.target_bench import call_step
-    from nanobench.harness.step.targets import inputs_at
+    from nanobench.harness.step.targets import inputs_at, tensors_at
 
     torch._dynamo.reset()
     counters.clear()
@@ -68,6 +70,9 @@ def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = N
     with torch.no_grad():
         for i in range(steps):
             args, kwargs = inputs_at(target, i)
+            for path, t in tensors_at(args, kwargs) if marks else ():
+                for dim in (d for p, d in marks if p == path):
+                    torch._dynamo.mark_dynamic(t, dim)
             call_step(target, i, forward, args, kwargs)
             progress({"step": i + 1, "steps": steps})
     found = metrics()

@@ -108,12 +108,10 @@ class RunKind:
                             notes, self.side_names())  # fmt: skip
 
     def change_notes(self, changes: list) -> list[str]:
-        """What the changes say in a line each, under a comparison's table."""
-        return []
+        return []  # what the changes say in a line each, under a comparison's table
 
     def side_names(self) -> tuple[str, str]:
-        """The change table's two sides, as the run names them."""
-        return ("before", "after")
+        return ("before", "after")  # the change table's two sides, as the run names them
 
     def export(self, rows: list, record) -> Path:
         raise NotImplementedError

@@ -258,3 +258,13 @@ def remedies_for(
             )
         )
     return found
+
+
+def quote_marked(remedy: Remedy, builds: int, steps: int, fell_back: bool) -> Remedy:
+    """A `mark-dynamic` remedy worded by a dry run of the user's steps with the dimension
+    marked (dynamo alone, eager backend): what it built, and whether it still fell back."""
+    if remedy.kind != "mark-dynamic":
+        return remedy
+    ran = f"a dry run with it (dynamo alone, eager backend) over the {steps} steps built {builds}"
+    said = f"does not help: {ran} and fell back" if fell_back else f"{ran}, no fall-back"
+    return Remedy(remedy.kind, f"{remedy.fix}: {said}", remedy.where)

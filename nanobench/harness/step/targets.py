@@ -240,7 +240,7 @@ def _tensors(value, path: str, depth: int, found: list) -> None:
     import torch
 
     if isinstance(value, torch.Tensor):
-        found.append((path, tuple(value.shape)))
+        found.append((path, value))
     elif depth == 0:
         return
     elif isinstance(value, (tuple, list)):
@@ -255,14 +255,19 @@ def _tensors(value, path: str, depth: int, found: list) -> None:
             _tensors(v, f"{path}.{k}", depth - 1, found)
 
 
-def shape_signature(args: tuple, kwargs: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """((path, shape), ...) of every tensor reachable from one step's inputs, in order."""
+def tensors_at(args: tuple, kwargs: dict) -> list:
+    """[(path, tensor), ...] of every tensor reachable from one step's inputs, in order."""
     found: list = []
     for i, a in enumerate(args):
         _tensors(a, f"args[{i}]", 4, found)
     for k, v in kwargs.items():
         _tensors(v, f"kwargs[{k!r}]", 4, found)
-    return tuple(found)
+    return found
+
+
+def shape_signature(args: tuple, kwargs: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """((path, shape), ...) of every tensor reachable from one step's inputs, in order."""
+    return tuple((path, tuple(t.shape)) for path, t in tensors_at(args, kwargs))
 
 
 def _scalars(value, source: str, depth: int, module: bool, found: list) -> None:
