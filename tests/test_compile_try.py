@@ -352,9 +352,16 @@ def test_a_decode_try_tables_each_knob_against_plain_and_fails_one_whose_tokens_
 
     args = ["decode", "--systems", ",".join(DECODE), "--try", KNOB, "--out", str(tmp_path)]
     monkeypatch.setattr(bench, "sweep_sides", fake_tried(6.0, [[1, 2], [3, 4]]))
-    result = runner.invoke(app, [*args, "--check", "--no-slower", "step_ms", "--json"])
+    records = tmp_path / "records.json"
+    result = runner.invoke(app, [*args, "--check", "--no-slower", "step_ms", "--json",
+                                 "--export-json", str(records)])  # fmt: skip
     assert result.exit_code == 1, result.output  # 4 ms -> 6 ms: decided slower
     doc = json.loads(result.stdout)
+    # the benchmark-DB records name the knob in the backend, its side in extra_info
+    steps = {r["model"]["backend"]: r for r in json.loads(records.read_text())
+             if r["metric"]["name"] == "step_latency_ms"}  # fmt: skip
+    assert set(steps) == {*DECODE, f"engine-compiled {KNOB}"}
+    assert steps[f"engine-compiled {KNOB}"]["benchmark"]["extra_info"]["side"] == KNOB
     rows = {(r["side"], r["system"]): r for r in doc["rows"]}
     assert set(rows) == {("plain", s) for s in DECODE} | {(KNOB, "engine-compiled")}
     knob = rows[(KNOB, "engine-compiled")]
