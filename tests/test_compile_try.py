@@ -15,6 +15,7 @@ import math
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,17 @@ def test_a_try_asked_wrongly_is_one_line_and_exit_2_before_any_worker(args, says
     assert result.exit_code == 2, result.output
     assert says in result.output and "Traceback" not in result.output
     assert not (out / "compile.csv").exists()
+
+
+def test_a_guard_filter_beside_reduce_overhead_is_refused_as_torch_compile_would():
+    # (on a CUDA machine; here the spec's own check, as the command runs it after --device's)
+    from nanobench.compile.spec import CompileSpec, tried_option
+
+    spec = CompileSpec(modes=("off", "reduce-overhead"), tries=("guard-filter",),
+                       target="hf-static", device="cuda")  # fmt: skip
+    with pytest.raises(BadInput, match="torch.compile takes a mode or options, not both"):
+        tried_option(spec)
+    tried_option(replace(spec, tries=(KNOB,)))  # a config knob rides beside any mode
 
 
 def test_a_knob_is_paired_with_plain_and_its_speedup_is_over_plain_s_off():

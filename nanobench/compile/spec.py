@@ -20,7 +20,7 @@ from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option, positive
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns, check_sides
-from nanobench.harness.step.knobs import PLAIN, check_backend
+from nanobench.harness.step.knobs import PLAIN, check_backend, parse_side
 from nanobench.harness.step.knobs import check_sides as check_knob_sides
 
 
@@ -175,6 +175,11 @@ def tried_option(spec: CompileSpec) -> None:
     if all(m == "off" for m in spec.modes):
         raise BadInput("--try: knobs act on a compiled mode; add dynamic or static to --modes")
     check_backend(spec.tries, spec.backend)
+    filtered = [k for k in spec.tries if any(kn.guard_filter for kn in parse_side(k))]
+    if filtered and "reduce-overhead" in spec.modes:
+        # torch.compile refuses mode= beside options=, and a guard filter travels in options
+        raise BadInput(f"--try {filtered[0]} with --modes reduce-overhead: torch.compile takes "
+                       "a mode or options, not both, and a guard filter is an option")  # fmt: skip
 
 
 @dataclass(frozen=True)
