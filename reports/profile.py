@@ -318,13 +318,14 @@ def roofline_panel(ax, shown: list, kernels: list) -> None:
         ax.legend(fontsize=7)
 
 
-def render_moved(console, changes: list) -> None:
+def render_moved(console, changes: list, sides=("before", "after")) -> None:
     """Each category's ms a step before and after, per mode (a --vs run's one profiled pass a
-    side: a difference, no interval), so the category that moved is read off the rows."""
+    side: a difference, no interval; `sides` names the two: plain and knob for --try), so the
+    category that moved is read off the rows."""
     if not changes:
         return
     table = Table(title=Text("where the step moved: ms a step, one profiled pass a side"))
-    for col in ("mode", "category", "before", "after", "after - before"):
+    for col in ("mode", "category", *sides, f"{sides[1]} - {sides[0]}"):
         table.add_column(Text(col), justify="left" if col in ("mode", "category") else "right")
     for c in changes:
         moved = c.after - c.before if c.after is not None and c.before is not None else None

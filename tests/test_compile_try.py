@@ -474,3 +474,12 @@ def test_a_profile_knob_names_the_category_that_moved():
     ]
     assert kind.calls == ["guard-filter dynamic: calls a step changed: guards 2 -> 1"]
     assert kind.lends("guard-filter") == [Member("plain", "off")] and kind.lends("plain") == []
+    # the table of where the step moved names the sides plain and knob
+    from rich.console import Console
+
+    from reports.profile import render_moved
+
+    console = Console(record=True, width=120)
+    render_moved(console, kind.changed, kind.side_names())
+    assert text_tables(console.export_text())[0].header == (
+        "mode", "category", "plain", "knob", "knob - plain")  # fmt: skip

@@ -176,7 +176,7 @@ class ProfileKind(RunKind):
 
         def both() -> None:
             render()
-            render_moved(stdout_console(), self.changed)
+            render_moved(stdout_console(), self.changed, self.side_names())
 
         return png, both
 
