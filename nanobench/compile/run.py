@@ -3,7 +3,8 @@
 What it is: `run_compile(spec, status, ...)`, the command's work once its spec validated:
 each side resolved (`sides.py`), then one measured run (`harness.runs.measured_run`) around
 the sweep (`bench.interleaved_sweep`); `CompileKind` is what compile brings to that run: its
-rows derived, the engine's remedies and traces, its changes, gates, heading and report.
+rows derived, the engine's remedies and traces, its changes, gates, heading and report; in
+a `--try` run, each knob row's output held to plain's (`held_to_plain`).
 What it is not: the command's options (`command.py`), its spec (`spec.py`), its gates
 (`gates.py`), the measurement itself (`bench.py`, `session.py`) or the run's files, env
 record, interrupt and exit code (`MeasuredRun`).

@@ -8,8 +8,8 @@ each failed member and the columns its user named), the outputs, figure, export 
 It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decided`), and
 `run(measure)` is the whole run around the command's own measuring. `RunKind` is what a
 command supplies: its members' rows derived, its changes, its gates, its heading, report and
-export; a side is a parameter of the same run (`spec.sides()`, each resolved by
-`member.for_each_side`), never a second copy of it.
+export; a side is a parameter of the same run (`spec.sides()`, `member.for_each_side`), never
+a copy: it may borrow another's members (`lends`), its rows checked across sides (`across`).
 What it is not: the measuring itself (the fleet, `fleet.sweep`; startup's starts), a
 command's rows or the statistics.
 Invariant: every row and window is on disk before the next one is measured; a comparison's
