@@ -38,6 +38,7 @@ def test_a_worker_spec_carries_every_option_it_shares_with_the_command():
         device="cuda",
         threads=2,
         target="pkg.mod:factory",
+        knob="cpp-wrapper",  # a --try side's, as `sides()` sets it
     )
     got = asked.worker("/models/m", "bfloat16", "/traces")
     expected = {
@@ -45,7 +46,7 @@ def test_a_worker_spec_carries_every_option_it_shares_with_the_command():
         "steps": 9, "bucketed": True, "width_multiple": 64, "max_model_len": 96,
         "block_size": 8, "cache": "warm", "backend": "eager", "device": "cuda",
         "dtype": "bfloat16", "seed": 0, "decode_path": "unplanned", "threads": 2,
-        "target": "pkg.mod:factory", "trace": "/traces", "process": 1,
+        "target": "pkg.mod:factory", "trace": "/traces", "process": 1, "knob": "cpp-wrapper",
     }  # fmt: skip
     assert asdict(got) == expected
 

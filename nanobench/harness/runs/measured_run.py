@@ -205,9 +205,9 @@ class MeasuredRun:
             rows += [replace(self.done[m], side=side) for m in lent]
             # each side derived as a run of its own: its members by their names alone
             mine = [replace(w, side="") for w in windows if w.side == side or w.member in lent]
-            borrowed = {m.name for m in lent}
             derived = self.kind.derive(side, rows, mine, level, self.history)
-            out += [r for r in derived if getattr(r, self.kind.label) not in borrowed]
+            lent_names = {m.name for m in lent}  # derived beside this side's, not its own rows
+            out += [r for r in derived if not lent or getattr(r, self.kind.label) not in lent_names]
         return self.kind.across(out)
 
     def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
