@@ -163,3 +163,25 @@ def test_the_mark_dynamic_remedy_quotes_its_dry_run_as_dynamo_counts_it(sweep):
     assert f"a dry run with it (dynamo alone, eager backend) over the 12 steps built {builds}, " \
         "no fall-back" in marked  # fmt: skip
     assert rows["static"]["predicted_by"].startswith("dry run: dynamo alone")
+
+
+def test_the_fail_fast_remedy_quotes_the_step_its_stance_raised_at(sweep):
+    """Checked here: after step 1, under fail_on_recompile, the first step that raises."""
+    target = toy(rows=4, prompt_len=16, steps=12, device="cpu", dtype="float32")
+    torch._dynamo.reset()
+    forward = torch.compile(target.forward, backend="eager", dynamic=False)
+    raised = None
+    for step in range(12):
+        (x,), _ = target.step_inputs(step)
+        try:
+            with torch.compiler.set_stance("fail_on_recompile" if step >= 1 else "default"):
+                forward(x)
+        except Exception:  # dynamo's own error for a recompile under this stance
+            raised = step + 1
+            break
+    torch._dynamo.reset()
+    rows, _ = sweep
+    (fail_fast,) = [r for r in rows["static"]["remedies"] if r.startswith("fail-fast")]
+    assert raised is not None
+    assert f"a dry run with it after step 1 (dynamo alone, eager backend) raised at step {raised}" \
+        in fail_fast  # fmt: skip

@@ -31,7 +31,13 @@ from nanobench.harness.runs.dry_run import DryRun, dry_steps
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
 from nanobench.harness.step.output_check import fingerprint
-from nanobench.harness.step.remedies import Growth, quote_marked, remedies_for, value_guard
+from nanobench.harness.step.remedies import (
+    Growth,
+    quote_fail_fast,
+    quote_marked,
+    remedies_for,
+    value_guard,
+)
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
     TargetError,
@@ -121,6 +127,7 @@ class TargetSession(WindowServer):
         probe = (None, [], set())
         self.dry: DryRun | str | None = None
         self.marked: DryRun | None = None  # the mark-dynamic remedy's dry run, where it applies
+        self.stanced: DryRun | None = None  # the fail-fast remedy's, where it applies
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
         if spec.mode != "off" and spec.process == 1:
             # A probe target of its own: explaining runs the forward, which may move its state.
@@ -161,6 +168,8 @@ class TargetSession(WindowServer):
             marks = tuple((path, dim) for path, dim, _, _ in growing_dims(shapes))
             if marks and dry.fell_back:
                 self.marked = dry_steps(self.make(), spec.steps, None, options, marks)
+            if dry.fell_back:  # the fail-fast remedy: the stance set after the first step
+                self.stanced = dry_steps(self.make(), spec.steps, dynamic, options, fail_after=1)
             return dry
         except Exception as e:  # the step's own failure is the real pass's to report
             return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -209,6 +218,8 @@ class TargetSession(WindowServer):
         if self.marked is not None:
             m = self.marked
             remedies = [quote_marked(r, m.builds, m.steps, m.fell_back) for r in remedies]
+        if self.stanced is not None:
+            remedies = [quote_fail_fast(r, 1, self.stanced.raised_at) for r in remedies]
         return {
             **asdict(found),
             "target": self.spec.target,

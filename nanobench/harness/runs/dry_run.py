@@ -46,38 +46,51 @@ class DryRun:
     steps: int
     fell_back: bool  # past the recompile limit, the frame ran eager
     reasons: list[str]  # dynamo's recompile reasons, whole, in order
+    raised_at: int | None = None  # under a fail-fast stance: the step (from 1) that raised
 
 
 def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = None,
-              marks: tuple = (), progress=lambda e: None) -> DryRun:  # fmt: skip
+              marks: tuple = (), fail_after: int = 0, progress=lambda e: None) -> DryRun:  # fmt: skip
     """The target's steps 0..steps-1 through `torch.compile(backend="eager")` in this process,
     dynamo reset before and after: what it built and whether it fell back. `options` are a
     --try side's (`knobs.compile_options`); the side's config is the process's already.
     `marks` ((path, dim), ...): each step's input tensor at that path (`targets.tensors_at`)
-    is `torch._dynamo.mark_dynamic` at that dim before the call, as the remedy says to."""
+    is `torch._dynamo.mark_dynamic` at that dim before the call, as the remedy says to.
+    `fail_after` N > 0: from step N+1 on, `set_stance("fail_on_recompile")`, as the fail-fast
+    remedy says to after warm-up; the first step that raises ends the run (`raised_at`)."""
     import torch
     from torch._dynamo.utils import clear_compilation_metrics, counters
     from torch._dynamo.utils import get_compilation_metrics as metrics
 
     from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
     from nanobench.harness.step.target_bench import call_step
-    from nanobench.harness.step.targets import inputs_at, tensors_at
+    from nanobench.harness.step.targets import TargetError, inputs_at, tensors_at
 
     torch._dynamo.reset()
     counters.clear()
     clear_compilation_metrics()
     forward = torch.compile(target.forward, dynamic=dynamic, backend="eager", **(options or {}))
+    raised_at = None
     with torch.no_grad():
         for i in range(steps):
             args, kwargs = inputs_at(target, i)
             for path, t in tensors_at(args, kwargs) if marks else ():
                 for dim in (d for p, d in marks if p == path):
                     torch._dynamo.mark_dynamic(t, dim)
-            call_step(target, i, forward, args, kwargs)
+            failing = 0 < fail_after <= i
+            try:
+                with torch.compiler.set_stance("fail_on_recompile" if failing else "default"):
+                    call_step(target, i, forward, args, kwargs)
+            except TargetError:
+                if not failing:
+                    raise
+                raised_at = i + 1
+                break
             progress({"step": i + 1, "steps": steps})
     found = metrics()
     run = DryRun(builds=int(counters["frames"]["ok"]), steps=steps,
-                 fell_back=fell_back_in(found), reasons=recompile_reasons_in(found))  # fmt: skip
+                 fell_back=fell_back_in(found), reasons=recompile_reasons_in(found),
+                 raised_at=raised_at)  # fmt: skip
     torch._dynamo.reset()
     return run
 

@@ -268,3 +268,13 @@ def quote_marked(remedy: Remedy, builds: int, steps: int, fell_back: bool) -> Re
     ran = f"a dry run with it (dynamo alone, eager backend) over the {steps} steps built {builds}"
     said = f"does not help: {ran} and fell back" if fell_back else f"{ran}, no fall-back"
     return Remedy(remedy.kind, f"{remedy.fix}: {said}", remedy.where)
+
+
+def quote_fail_fast(remedy: Remedy, warm_up: int, raised_at: int | None) -> Remedy:
+    """A `fail-fast` remedy worded by a dry run with the stance set after `warm_up` steps:
+    the step whose recompile raised, or that none did."""
+    if remedy.kind != "fail-fast":
+        return remedy
+    ran = f"a dry run with it after step {warm_up} (dynamo alone, eager backend)"
+    said = f"{ran} raised at step {raised_at}" if raised_at else f"{ran} raised at no step"
+    return Remedy(remedy.kind, f"{remedy.fix}: {said}", remedy.where)
