@@ -20,10 +20,8 @@ from nanobench.cost.compile import (
     compile_cost_s,
     distinct_shapes,
     net_saving_s,
-    predicted_builds,
     predicts_fall_back,
     requested_builds,
-    reuse_share,
     saving_per_step_s,
     step_speedup,
     worth_compiling,
@@ -80,13 +78,6 @@ def test_breakeven_and_net_saving():
         check_compile_amortised(20.0, 19)
 
 
-@pytest.mark.parametrize(
-    ("builds", "steps", "share"), [(8, 9, 0.111), (1, 11, 0.909), (8, 11, 0.273), (0, 11, 1.0)]
-)
-def test_reuse_matches_the_sweeps(builds, steps, share):
-    assert round(reuse_share(builds, steps), 3) == share
-
-
 # --- build prediction -------------------------------------------------------------------------
 
 
@@ -102,9 +93,9 @@ def test_distinct_shapes():
 
 def test_day50_shape_guard_sweep():
     history = widths(11)
-    assert predicted_builds(history, "off") == 0
-    assert predicted_builds(history, "dynamic") == 1
-    assert predicted_builds(history, "static", recompile_limit=8) == 8
+    assert requested_builds(history, "off") == 0
+    assert requested_builds(history, "dynamic") == 1
+    assert requested_builds(history, "static") == 11
     assert not predicts_fall_back(history, "off")
     assert not predicts_fall_back(history, "dynamic")
     assert predicts_fall_back(history, "static", recompile_limit=8)
@@ -115,7 +106,6 @@ def test_day49_value_guard_rebuilds_in_both_modes():
     history = widths(9, rows=2)
     for mode in ("dynamic", "static"):
         assert requested_builds(history, mode, guard_kind="value") == 9
-        assert predicted_builds(history, mode, 8, guard_kind="value") == 8
         assert predicts_fall_back(history, mode, 8, guard_kind="value")
 
 
@@ -128,14 +118,14 @@ def test_limit_is_inclusive():
 def test_bucketed_history_stays_under_the_limit():
     buckets = DecodeBuckets(8, 528, 128)
     history = [buckets.shape_for(r, w) for r, w in open_shapes(3, 16, 512)]
-    assert predicted_builds(history, "static") == 5
+    assert requested_builds(history, "static") == 5
     assert not predicts_fall_back(history, "static")
 
 
 def test_no_failing_guard_builds_once_and_empty_history_builds_nothing():
-    assert predicted_builds(widths(11), "static", guard_kind="none") == 1
-    assert predicted_builds([], "static") == 0
-    assert predicted_builds([], "dynamic", guard_kind="value") == 0
+    assert requested_builds(widths(11), "static", guard_kind="none") == 1
+    assert requested_builds([], "static") == 0
+    assert requested_builds([], "dynamic", guard_kind="value") == 0
 
 
 @pytest.mark.parametrize(
@@ -145,7 +135,7 @@ def test_no_failing_guard_builds_once_and_empty_history_builds_nothing():
 def test_prediction_rejects_unknown_inputs(kwargs):
     limit = kwargs.pop("limit", 8)
     with pytest.raises(ValueError):
-        predicted_builds(widths(3), recompile_limit=limit, **kwargs)
+        predicts_fall_back(widths(3), recompile_limit=limit, **kwargs)
 
 
 # --- recompile reasons ------------------------------------------------------------------------

@@ -7,9 +7,9 @@ read from `counters` and `get_compilation_metrics()` after the pass, beside the 
 session made before it), for the engine's session and a target's alike.
 What it is not: a session (what is stepped and predicted is the session's) or the row's
 derived columns (`compile.rows.derive`).
-Invariant: builds are `counters["frames"]["ok"]`; compile seconds are the ledger's
-`entire_frame_compile_time_s` of the frames that compiled; a step is steady only when it
-built nothing (`windows.steady_mask`).
+Invariant: builds are `counters["frames"]["ok"]`; compile seconds are
+`cost.compile.compile_cost_s` of the ledger's `entire_frame_compile_time_s` of the frames that
+compiled; a step is steady only when it built nothing (`windows.steady_mask`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from nanobench.compile.dynamo import recompile_limit, short_reason
 from nanobench.compile.reduce_overhead import cudagraph_counts
 from nanobench.compile.rows import FirstPass
 from nanobench.compile.windows import steady_mask
-from nanobench.cost.compile import classify_guard
+from nanobench.cost.compile import classify_guard, compile_cost_s
 from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
 
 
@@ -78,7 +78,7 @@ def first_pass(
         expected_value_guards=expected_value_guards[:4],
         recompile_reasons=[short_reason(r) for r in reasons],
         recompile_limit=recompile_limit(),
-        compile_s=round(sum(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
+        compile_s=round(compile_cost_s(m.entire_frame_compile_time_s or 0.0 for m in compiled), 4),
         inductor_s=round(sum(m.inductor_compile_time_s or 0.0 for m in compiled), 4),
         fxgraph_cache_hit=counters["inductor"]["fxgraph_cache_hit"],
         fxgraph_cache_miss=counters["inductor"]["fxgraph_cache_miss"],

@@ -3,9 +3,10 @@
 What it is: the capture arithmetic. The reference read materialises a `[rows, heads, 1, width]`
 score rectangle, so a recorded graph's workspace is that rectangle; a capture list either
 shares one pool (sized by its largest shape: a max) or holds one per shape (a sum). Next to it,
-what a step holds persistently (slot table, input buffers), when recording pays back, and what
-recording a list adds to a start (`capture_startup_s`, per graph from a measured figure or the
-model `record_s_per_graph` names).
+what a step holds persistently (slot table, input buffers), what recording a list costs
+(`capture_cost_s`) and adds to a start (`capture_startup_s`, per graph from a measured figure or
+the model `record_s_per_graph` names), and the share of steps that replayed
+(`capture_reuse_share`).
 What it is not: a recorder (`engine.captured`) or a device memory probe.
 Invariant: shared_pool_bytes <= private_pool_bytes for any list, with equality only for a
 list of one; a shared pool does not grow with the list.
@@ -13,7 +14,6 @@ list of one; a shared pool does not grow with the list.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 INT64_BYTES = 8
@@ -124,20 +124,6 @@ def capture_startup_s(shapes: int, record_s_per_graph: float) -> float:
     if not record_s_per_graph > 0:
         raise ValueError(f"record_s_per_graph: expected positive seconds, got {record_s_per_graph}")
     return shapes * record_s_per_graph
-
-
-def launch_saving_s(eager_step_s: float, replay_step_s: float) -> float:
-    """eager_step_s - replay_step_s; negative when replaying is slower (e.g. host-bound CPU)."""
-    return eager_step_s - replay_step_s
-
-
-def capture_breakeven_steps(capture_s: float, saving_s: float) -> float:
-    """capture_s / saving_s, or math.inf when saving_s <= 0 (recording never pays back)."""
-    if capture_s < 0:
-        raise ValueError(f"capture_s: expected non-negative seconds, got {capture_s}")
-    if saving_s <= 0:
-        return math.inf
-    return capture_s / saving_s
 
 
 def capture_reuse_share(captures: int, steps: int) -> float:

@@ -82,15 +82,6 @@ def worth_compiling(steps_served: int, compile_s: float, saving_per_step_s: floa
     return net_saving_s(steps_served, compile_s, saving_per_step_s) > 0
 
 
-def reuse_share(builds: int, steps: int) -> float:
-    """1 - builds / steps: the share of steps that ran a graph they did not build."""
-    if steps < 1:
-        raise ValueError(f"steps: expected a positive integer, got {steps}")
-    if not 0 <= builds <= steps:
-        raise ValueError(f"builds: expected 0..{steps} (one per step at most), got {builds}")
-    return 1.0 - builds / steps
-
-
 # --- build prediction -------------------------------------------------------------------------
 
 
@@ -125,17 +116,6 @@ def requested_builds(history: Sequence[Hashable], mode: str, guard_kind: str = "
     # argument's) may specialise once first, so measured dynamic builds can be 2; 0/1
     # specialisation is not modelled either. This is the lower bound.
     return 1
-
-
-def predicted_builds(
-    history: Sequence[Hashable],
-    mode: str,
-    recompile_limit: int = DEFAULT_RECOMPILE_LIMIT,
-    guard_kind: str = "shape",
-) -> int:
-    """min(requested_builds(history, mode, guard_kind), recompile_limit)."""
-    _validate(mode, recompile_limit, guard_kind)
-    return min(requested_builds(history, mode, guard_kind), recompile_limit)
 
 
 def predicts_fall_back(

@@ -170,14 +170,6 @@ def paired_rounds(
     return [m for m, _ in num], [m for m, _ in den], labels
 
 
-def paired_medians(
-    windows: Iterable[Window], numerator: Member | str, denominator: Member | str
-) -> tuple[list[float], list[float]]:
-    """Window medians of the rounds in which both systems have a steady window, by round."""
-    num, den, _ = paired_rounds(windows, numerator, denominator)
-    return num, den
-
-
 def window_pool(windows: Iterable[Window], comparison: Comparison) -> ProcessPool | None:
     """The run's process pool (`pooling.process_pool`) from every system's timed windows,
     checked by the interaction of the systems the comparison leaves out."""
