@@ -449,30 +449,33 @@ def test_the_estimate_counts_each_side_s_own_members():
 
 
 def test_a_profile_knob_names_the_category_that_moved():
-    from dataclasses import asdict
-
-    from nanobench.profile.rows import CategoryRow
-    from nanobench.profile.run import ProfileKind
+    from nanobench.profile.rows import CategoryRow, Profile, ProfiledCompileRow, ProfileRow
+    from nanobench.profile.run import ProfileKind, joined
     from nanobench.profile.spec import ProfileSpec
-    from nanobench.profile.vs import moved_most
+    from nanobench.profile.vs import by_category, moved_most
 
-    def profile(guards_ms: float, kernels_ms: float, guard_calls: float) -> dict:
-        cats = [CategoryRow("guards", guards_ms, 0.1, guard_calls),
-                CategoryRow("fused kernels", kernels_ms, 0.8, 4.0)]  # fmt: skip
-        return {"categories": [asdict(c) for c in cats]}
+    def profiled(side: str, guards_ms: float, kernels_ms: float, guard_calls: float):
+        cats = (CategoryRow("guards", guards_ms, 0.1, guard_calls),
+                CategoryRow("fused kernels", kernels_ms, 0.8, 4.0))  # fmt: skip
+        profile = Profile(cats, (), ProfileRow("dynamic"))
+        return joined(ProfiledCompileRow.of(CompileRow(mode="dynamic", side=side), profile))
 
     kind = ProfileKind(ProfileSpec(modes=("off", "dynamic"), tries=("guard-filter",)), "float32")
-    kind.found = {Member("plain", "dynamic"): profile(0.30, 1.0, 2.0),
-                  Member("guard-filter", "dynamic"): profile(0.05, 1.01, 1.0)}  # fmt: skip
-    found = {(c.member, c.column): c for c in kind.changes([], [], 0.95)}
+    rows = [profiled("plain", 0.30, 1.0, 2.0), profiled("guard-filter", 0.05, 1.01, 1.0)]
+    every = kind.changes(rows, [], 0.95)
+    found = {(c.member, c.column): c for c in every}
     guards = found[("guard-filter dynamic", "guards ms")]
     assert (guards.before, guards.after) == (0.30, 0.05)
     assert {m for m, _ in found} == {"guard-filter dynamic"}
-    # what moved most is the guards' 0.25 ms, not the kernels' 0.01
-    assert moved_most(kind.changed) == [
-        "guard-filter dynamic: guards moved most, 0.300 -> 0.050 ms a step (-0.250)"
-    ]
-    assert kind.calls == ["guard-filter dynamic: calls a step changed: guards 2 -> 1"]
+    _, moved = by_category(every)
+    assert {c.column for c in moved} == {"guards ms", "fused kernels ms"}
+    # what moved most is the guards' 0.25 ms, not the kernels' 0.01; then the calls that moved
+    said = "guard-filter dynamic: guards moved most, 0.300 -> 0.050 ms a step (-0.250)"
+    assert moved_most(moved) == [said]
+    calls = "guard-filter dynamic: calls a step changed: guards 2 -> 1"
+    assert kind.why_lines(rows) == [said, calls]
+    # the same rows, the same changes: the kind keeps nothing between calls
+    assert kind.changes(rows, [], 0.95) == every and kind.why_lines(rows[:1]) == []
     assert kind.lends("guard-filter") == [Member("plain", "off")] and kind.lends("plain") == []
     # the table of where the step moved names the sides plain and knob
     from rich.console import Console
@@ -480,6 +483,6 @@ def test_a_profile_knob_names_the_category_that_moved():
     from reports.profile import render_moved
 
     console = Console(record=True, width=120)
-    render_moved(console, kind.changed, kind.side_names())
+    render_moved(console, moved, kind.side_names())
     assert text_tables(console.export_text())[0].header == (
         "mode", "category", "plain", "knob", "knob - plain")  # fmt: skip

@@ -6,7 +6,7 @@ the same passes, which the attribution never reads."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -185,6 +185,42 @@ def test_compare_reads_two_saved_profiles_categories_as_their_csvs_hold_them(pro
                     if (x["member"], x["column"]) == (c["mode"], f"{c['category']} ms")]  # fmt: skip
         assert found["before"] == found["after"] == pytest.approx(c["ms_per_step"])
     assert {"step_ms", "speedup"} <= {x["column"] for x in changes if x["member"] == "dynamic"}
+
+
+def test_a_modes_profile_travels_on_its_row_and_its_timing_is_copied_from_compile_rows():
+    from nanobench.compile.rows import FIRST_PASS
+    from nanobench.compile.spec import WorkerSpec
+    from nanobench.harness.runs.rows import columns
+    from nanobench.harness.workers.member import Member
+    from nanobench.profile.bench import ProfilePart
+    from nanobench.profile.rows import TIMING_FIELDS
+    from nanobench.profile.run import ProfileKind, joined
+    from nanobench.profile.spec import ProfileJob
+
+    cats = [asdict(CategoryRow(c, 0.1, 0.1, 1.0, profiler_ms_per_step=0.02)) for c in CATEGORIES]
+    facts = {"plain_step_ms": 1.0, "profiled_step_ms": 1.1}
+    part = ProfilePart(Member("after", "dynamic"), WorkerSpec("m"), {}, print, ProfileJob())
+    ready = dict.fromkeys(FIRST_PASS) | {"mode": "dynamic", "status": "ok", "step_ms": 2.0}
+    first = part.first(ready | {"profile": {"categories": cats, "kernels": [], "facts": facts}})
+    assert first.step_ms == 2.0 and first.profile.facts.plain_step_ms == 1.0
+    # closed, the row is the first final's (compile's), and the profile is still on it
+    closed = part.closed(first, [ready | {"step_ms": 1.5}], 1.0, None)
+    assert closed.step_ms == 1.5 and closed.profile == first.profile
+    timed = replace(closed, compile_s=3.0, rounds=2, speedup=1.2, load_note="busy")
+    row = joined(timed)
+    for name in TIMING_FIELDS:
+        assert getattr(row, name) == getattr(timed, name), name
+    # the facts the profile brought, and its categories net of the profiler, named by member
+    assert (row.plain_step_ms, row.profiled_step_ms) == (1.0, 1.1)
+    assert [c.category for c in row.category_rows] == list(CATEGORIES)
+    assert {(c.mode, c.side) for c in row.category_rows} == {("dynamic", "after")}
+    assert row.category_rows[0].ms_per_step == pytest.approx(0.08)
+    assert row.unattributed_ms == pytest.approx(1.0 - 0.08 * (len(CATEGORIES) - 1))
+    # written as the CSV's columns alone, in their order
+    assert list(ProfileKind(ProfileSpec(), "float32").public([row], True)[0]) == columns(ProfileRow)
+    # a failed row keeps its categories as measured, and no fact
+    failed = joined(replace(timed, status="error"))
+    assert failed.plain_step_ms is None and failed.category_rows[0].ms_per_step == 0.1
 
 
 def test_a_compiled_modes_forward_speedup_and_the_step_speedup_amdahl_gives_it():

@@ -4,17 +4,27 @@ What it is: `Event` (one profiler event as plain numbers: what the worker reads 
 torch.profiler, and all the attribution reads), `CategoryRow` (one category of a mode's steady
 step: ms a step, share, calls a step; once the run derives it, net of the profiler's own cost,
 `profile.overhead`), `KernelRow` (one kernel or op: its time, bytes and flops
-from its shapes, its rate and its distance to the probed floor, where it comes from) and
-`ProfileRow` (one mode: its unprofiled step with its interval, its profiled step, the
-profiler's overhead, the forward's and the host's shares, and the words naming what caps it).
+from its shapes, its rate and its distance to the probed floor, where it comes from),
+`ProfileRow` (one mode as the CSV and JSON hold it: its unprofiled step with its interval, its
+profiled step, the profiler's overhead, the forward's and the host's shares, and the words naming
+what caps it; the fields it shares with compile's row are marked so at their declaration,
+`TIMING_FIELDS`, and copied from it by name), `Profile` (a first worker's profile as it came
+back: its categories, kernels and facts), `ProfiledCompileRow` (compile's row of a mode carrying
+its `Profile` through the fleet) and `JoinedRow` (a `ProfileRow` as the run derives it, composed
+from the compile row it extends: that row, its categories and kernels beside its columns).
 What it is not: the attribution (`profile.attribution`), the worker or the report.
 Invariant: rows are frozen and rebuilt from a worker's payload by field name
-(`runs.rows.rebuild`): a missing or renamed field fails loudly, never reads as 0.
+(`runs.rows.rebuild`): a missing or renamed field fails loudly, never reads as 0; a timing field
+is declared once, on `ProfileRow`, and fails at import where compile's row lacks it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from nanobench.compile.rows import CompileRow
+from nanobench.harness.runs.rows import rebuild
 
 # Every category a step's time is put in, in the order the table and the bar stack them.
 # "unattributed" is the step's time no event covered: shown, never dropped.
@@ -94,19 +104,27 @@ class KernelRow:
     side: str = ""
 
 
+COMPILED = {"compiled": True}  # a ProfileRow field's metadata: its compile row's, copied by name
+
+
+def compiled(default=None):
+    """A ProfileRow field that is its compile row's (`TIMING_FIELDS`)."""
+    return field(default=default, metadata=COMPILED)
+
+
 @dataclass(frozen=True)
 class ProfileRow:
     """One mode's steady step: timed without the profiler, profiled, and attributed."""
 
-    mode: str
-    side: str = ""
-    status: str = "ok"
-    step_ms: float | None = None  # unprofiled: median of the rounds' steady steps
-    step_ms_q1: float | None = None  # the steady steps' quartiles, over every round
-    step_ms_q3: float | None = None
-    speedup: float | None = None  # off's step over this mode's, paired by round
-    speedup_low: float | None = None
-    speedup_high: float | None = None
+    mode: str = field(metadata=COMPILED)
+    side: str = compiled("")
+    status: str = compiled("ok")
+    step_ms: float | None = compiled()  # unprofiled: median of the rounds' steady steps
+    step_ms_q1: float | None = compiled()  # the steady steps' quartiles, over every round
+    step_ms_q3: float | None = compiled()
+    speedup: float | None = compiled()  # off's step over this mode's, paired by round
+    speedup_low: float | None = compiled()
+    speedup_high: float | None = compiled()
     profiled_step_ms: float | None = None  # mean of the profiled steady steps
     plain_step_ms: float | None = None  # mean of the same worker's steps beside them, unprofiled
     overhead: float | None = None  # the worker's profiled steps over its plain ones, less 1
@@ -137,11 +155,68 @@ class ProfileRow:
     generated_kernels: int | None = None  # kernels the generated modules define
     bandwidth_gbs: float | None = None  # the peaks probed in the same worker
     gemm_gflops: float | None = None
-    builds: int | None = None
-    breaks_per_call: int | None = None
-    fell_back: bool | None = None
-    compile_s: float | None = None
-    rounds: int | None = None
+    builds: int | None = compiled()
+    breaks_per_call: int | None = compiled()
+    fell_back: bool | None = compiled()
+    compile_s: float | None = compiled()
+    rounds: int | None = compiled()
     trace: str = ""  # the mode's chrome trace, for Perfetto or chrome://tracing
     words: str = ""  # what caps this mode, drawn from its rows
-    load_note: str | None = None
+    load_note: str | None = compiled()
+
+
+# ProfileRow's fields that are its compile row's, in column order: declared once, at each field
+TIMING_FIELDS = tuple(f.name for f in fields(ProfileRow) if f.metadata.get("compiled"))
+_LACKING = sorted(set(TIMING_FIELDS) - {f.name for f in fields(CompileRow)})
+if _LACKING:
+    raise TypeError(f"ProfileRow: {_LACKING[0]!r} is marked compile's, and CompileRow lacks it")
+
+
+def fields_of(row, row_type: type) -> dict:
+    """`row`'s values of `row_type`'s fields, by name (`row` is one, or extends one)."""
+    return {f.name: getattr(row, f.name) for f in fields(row_type)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A mode's first worker's profile as it came back: its categories and kernels as measured
+    (the profiler's cost in them), and the `ProfileRow` fields the profile fills (`facts`)."""
+
+    categories: tuple[CategoryRow, ...]
+    kernels: tuple[KernelRow, ...]
+    facts: ProfileRow  # its mode's; every field the profile does not fill at its default
+
+
+def profile_of(payload: Mapping, mode: str) -> Profile:
+    """A worker's profile payload (`profile.session.profile_mode`) rebuilt row by row."""
+    return Profile(
+        tuple(rebuild(CategoryRow, c) for c in payload["categories"]),
+        tuple(rebuild(KernelRow, k) for k in payload["kernels"]),
+        rebuild(ProfileRow, {"mode": mode, **payload["facts"]}),
+    )
+
+
+@dataclass(frozen=True)
+class ProfiledCompileRow(CompileRow):
+    """Compile's row of a mode, carrying its first worker's profile (None: none came back)."""
+
+    profile: Profile | None = None
+
+    @classmethod
+    def of(cls, row: CompileRow, profile: Profile | None) -> ProfiledCompileRow:
+        return cls(**fields_of(row, CompileRow), profile=profile)
+
+
+@dataclass(frozen=True)
+class JoinedRow(ProfileRow):
+    """A `ProfileRow` as the run derives it: its columns, and beside them the compile row its
+    timing fields were copied from, its categories (net of the profiler's cost where it ran ok)
+    and its kernels, each named by its mode and side. Written as `ProfileRow`'s columns alone."""
+
+    compiled_row: CompileRow | None = field(default=None, repr=False)
+    category_rows: tuple[CategoryRow, ...] = ()
+    kernel_rows: tuple[KernelRow, ...] = ()  # (`kernels` is the column: how many)
+
+    def written(self) -> ProfileRow:
+        """The row as the CSV and the JSON hold it."""
+        return ProfileRow(**fields_of(self, ProfileRow))

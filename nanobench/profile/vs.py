@@ -1,8 +1,9 @@
 """What changed between two profiles: each mode's timing, and each category's ms a step.
 
 What it is: `category_changes(before, after)` (per mode both sides profiled, each category's ms a
-step before and after: one profiled pass a side, so a ratio without an interval, and the
-category that moved most named by `moved_most`; `calls_changed` names the categories whose
+step before and after: one profiled pass a side, so a ratio without an interval, told from a
+run's other changes by its column, `by_category`, and the category that moved most named by
+`moved_most`; `calls_changed` names the categories whose
 events a step changed in number), `compare_changes(old, new)` (two saved runs,
 for `compare`: compile's timing changes with their runs-apart intervals, then the categories read
 back from each run's `profile-categories.csv`) and `why` (a saved row's words, under compare's
@@ -18,10 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from nanobench.harness.runs.change import Change, timing_change
-from nanobench.profile.rows import CategoryRow
+from nanobench.profile.rows import CATEGORIES, CategoryRow
 
 COUNTS = ("builds",)
 NO_INTERVAL = "one profiled pass a side: no interval"
+CATEGORY_COLUMNS = frozenset(f"{name} ms" for name in CATEGORIES)  # a category change's column
 
 
 def category_changes(before: list[CategoryRow], after: list[CategoryRow]) -> list[Change]:
@@ -32,6 +34,12 @@ def category_changes(before: list[CategoryRow], after: list[CategoryRow]) -> lis
     keys = dict.fromkeys(k for k in [*mine, *theirs] if k[0] in both)
     return [timing_change(mode, f"{name} ms", mine.get((mode, name)), theirs.get((mode, name)),
                           None, NO_INTERVAL) for mode, name in keys]  # fmt: skip
+
+
+def by_category(changes: list[Change]) -> tuple[list[Change], list[Change]]:
+    """A run's changes split: compile's (timings, counts), then the categories' (by column)."""
+    return ([c for c in changes if c.column not in CATEGORY_COLUMNS],
+            [c for c in changes if c.column in CATEGORY_COLUMNS])  # fmt: skip
 
 
 def moved_most(changes: list[Change]) -> list[str]:
