@@ -1,9 +1,10 @@
 """The registry of the measuring commands: each name, its function, its hidden aliases, its doc.
 
-What it is: `COMMANDS`, read by `cli.py` (which registers them, and `sweep`, with Typer) and by
-the sweep (which reads a command's options off its function), so the sweep never imports the
-CLI; `Command`, the record `sweep` registers itself with; and `help_of`, a command's help with
-each paragraph on one line.
+What it is: `COMMANDS`, each command's `COMMAND` (`harness.cli.registry.Command`) in one list,
+read by `cli.py` (which registers them, and `sweep`, with Typer), the sweep (a command's options
+off its function, and how its points run), `compare` (each command's kind, `kinds`) and the
+layout test, so none of them keeps a list of its own; `command(name)`; and `help_of`, a
+command's help with each paragraph on one line.
 What it is not: the commands (each lives in its own package's `command.py`) or the CLI.
 Invariant: importing this imports no torch: a command module's top level is options, spec and
 validation; what measures is imported when the command runs.
@@ -12,37 +13,23 @@ validation; what measures is imported when the command runs.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from nanobench.buckets.command import buckets
-from nanobench.capture.command import capture
-from nanobench.compile.command import compile_command
-from nanobench.decode.command import decode_command
-from nanobench.explain.command import explain
-from nanobench.pool_budget.command import pool_budget
-from nanobench.profile.command import profile_command
-from nanobench.startup.command import startup_command
+from nanobench.buckets import command as buckets
+from nanobench.capture import command as capture
+from nanobench.compile import command as compile_
+from nanobench.decode import command as decode
+from nanobench.explain import command as explain
+from nanobench.harness.cli.registry import Command
+from nanobench.pool_budget import command as pool_budget
+from nanobench.profile import command as profile
+from nanobench.startup import command as startup
 
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    run: Callable
-    aliases: tuple[str, ...] = ()
-    doc: str = ""  # the page under docs/ that explains what this command measures
-
-
-COMMANDS = (
-    Command("explain", explain, doc="docs/measuring.md"),
-    Command("compile", compile_command, ("compilebench",), "docs/measuring.md"),
-    Command("buckets", buckets, ("bucketbench",), "docs/capture-lists.md"),
-    Command("capture", capture, ("capturebench",), "docs/capture-lists.md"),
-    Command("pool-budget", pool_budget, doc="docs/memory.md"),
-    Command("decode", decode_command, doc="docs/measuring.md"),
-    Command("startup", startup_command, doc="docs/startup.md"),
-    Command("profile", profile_command, doc="docs/profile.md"),
+# Each command declares itself (`<package>/command.py`'s `COMMAND`); this is their one list, in
+# the order the CLI shows them.
+COMMANDS = tuple(
+    m.COMMAND for m in (explain, compile_, buckets, capture, pool_budget, decode, startup, profile)
 )
+__all__ = ["COMMANDS", "Command", "command", "help_of", "kinds"]
 
 
 def command(name: str) -> Command:
@@ -51,6 +38,12 @@ def command(name: str) -> Command:
         if name == c.name or name in c.aliases:
             return c
     raise KeyError(name)
+
+
+def kinds() -> dict[str, type]:
+    """Every command's kind by its name, imported now: the measured commands' `RunKind`s and
+    explain's saved-run kind."""
+    return {c.name: c.kind() for c in COMMANDS if c.kind is not None}
 
 
 def help_of(c: Command) -> str:

@@ -27,9 +27,11 @@ from nanobench.cli import app
 from nanobench.compile.bench import comparisons
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.run import held_to_plain
+from nanobench.compile.spec import CompileSpec
 from nanobench.compile.vs import changes
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import CANT_TELL, SLOWER
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.step.knobs import VOCABULARY, checked_side, parse_side
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import RoundPlan, Window, run_rounds
@@ -38,6 +40,7 @@ from tests.helpers import noisy_fleet, text_tables
 runner = CliRunner()
 KNOB = "cpp-wrapper"
 MEMBERS = [Member("plain", "off"), Member("plain", "dynamic"), Member(KNOB, "dynamic")]
+TRIED = Sides.of(CompileSpec(modes=("off", "dynamic"), tries=(KNOB,)))
 
 
 def test_every_named_knob_sets_entries_the_installed_torch_has():
@@ -132,18 +135,18 @@ def test_a_try_asked_wrongly_is_one_line_and_exit_2_before_any_worker(args, says
 
 def test_a_guard_filter_beside_reduce_overhead_is_refused_as_torch_compile_would():
     # (on a CUDA machine; here the spec's own check, as the command runs it after --device's)
-    from nanobench.compile.spec import CompileSpec, tried_option
+    from nanobench.compile.spec import CompileSpec, knob_rules
 
     spec = CompileSpec(modes=("off", "reduce-overhead"), tries=("guard-filter",),
                        target="hf-static", device="cuda")  # fmt: skip
     with pytest.raises(BadInput, match="torch.compile takes a mode or options, not both"):
-        tried_option(spec)
-    tried_option(replace(spec, tries=(KNOB,)))  # a config knob rides beside any mode
+        knob_rules(spec)
+    knob_rules(replace(spec, tries=(KNOB,)))  # a config knob rides beside any mode
 
 
 def test_a_knob_is_paired_with_plain_and_its_speedup_is_over_plain_s_off():
     found = {(c.name, str(c.numerator), str(c.denominator), c.family)
-             for c in comparisons(MEMBERS, [("plain", KNOB)])}  # fmt: skip
+             for c in comparisons(MEMBERS, TRIED)}  # fmt: skip
     assert found == {
         ("plain dynamic", "plain off", "plain dynamic", 1),
         (f"{KNOB} dynamic", "plain off", f"{KNOB} dynamic", 1),
@@ -168,7 +171,7 @@ def test_a_knob_s_change_is_the_geometric_mean_of_its_paired_rounds():
     slower = {"plain": 1.0, KNOB: 1.25}
     windows = [window(m, r, base[m.name] * slower[m.side] * math.exp(0.03 * rng.standard_normal()))
                for r in range(1, 9) for m in MEMBERS]  # fmt: skip
-    found = {(c.member, c.column): c for c in changes(rows(), windows, 0.95, [("plain", KNOB)])}
+    found = {(c.member, c.column): c for c in changes(rows(), windows, 0.95, TRIED)}
     med = {(m, w.round): w.ms[0] for w in windows for m in [w.member]}
     by_hand = math.exp(np.mean([math.log(med[(Member(KNOB, "dynamic"), r)]
                                          / med[(Member("plain", "dynamic"), r)])
@@ -184,12 +187,12 @@ def test_a_knob_s_change_is_the_geometric_mean_of_its_paired_rounds():
 def test_a_knob_at_its_default_decides_no_more_often_than_the_level():
     # 20 seeded A/A runs of plain against a knob that changes nothing, through the stop rule.
     plan = RoundPlan(12, 12, 0.03, 1e9)
-    cmps = comparisons(MEMBERS, [("plain", KNOB)])
+    cmps = comparisons(MEMBERS, TRIED)
     claimed = 0
     for seed in range(20):
         fleet = noisy_fleet(3, seed, {m: 0.15 for m in MEMBERS}, hits=0.0)
         windows = run_rounds(fleet, plan, cmps)
-        step = next(c for c in changes(rows(), windows, 0.95, [("plain", KNOB)])
+        step = next(c for c in changes(rows(), windows, 0.95, TRIED)
                     if c.column == "step_ms")  # fmt: skip
         assert step.low is not None, step
         claimed += step.verdict != CANT_TELL
@@ -228,7 +231,8 @@ def test_a_knob_whose_output_leaves_plain_s_fails_its_row_and_a_near_tie_does_no
     made = [CompileRow(mode="dynamic", side=s, status="ok", outputs=fingerprints(x))
             for s, x in (("plain", plain), (KNOB, broken), ("free-tensors", tiny),
                          ("freezing", tie))]  # fmt: skip
-    held = {r.side: r.status for r in held_to_plain(made, "float32")}
+    tried = Sides.of(CompileSpec(modes=("dynamic",), tries=(KNOB, "free-tensors", "freezing")))
+    held = {r.side: r.status for r in held_to_plain(made, tried, "float32")}
     assert held["plain"] == "ok" and held["free-tensors"] == "ok" and held["freezing"] == "ok"
     assert held[KNOB].startswith("output changed: step 2 row 1's top logits differ by 0.02")
     assert held[KNOB].endswith("float32) against plain dynamic")
@@ -315,10 +319,11 @@ DECODE = ("engine-eager", "engine-compiled", "hf-eager")
 
 def test_a_decode_knob_side_runs_the_compiled_systems_and_borrows_plain_s_floor():
     from nanobench.decode.bench import PROBE, comparisons_of
+    from nanobench.decode.spec import DecodeSpec
 
     members = [Member("plain", n) for n in (PROBE, *DECODE)] + [Member(KNOB, "engine-compiled")]
     found = {(c.name, str(c.numerator), str(c.denominator))
-             for c in comparisons_of(members, [("plain", KNOB)])}  # fmt: skip
+             for c in comparisons_of(members, Sides.of(DecodeSpec(systems=DECODE, tries=(KNOB,))))}  # fmt: skip
     knob = {f for f in found if f[0].startswith(KNOB)}
     assert knob == {
         (f"{KNOB} engine-compiled/hf-eager", f"{KNOB} engine-compiled", "plain hf-eager"),
@@ -336,7 +341,9 @@ def fake_tried(knob_ms: float, knob_tokens):
         from nanobench.decode.rows import ProbeRow, SystemRow
 
         assert (
-            kw["pairs"] == [("plain", KNOB)] and runs[KNOB].knob == KNOB and not runs["plain"].knob
+            kw["sides"].pairs == (("plain", KNOB),)
+            and runs[KNOB].knob == KNOB
+            and not runs["plain"].knob
         )
         listener = kw["listener"]
         for m in members:
@@ -437,20 +444,21 @@ def test_a_clean_mode_is_pointed_at_the_try_that_measures_its_knobs_and_a_try_ru
 def test_the_estimate_counts_each_side_s_own_members():
     from nanobench.compile.spec import CompileSpec
     from nanobench.decode.spec import DecodeSpec
-    from nanobench.harness.runs.eta import compile_plan, decode_plan
 
     # by hand: plain off and dynamic, then dynamic under each of two knobs; 3 processes each
-    plan = compile_plan(CompileSpec(modes=("off", "dynamic"), tries=(KNOB, "freezing")), 2)
+    spec = CompileSpec(modes=("off", "dynamic"), tries=(KNOB, "freezing"))
+    plan = spec.plan(Sides.of(spec), 2)
     assert (plan.starts, plan.cold_compiles, plan.later) == (4, 3, 4 * 2)
     # plain's probe and three systems, the knob's engine-compiled: one probe, two compiles
     spec = DecodeSpec(systems=("engine-eager", "engine-compiled", "hf-eager"), tries=(KNOB,))
-    plan = decode_plan(spec, 2)
+    plan = spec.plan(Sides.of(spec), 2)
     assert (plan.starts, plan.cold_compiles, plan.later) == (4 + 1, 2, 4 * 2)
 
 
 def test_a_profile_knob_names_the_category_that_moved():
+    from nanobench.profile.joined import joined
     from nanobench.profile.rows import CategoryRow, Profile, ProfiledCompileRow, ProfileRow
-    from nanobench.profile.run import ProfileKind, joined
+    from nanobench.profile.run import ProfileKind
     from nanobench.profile.spec import ProfileSpec
     from nanobench.profile.vs import by_category, moved_most
 
@@ -460,7 +468,8 @@ def test_a_profile_knob_names_the_category_that_moved():
         profile = Profile(cats, (), ProfileRow("dynamic"))
         return joined(ProfiledCompileRow.of(CompileRow(mode="dynamic", side=side), profile))
 
-    kind = ProfileKind(ProfileSpec(modes=("off", "dynamic"), tries=("guard-filter",)), "float32")
+    spec = ProfileSpec(modes=("off", "dynamic"), tries=("guard-filter",))
+    kind = ProfileKind(spec, Sides.of(spec), "float32")
     rows = [profiled("plain", 0.30, 1.0, 2.0), profiled("guard-filter", 0.05, 1.01, 1.0)]
     every = kind.changes(rows, [], 0.95)
     found = {(c.member, c.column): c for c in every}
@@ -476,13 +485,14 @@ def test_a_profile_knob_names_the_category_that_moved():
     assert kind.why_lines(rows) == [said, calls]
     # the same rows, the same changes: the kind keeps nothing between calls
     assert kind.changes(rows, [], 0.95) == every and kind.why_lines(rows[:1]) == []
-    assert kind.lends("guard-filter") == [Member("plain", "off")] and kind.lends("plain") == []
+    assert kind.sides["guard-filter"].lent() == [Member("plain", "off")]
+    assert kind.sides["plain"].lent() == []
     # the table of where the step moved names the sides plain and knob
     from rich.console import Console
 
     from reports.profile import render_moved
 
     console = Console(record=True, width=120)
-    render_moved(console, moved, kind.side_names())
+    render_moved(console, moved, kind.sides.labels)
     assert text_tables(console.export_text())[0].header == (
         "mode", "category", "plain", "knob", "knob - plain")  # fmt: skip

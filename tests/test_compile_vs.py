@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.compile.bench import comparisons
 from nanobench.compile.rows import CompileRow
+from nanobench.compile.spec import CompileSpec
 from nanobench.compile.vs import changes
 from nanobench.harness.runs.change import (
     CANT_TELL,
@@ -31,6 +32,7 @@ from nanobench.harness.runs.change import (
     no_more_gates,
     no_slower_gates,
 )
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.statistics.verdicts import FAIL, INCONCLUSIVE, PASS
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import RoundPlan, Window, run_rounds
@@ -40,6 +42,7 @@ from tests.test_corpus import CORPUS, IDIOMS, PROMPT, ROWS, build, dynamo_compil
 runner = CliRunner()
 STEPS = 8
 SIDES_MODES = [(s, m) for s in ("before", "after") for m in ("off", "dynamic")]
+BEFORE_AFTER = Sides.of(CompileSpec(modes=("off", "dynamic"), target="new.py:f", vs="old.py:f"))
 
 
 def rows_for(windows: list[Window]) -> list[CompileRow]:
@@ -51,7 +54,9 @@ def rows_for(windows: list[Window]) -> list[CompileRow]:
 
 def test_a_comparison_pairs_each_mode_after_against_before_and_each_side_against_off():
     members = [Member(s, m) for s, m in SIDES_MODES]
-    found = {(c.name, str(c.numerator), str(c.denominator)) for c in comparisons(members)}
+    found = {
+        (c.name, str(c.numerator), str(c.denominator)) for c in comparisons(members, BEFORE_AFTER)
+    }
     assert found == {
         ("before dynamic", "before off", "before dynamic"),
         ("after dynamic", "after off", "after dynamic"),
@@ -59,7 +64,7 @@ def test_a_comparison_pairs_each_mode_after_against_before_and_each_side_against
         ("dynamic after/before", "after dynamic", "before dynamic"),
     }
     alone = [Member("", m) for m in ("off", "dynamic")]
-    pairs = [(c.numerator, c.denominator) for c in comparisons(alone)]
+    pairs = [(c.numerator, c.denominator) for c in comparisons(alone, Sides.of(CompileSpec()))]
     assert pairs == [(Member("", "off"), Member("", "dynamic"))]
 
 
@@ -77,7 +82,9 @@ def test_the_changes_are_the_geometric_means_of_the_paired_rounds():
         for r in range(1, 9)
         for s, m in SIDES_MODES
     ]
-    found = {(c.member, c.column): c for c in changes(rows_for(windows), windows, 0.95)}
+    found = {
+        (c.member, c.column): c for c in changes(rows_for(windows), windows, 0.95, BEFORE_AFTER)
+    }
     # By hand: each round's median is its middle step, the window's own ms.
     med = {(str(w.member), w.round): w.ms[0] for w in windows}
 
@@ -101,12 +108,12 @@ def test_two_identical_sides_decide_a_change_no_more_often_than_the_level():
     # 20 seeded A/A runs through the run's own stop rule: more than 3 claims has p = 1.6%.
     names = [Member(s, m) for s, m in SIDES_MODES]
     plan = RoundPlan(12, 12, 0.03, 1e9)
-    cmps = comparisons(names)
+    cmps = comparisons(names, BEFORE_AFTER)
     claimed = {"step_ms": 0, "speedup": 0}
     for seed in range(20):
         fleet = noisy_fleet(3, seed, {n: 0.15 for n in names}, hits=0.0)
         windows = run_rounds(fleet, plan, cmps)
-        for c in changes(rows_for(windows), windows, 0.95):
+        for c in changes(rows_for(windows), windows, 0.95, BEFORE_AFTER):
             if c.member == "dynamic" and c.column in claimed:
                 assert c.low is not None, c
                 claimed[c.column] += c.verdict != CANT_TELL

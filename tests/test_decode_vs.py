@@ -20,25 +20,31 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.decode.bench import PROBE, comparisons_of
 from nanobench.decode.rows import DecodeRow, ProbeRow, SystemRow
+from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes
 from nanobench.harness.runs.change import CANT_TELL, FASTER
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import Window
 
 runner = CliRunner()
 SYSTEMS = ("engine-eager", "hf-eager")
+BEFORE_AFTER = Sides.of(DecodeSpec(systems=SYSTEMS, vs_dtype="bfloat16"))
 
 
 def test_each_side_keeps_its_own_ratios_and_each_system_gets_an_after_over_before():
     members = [Member(side, s) for side in ("before", "after") for s in (PROBE, *SYSTEMS)]
-    found = [(c.name, str(c.numerator), str(c.denominator)) for c in comparisons_of(members)]
+    found = [
+        (c.name, str(c.numerator), str(c.denominator))
+        for c in comparisons_of(members, BEFORE_AFTER)
+    ]
     assert len({n for n, _, _ in found}) == len(found), "names are the stop rule's keys"
     assert ("before engine-eager/hf-eager", "before engine-eager", "before hf-eager") in found
     assert ("after hf-eager/floor", "after hf-eager", f"after {PROBE}") in found
     assert ("hf-eager after/before", "after hf-eager", "before hf-eager") in found
     alone = [Member("", s) for s in (PROBE, *SYSTEMS)]
     assert ("engine-eager/hf-eager", "engine-eager", "hf-eager") in [
-        (c.name, str(c.numerator), str(c.denominator)) for c in comparisons_of(alone)]  # fmt: skip
+        (c.name, str(c.numerator), str(c.denominator)) for c in comparisons_of(alone, Sides.of(DecodeSpec(systems=SYSTEMS)))]  # fmt: skip
 
 
 def windows_for(ms: dict[tuple[str, str], float], rounds: int, seed: int = 0) -> list[Window]:
@@ -60,7 +66,11 @@ def test_the_step_change_is_the_geometric_mean_of_the_paired_rounds():
     ms = {("before", "engine-eager"): 4.0, ("after", "engine-eager"): 3.0,
           ("before", "hf-eager"): 5.0, ("after", "hf-eager"): 5.0}  # fmt: skip
     windows = windows_for(ms, 12)
-    found = {c.member: c for c in changes(rows_of(), windows, 0.95) if c.column == "step_ms"}
+    found = {
+        c.member: c
+        for c in changes(rows_of(), windows, 0.95, BEFORE_AFTER)
+        if c.column == "step_ms"
+    }
     med = {(str(w.member), w.round): w.ms[0] for w in windows}
     by_hand = math.exp(np.mean([math.log(med[("after engine-eager", r)]
                                          / med[("before engine-eager", r)]) for r in range(1, 13)]))  # fmt: skip
@@ -79,7 +89,7 @@ def fake_sides(after_ms: float):
 
     def sweep_sides(runs, members, plan, **kw):
         listener = kw["listener"]
-        assert kw["pairs"] == [("before", "after")]
+        assert kw["sides"].pairs == (("before", "after"),)
         for m in members:
             if m.name == PROBE:
                 listener.on_row(ProbeRow("ok", PROBE, side=m.side, bandwidth_gbs=10.0,

@@ -10,17 +10,22 @@ from __future__ import annotations
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from nanobench.cli import app
+from nanobench.commands import kinds
 from nanobench.compile.spec import CompileSpec
 from nanobench.harness.cli import console
 from nanobench.harness.cli.console import Status
 from nanobench.harness.runs import eta
 from nanobench.harness.runs.durations import FILE, Durations, settings_key
 from nanobench.harness.runs.history_store import RunHistory
+from nanobench.harness.runs.measured_run import RunKind
+from nanobench.harness.runs.run_spec import MeasuredSpec
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.fleet import Fleet
 
 ROUND_COSTS = {"START_S": 10.0, "COLD_COMPILE_S": 100.0, "WARM_COMPILE_S": 10.0,
@@ -46,10 +51,24 @@ def test_the_cost_model_is_its_formula_done_by_hand(monkeypatch):
 def test_the_compile_plan_counts_the_default_run():
     # off, dynamic, static: three first workers, two of them compiling cold with Inductor; two
     # later workers each (--processes 3), set up two at a time on two cores
-    plan = eta.plan_of("compile", CompileSpec(), cores=2)
+    plan = plan_of(CompileSpec(), cores=2)
     assert plan == eta.Plan(3, 2, 0, 6, 2, 3, 16, 30, 120.0)
-    warm = eta.plan_of("compile", CompileSpec(cache="warm", backend="inductor"), cores=2)
+    warm = plan_of(CompileSpec(cache="warm", backend="inductor"), cores=2)
     assert (warm.cold_compiles, warm.warm_compiles) == (0, 2)
+
+
+def plan_of(spec, cores: int) -> eta.Plan:
+    return spec.plan(Sides.of(spec), cores)
+
+
+def test_every_measured_command_has_its_own_estimate():
+    """A measured command whose spec brings no plan of its own fails here, never silently at
+    run time: its kind's spec type overrides `MeasuredSpec.plan`, and the plan reads."""
+    measured = {n: k for n, k in kinds().items() if issubclass(k, RunKind)}
+    assert set(measured) == {"compile", "decode", "startup", "profile"}
+    for name, kind in measured.items():
+        assert kind.spec_type.plan is not MeasuredSpec.plan, name
+        assert isinstance(plan_of(kind.spec_type(), cores=2), eta.Plan), name
 
 
 def test_three_earlier_runs_give_their_median_and_a_torn_line_is_skipped(tmp_path):
@@ -75,13 +94,14 @@ def test_a_missing_or_unreadable_store_is_the_model_and_quiet_says_nothing(
     monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path))
     (tmp_path / FILE).mkdir(parents=True)  # a folder where the file is: unreadable, not fatal
     status = Status(None, quiet=False)
-    eta.announce("compile", CompileSpec(), status, cores=2)
+    eta.announce("compile", CompileSpec(), partial(plan_of, CompileSpec()), status, cores=2)
     said = capsys.readouterr()
     assert said.out == "" and "by a model (3 starts x" in said.err, said
     assert "no earlier run of these settings on this machine" in said.err
-    model = eta.model_s(eta.plan_of("compile", CompileSpec(), 2))
+    model = eta.model_s(plan_of(CompileSpec(), 2))
     assert abs(status.expected - model) <= 5, (status.expected, model)  # to 10 s, no finer
-    eta.announce("compile", CompileSpec(), Status(None, quiet=True), cores=2)
+    eta.announce("compile", CompileSpec(), partial(plan_of, CompileSpec()), Status(None, quiet=True),
+                 cores=2)  # fmt: skip
     assert capsys.readouterr().err == ""
 
 

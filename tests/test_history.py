@@ -264,7 +264,7 @@ def fake_compile_sweep(rng):
 
     base = dict(status="ok", builds=1, fell_back=False, guard_kind="shape", recompile_limit=8)
 
-    def sweep(sides, modes, plan, **kw):
+    def sweep(workers, modes, plan, **kw):
         rows = [
             CompileRow(mode="off", compile_s=0.0, **{**base, "builds": 0}),
             CompileRow(mode="dynamic", compile_s=3.0, **base),

@@ -14,11 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
+from nanobench.harness.runs.sides import Sides
 from nanobench.profile.attribution import nest, self_times_us
 from nanobench.profile.gates import gates
+from nanobench.profile.joined import with_amdahl
 from nanobench.profile.overhead import charged_us, event_cost_us, net_of_profiler
 from nanobench.profile.rows import CATEGORIES, CategoryRow, Event, ProfileRow
-from nanobench.profile.run import with_amdahl
 from nanobench.profile.spec import ProfileSpec
 from nanobench.profile.vs import calls_changed, category_changes, moved_most
 from tests.helpers import text_tables
@@ -193,8 +194,9 @@ def test_a_modes_profile_travels_on_its_row_and_its_timing_is_copied_from_compil
     from nanobench.harness.runs.rows import columns
     from nanobench.harness.workers.member import Member
     from nanobench.profile.bench import ProfilePart
+    from nanobench.profile.joined import joined
     from nanobench.profile.rows import TIMING_FIELDS
-    from nanobench.profile.run import ProfileKind, joined
+    from nanobench.profile.run import ProfileKind
     from nanobench.profile.spec import ProfileJob
 
     cats = [asdict(CategoryRow(c, 0.1, 0.1, 1.0, profiler_ms_per_step=0.02)) for c in CATEGORIES]
@@ -217,7 +219,8 @@ def test_a_modes_profile_travels_on_its_row_and_its_timing_is_copied_from_compil
     assert row.category_rows[0].ms_per_step == pytest.approx(0.08)
     assert row.unattributed_ms == pytest.approx(1.0 - 0.08 * (len(CATEGORIES) - 1))
     # written as the CSV's columns alone, in their order
-    assert list(ProfileKind(ProfileSpec(), "float32").public([row], True)[0]) == columns(ProfileRow)
+    kind = ProfileKind(ProfileSpec(), Sides.of(ProfileSpec()), "float32")
+    assert list(kind.public([row], True)[0]) == columns(ProfileRow)
     # a failed row keeps its categories as measured, and no fact
     failed = joined(replace(timed, status="error"))
     assert failed.plain_step_ms is None and failed.category_rows[0].ms_per_step == 0.1

@@ -26,7 +26,9 @@ import nanobench.startup.starts as startup_starts
 from nanobench.cli import app
 from nanobench.harness.statistics.t_intervals import t_interval
 from nanobench.startup.rows import StartRow
-from nanobench.startup.vs import changes
+from nanobench.startup.vs import pair_changes
+
+PAIR = ("before", "after")
 
 runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
@@ -379,7 +381,9 @@ def test_an_a_a_run_says_faster_or_slower_anywhere_in_it_at_most_3_times_in_20()
     rng = np.random.default_rng(11)
     decided = 0
     for _ in range(20):
-        found = [c for c in changes(aa_rows(rng)) if c.kind == "timing" and c.low is not None]
+        found = [
+            c for c in pair_changes(aa_rows(rng), PAIR) if c.kind == "timing" and c.low is not None
+        ]
         assert len(found) == 8
         decided += any(c.verdict in ("faster", "slower") for c in found)
     assert decided <= 3
@@ -400,7 +404,7 @@ def test_two_runs_a_start_pool_their_log_ratios_over_the_starts():
     ratios of four starts (two modes, cold and warm) that spread alike pool to more."""
     rng = np.random.default_rng(3)
     rows = [replace(r, mode=mode) for mode in ("dynamic", "static") for r in aa_rows(rng, runs=2)]
-    timed = [c for c in changes(rows) if c.kind == "timing"]
+    timed = [c for c in pair_changes(rows, PAIR) if c.kind == "timing"]
     found = {(c.member, c.column): c for c in timed}
     ready = [
         found[(f"{m} {k}", "ready_s")] for m in ("dynamic", "static") for k in ("cold", "warm")

@@ -49,6 +49,7 @@ from nanobench.harness.cli.options import (
     WidthMultiple,
     WidthMultiples,
 )
+from nanobench.harness.cli.registry import COUNTED, Command
 from nanobench.harness.cli.validate import out_dir_tried
 
 
@@ -123,3 +124,6 @@ def buckets(
 
         code = run_buckets(spec, out, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+COMMAND = Command("buckets", buckets, ("bucketbench",), "docs/capture-lists.md", COUNTED)

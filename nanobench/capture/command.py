@@ -43,6 +43,7 @@ from nanobench.harness.cli.options import (
     WidthMultiple,
     WidthMultiples,
 )
+from nanobench.harness.cli.registry import TIMED, Command
 from nanobench.harness.cli.validate import out_dir, out_dir_tried, step_named
 
 
@@ -127,3 +128,6 @@ def capture(
 
         code = run_capture(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+COMMAND = Command("capture", capture, ("capturebench",), "docs/capture-lists.md", TIMED)

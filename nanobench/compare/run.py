@@ -2,7 +2,7 @@
 
 What it is: `run_compare(old, new, ...)`, the command's work once its arguments parsed: the two
 runs loaded and checked to be of one command, their changes and what is on one side only (the
-command's own pieces, `kinds.COMPARERS`), the drift notes, the gates the user named, then
+command's own kind, `kinds.comparer`), the drift notes, the gates the user named, then
 `compare.csv`, `compare.png` (compile, decode), the table and the exit code.
 What it is not: the reading of saved runs (`runs.py`, `harness.runs.saved`) or the table
 (`reports.change`).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nanobench.compare.kinds import comparer
+from nanobench.compare.kinds import comparer, why_lines
 from nanobench.compare.runs import check_comparable, drift_notes, load
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.cli.validate import out_dir
@@ -30,9 +30,9 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
     old, new = load(old_path), load(new_path)
     check_comparable(old, new)
     kind = comparer(old.command)
-    check_columns("--no-more", no_more, kind.count_columns())
+    check_columns("--no-more", no_more, kind.counts)
     check_columns("--no-slower", no_slower, kind.timings)
-    found, differences = kind.load("changes")(old, new)
+    found, differences = kind.saved_changes(old, new)
     gates = no_more_gates(found, no_more) + no_slower_gates(found, no_slower, margin)
     notes = drift_notes(old, new)
     where = out_dir(out)
@@ -44,9 +44,9 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
         sided = [
             replace(r, side=s) for s, run in (("before", old), ("after", new)) for r in run.rows
         ]
-        png = draw_compare(as_dicts(sided), where / "compare.png", title, kind.load("panels"))
+        png = draw_compare(as_dicts(sided), where / "compare.png", title, kind.panels)
         outputs["png"] = str(png)
-    lines = [*notes, *difference_lines(differences), *kind.why_lines(old, new)]
+    lines = [*notes, *difference_lines(differences), *why_lines(kind, old, new)]
     return finish(
         "compare",
         as_dicts(found),

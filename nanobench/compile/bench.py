@@ -25,6 +25,8 @@ from functools import partial
 
 from nanobench.compile.rows import CompileRow, from_worker
 from nanobench.compile.spec import WorkerSpec
+from nanobench.compile.vs import sped
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers import fleet as fleets
 from nanobench.harness.workers.fleet import (
     Fleet,
@@ -35,7 +37,7 @@ from nanobench.harness.workers.fleet import (
 )
 from nanobench.harness.workers.fresh import run_fresh
 from nanobench.harness.workers.inductor_cache import fresh_dir, warm_dir
-from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import Comparison, RoundPlan, Window
 
 WORKER = "nanobench.compile.session"  # the module each mode's fresh process runs
@@ -134,40 +136,39 @@ class ModePart:
         return replace(row, setup_s=setup_s, later_setup_s=later_s)
 
 
-def comparisons(members: list[Member], pairs=((BEFORE, AFTER),)) -> list[Comparison]:
+def comparisons(members: list[Member], sides: Sides) -> list[Comparison]:
     """Each side's compiled modes' speedups (off's step time over its own; a knob side's over
-    plain's off) and, per compared pair of sides (before and after, plain and a knob), each
-    mode's change (the other side's step time over the base's): every ratio the stop rule reads."""
-    base_of = {other: base for base, other in pairs}
+    the off it borrows) and, per compared pair of sides (before and after, plain and a knob),
+    each mode's change (the other side's step time over the base's): every ratio the stop rule
+    reads."""
     found, changed = [], []
     for m in members:
-        off = next((o for o in (Member(m.side, "off"), Member(base_of.get(m.side, m.side), "off"))
-                    if o in members), None)  # fmt: skip
+        base = Member(sides.base_of(m.side) or "", m.name)
+        lender = sides[m.side].lender
+        off = next((o for o in (Member(m.side, "off"), Member(lender, "off")) if o in members),
+                   None)  # fmt: skip
         if m.name != "off" and off is not None:
             found.append(Comparison(str(m), off, m))
-        base = Member(base_of.get(m.side, ""), m.name)
-        if m.side in base_of and base in members:
+        if sides.base_of(m.side) is not None and base in members:
             changed.append((m, base))
-    # each mode's step change and each compiled mode's speedup change (before and after alone)
-    # hold together (`vs.changes`)
-    family = len(changed) + len([m for m, _ in changed if m.name != "off" and m.side == AFTER])
-    return found + [Comparison(f"{m} / {b.side}" if m.side != AFTER else f"{m.name} after/before",
-                               m, b, family) for m, b in changed]  # fmt: skip
+    # each mode's step change and each compiled mode's speedup change hold together (`vs.changes`)
+    family = len(changed) + len([m for m, _ in changed if sped(sides, m.side, m.name)])
+    return found + [Comparison(sides.ratio_name(m, b), m, b, family) for m, b in changed]
 
 
 def interleaved_sweep(
-    sides: dict[str, WorkerSpec],
+    workers: dict[str, WorkerSpec],
     members: list[Member],
     plan: RoundPlan,
     *,
-    pairs: list[tuple[str, str]],
+    sides: Sides,
     timeout: float,
     processes: int,
     listener: Listener,
     on_status: Callable[[str], None],
     history: dict | None = None,
 ) -> None:
-    """`processes` live workers per mode of every side (`fleet.sweep`), then rounds, round r
+    """`processes` live workers per mode of every side (`workers`, each side's spec), then rounds, round r
     of every member in its worker (r - 1) mod processes, until every gate is decided or the
     intervals are tight. A before-and-after run is one fleet: both sides' modes take turns in
     every round, so each change is paired by round like each speedup.
@@ -176,15 +177,15 @@ def interleaved_sweep(
     its builds, compile seconds and first pass are the member's row. A later worker shares the
     first's Inductor cache directory and skips what only the row needs (the guard-kind probe),
     so its set-up is a warm start: process 2's compile seconds are the row's `compile_warm_s`.
-    `members` are every side's (a knob side has no `off`), `pairs` the sides compared.
+    `members` are every side's (a knob side has no `off`), `sides` the run's comparison.
     `history` (by mode) lends the stop rule each speedup's earlier runs on this machine.
     """
     # A later worker's set-up is compiling (one core: TORCHINDUCTOR_COMPILE_THREADS=1), so as many
     # set up at once as there are cores; its few first-pass steps are all it runs on its threads.
     with Fleet(WORKER, timeout, 1, on_status) as fleet:
-        parts = [ModePart(m, sides[m.side], member_env(fleet, m, sides[m.side]), on_status)
+        parts = [ModePart(m, workers[m.side], member_env(fleet, m, workers[m.side]), on_status)
                  for m in members]  # fmt: skip
-        ratios = partial(comparisons, pairs=pairs)
+        ratios = partial(comparisons, sides=sides)
         fleets.sweep(fleet, parts, plan, processes, listener, ratios, history=history)
 
 

@@ -16,6 +16,7 @@ import typer
 from nanobench.compile.spec import CompileSpec
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.registry import TIMED, Command
 from nanobench.harness.cli.validate import out_dir_tried, out_file, step_named
 
 D = CompileSpec()
@@ -74,9 +75,43 @@ def compile_command(
     Example: nanobench compile --target new.py:factory --vs old.py:factory --check --no-more breaks
     Example: nanobench compile --modes off,dynamic --try cpp-wrapper,guard-filter,freezing
     """
-    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        spec = CompileSpec(**options).validate()
+        spec = CompileSpec(
+            model=model,
+            modes=modes,
+            rows=rows,
+            max_batch=max_batch,
+            prompt_len=prompt_len,
+            steps=steps,
+            rounds=rounds,
+            max_rounds=max_rounds,
+            processes=processes,
+            history=history,
+            rel_ci=rel_ci,
+            budget_s=budget_s,
+            bucketed=bucketed,
+            width_multiple=width_multiple,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            cache=cache,
+            backend=backend,
+            path=path,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            horizon=horizon,
+            timeout=timeout,
+            out=out,
+            target=target,
+            trace=trace,
+            vs=vs,
+            vs_path=vs_path,
+            no_more=no_more,
+            no_slower=no_slower,
+            margin=margin,
+            tries=tries,
+            export_json=export_json,
+        ).validate()
         names_checked(spec)
         # Heavy on purpose: torch and the workers' code load once the names are checked.
         from nanobench.compile.run import run_compile
@@ -91,3 +126,15 @@ def names_checked(spec: CompileSpec) -> None:
     out_dir_tried(spec.out)
     out_file(spec.export_json, "--export-json")
     step_named(spec.model, spec.target, spec.vs)
+
+
+def compile_kind() -> type:
+    """compile's kind, imported when asked for: it loads the statistics."""
+    from nanobench.compile.run import CompileKind
+
+    return CompileKind
+
+
+COMMAND = Command(
+    "compile", compile_command, ("compilebench",), "docs/measuring.md", TIMED, compile_kind
+)

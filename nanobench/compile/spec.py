@@ -1,7 +1,8 @@
 """What `nanobench compile` is asked for, and what each mode's worker is handed.
 
-What it is: `CompileSpec` (every option's one default, and `validate()` for the rules across
-options) and `WorkerSpec` (the frozen spec a mode's worker process reads: the shape, the cache,
+What it is: `CompileSpec` (every option's one default, a `harness.runs.run_spec.MeasuredSpec`:
+`checked()` for compile's rules across options, what its sides are made of, `plan` for its
+estimate) and `WorkerSpec` (the frozen spec a mode's worker process reads: the shape, the cache,
 the backend, the resolved model and dtype; sent as its fields and rebuilt there as
 `WorkerSpec(**payload)`), with `CompileSpec.worker()` the one place that builds one.
 What it is not: the measurement (`compile.bench`, `compile.session`) or the command.
@@ -19,13 +20,13 @@ from nanobench.cost.buckets import open_shapes
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option, positive
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.change import check_columns, check_sides
-from nanobench.harness.step.knobs import PLAIN, check_backend, parse_side
-from nanobench.harness.step.knobs import check_sides as check_knob_sides
+from nanobench.harness.runs.change import check_sides
+from nanobench.harness.runs.run_spec import MeasuredSpec
+from nanobench.harness.step.knobs import parse_side
 
 
 @dataclass(frozen=True)
-class CompileSpec:
+class CompileSpec(MeasuredSpec):
     """The sweep as asked for: each option's one default; `max_model_len` 0 is the run's."""
 
     model: str = "tiny"
@@ -37,9 +38,7 @@ class CompileSpec:
     rounds: int = 3
     max_rounds: int = 30
     processes: int = 3  # fresh workers per mode: docs/measuring.md#what-a-process-costs
-    history: bool = (
-        True  # earlier runs' spread on this machine (harness.statistics.history); a plain run
-    )
+    history: bool = True  # earlier runs' spread on this machine (harness.statistics.history)
     rel_ci: float = 0.03
     budget_s: float = 120.0
     bucketed: bool = False
@@ -47,54 +46,53 @@ class CompileSpec:
     max_model_len: int = 2048
     block_size: int = 16
     cache: str = "cold"
-    backend: str = "inductor"
     path: str = "planned"
     device: str = "cpu"
     dtype: str = "auto"
-    threads: int = 0
     horizon: int = 10000
     timeout: int = 600
-    out: str = "nanobench-out"
     target: str = ""
     trace: bool = False
     vs: str = ""  # the before side's target; the after side is --target
     vs_path: str | None = None  # the before side: the engine on this path; after: --path
-    no_more: tuple[str, ...] | None = None
-    no_slower: tuple[str, ...] | None = None
-    margin: float = 0.05
-    export_json: str = ""
-    tries: tuple[str, ...] = ()  # --try: each a side measured against plain (harness.step.knobs)
-    knob: str = ""  # this side's knob, set by `sides()` alone ("" plain)
 
-    @property
-    def compared(self) -> bool:
-        """A run of sides in one fleet: before and after, or plain and each knob."""
-        return bool(self.vs or self.vs_path or self.tries)
+    COUNTS = ("graphs", "breaks", "break_sites", "builds", "recompiles", "fell_back", "shapes")
+    TIMINGS = ("step_ms", "speedup")  # and --no-slower: a cold compile is one sample a side
+    COMPARED_BY = "--vs or --vs-path or --try"
+    BEFORE_BY = "--vs or --vs-path"
+    KNOBBED = "a compiled mode; add dynamic or static to --modes"
+    BORROW_WHY = "eager off reads no knob: a knob side's speedup and breakeven are over plain's"
 
-    def sides(self) -> dict[str, CompileSpec]:
-        """Each side's sweep by its name: "" alone, the before (--vs, --vs-path) and after, or
-        plain and each --try knob (its compiled modes only: eager `off` reads no knob, so
-        a knob side's speedup is over plain's `off`, `MeasuredRun.derived`)."""
-        if self.tries:
-            compiled = tuple(m for m in self.modes if m != "off")
-            knobs = {k: replace(self, knob=k, modes=compiled) for k in self.tries}
-            return {PLAIN: self, **knobs}
-        if not self.compared:
-            return {"": self}
-        before = replace(self, target=self.vs) if self.vs else replace(self, path=self.vs_path)
-        return {"before": replace(before, vs="", vs_path=None), "after": self}
+    def members(self) -> tuple[str, ...]:
+        return tuple(self.modes)
 
-    def pairs(self) -> list[tuple[str, str]]:
-        """The sides compared, (base, other): (before, after), or (plain, knob) per knob."""
-        if self.tries:
-            return [(PLAIN, k) for k in self.tries]
-        return [("before", "after")] if self.compared else []
+    def knob_members(self) -> tuple[str, ...]:
+        return tuple(m for m in self.modes if m != "off")
 
-    def members(self) -> int:
-        """Members of the whole run: every side's modes."""
-        return sum(len(s.modes) for s in self.sides().values())
+    def before(self) -> CompileSpec | None:
+        """--vs's target, or the engine on --vs-path, as the before side."""
+        if self.vs:
+            return replace(self, target=self.vs, vs="", vs_path=None)
+        if self.vs_path:
+            return replace(self, path=self.vs_path, vs="", vs_path=None)
+        return None
 
-    def validate(self) -> CompileSpec:
+    def typed_as(self) -> tuple[tuple[str, str], ...]:
+        return (("--target", "--vs"),) if self.vs else (("--path", "--vs-path"),)
+
+    def plan(self, sides, cores: int):
+        """The run's estimate (`harness.runs.eta`): each member's first worker alone, then
+        --processes - 1 more each side by side; every side's own modes."""
+        from nanobench.harness.runs.eta import Plan
+
+        planned = sides.planned()
+        compiled = len([m for m in planned if m.name != "off"])
+        cold = compiled if self.cache == "cold" and self.backend == "inductor" else 0
+        later = len(planned) * (min(self.processes, self.max_rounds) - 1)
+        return Plan(len(planned), cold, compiled - cold, later, cores, len(planned), self.steps,
+                    self.max_rounds, self.budget_s)  # fmt: skip
+
+    def checked(self) -> CompileSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
         # numpy (through the statistics) loads when the command runs, not at CLI start.
         from nanobench.harness.workers.rounds import round_plan
@@ -119,8 +117,38 @@ class CompileSpec:
         device_option(self.device)
         if self.target and (self.bucketed or self.path != "planned"):
             raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
-        compared_option(self)
+        check_sides(self.vs, self.vs_path, self.target)
+        knob_rules(self)
         return replace(self, max_model_len=width)
+
+    def heading(self, sides, dtype: str, rows: list) -> str:
+        """The table's and the figure's title: what ran, on what, how often."""
+        from nanobench.harness.step.targets import BUILTINS
+        from reports.style import counted, title
+
+        rounds_run = max((r.rounds or 0 for r in rows), default=0)
+        of = f" of target {self.target}" if self.target else ""
+        if sides.knobs:
+            what = f"knobs {', '.join(sides.knobs)} against plain torch.compile{of}"
+        elif self.vs:
+            what = f"compiled decode{of} (after) vs {self.vs} (before)"
+        elif self.vs_path:
+            what = f"compiled decode on the {self.path} path (after) vs {self.vs_path} (before)"
+        else:
+            what = f"compiled decode{of}"
+        return title(
+            what,
+            # A target of the user's own takes no --model: the title names the target alone.
+            model=self.model if not self.target or self.target in BUILTINS else None,
+            device=self.device,
+            dtype=dtype,
+            rows=self.rows,
+            steps=f"{self.steps} x {counted(rounds_run, 'round')} in "
+            f"{counted(self.processes, 'process')}",
+            shapes="bucketed" if self.bucketed else "open",
+            inductor_cache=self.cache,
+            backend=self.backend,
+        )
 
     def worker(self, model: str = "", dtype: str = "float32", trace_dir: str = "") -> WorkerSpec:
         """The spec a mode's worker reads: this sweep's shape, resolved model and dtype."""
@@ -146,40 +174,19 @@ class CompileSpec:
         )
 
 
-COUNTS = ("graphs", "breaks", "break_sites", "builds", "recompiles", "fell_back", "shapes")
-TIMINGS = ("step_ms", "speedup")  # and --no-slower: a cold compile is one sample a side
-
-
-def compared_option(spec: CompileSpec) -> None:
-    """--vs, --vs-path and the comparison's gates, checked against each other."""
-    check_sides(spec.vs, spec.vs_path, spec.target, bool(spec.no_more or spec.no_slower),
-                bool(spec.tries))  # fmt: skip
-    if spec.tries:
-        tried_option(spec)
-    if spec.tries and "speedup" in (spec.no_slower or ()):
-        raise BadInput("--no-slower speedup with --try: a knob's speedup change is its step "
-                       "time's, inverted (both over plain's off); use --no-slower step_ms")  # fmt: skip
-    if spec.compared and "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
-        raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
-    check_columns("--no-more", spec.no_more, COUNTS)
-    check_columns("--no-slower", spec.no_slower, TIMINGS)
-
-
-def tried_option(spec: CompileSpec) -> None:
-    """--try against the run: one comparison at a time, a compiled mode to turn, a backend that
-    reads the knob (an Inductor setting under --backend eager would measure nothing)."""
-    check_knob_sides(spec.tries)
-    if spec.vs or spec.vs_path:
-        raise BadInput("--try with --vs or --vs-path: one comparison a run; try the knobs on "
-                       "one side")  # fmt: skip
-    if all(m == "off" for m in spec.modes):
-        raise BadInput("--try: knobs act on a compiled mode; add dynamic or static to --modes")
-    check_backend(spec.tries, spec.backend)
+def knob_rules(spec: CompileSpec) -> None:
+    """--try's rules of compile's own: a guard filter is an option torch.compile refuses beside
+    a mode, and a knob side's speedup is over plain's off."""
     filtered = [k for k in spec.tries if any(kn.guard_filter for kn in parse_side(k))]
     if filtered and "reduce-overhead" in spec.modes:
         # torch.compile refuses mode= beside options=, and a guard filter travels in options
         raise BadInput(f"--try {filtered[0]} with --modes reduce-overhead: torch.compile takes "
                        "a mode or options, not both, and a guard filter is an option")  # fmt: skip
+    if spec.tries and "speedup" in (spec.no_slower or ()):
+        raise BadInput("--no-slower speedup with --try: a knob's speedup change is its step "
+                       "time's, inverted (both over plain's off); use --no-slower step_ms")  # fmt: skip
+    if "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
+        raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
 
 
 @dataclass(frozen=True)

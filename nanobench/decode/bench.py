@@ -29,10 +29,11 @@ from nanobench.decode.rows import ProbeRow, RunSpec, SystemRow
 from nanobench.harness.cli.choices import SYSTEMS  # noqa: F401 (the sweep's vocabulary)
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers import fleet as fleets
 from nanobench.harness.workers.fleet import Fleet, Listener, first_failure, later_status
 from nanobench.harness.workers.inductor_cache import fresh_dir
-from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import Comparison, RoundPlan
 from nanobench.harness.workers.slices import ROUNDS_IN_BUDGET, slices_for
 
@@ -186,29 +187,24 @@ class ProbePart(SystemPart):
         return closed_probe(row, finals)
 
 
-def comparisons_of(members: list[Member], pairs=((BEFORE, AFTER),)) -> list[Comparison]:
+def comparisons_of(members: list[Member], sides: Sides) -> list[Comparison]:
     """Each side's own ratios (`comparisons`, between its own members; a knob side's to
     plain's floor and transformers, which it borrows) and, per compared pair of sides, each
     system's other / base: every ratio the stop rule reads."""
-    base_of = {other: base for base, other in pairs}
     found = []
     for side in dict.fromkeys(m.side for m in members):
         own = [m.name for m in members if m.side == side]
-        lent = {m.name: m for m in members if m.side == base_of.get(side) and m.name not in own}
+        lent = {m.name: m for m in sides[side].lent() if m in members}
         names = {n: lent.get(n, Member(side, n)) for n in own + list(lent)}
         found += [
             Comparison(str(Member(side, c.name)), names[c.numerator.name],
                        names[c.denominator.name])
             for c in comparisons(list(names)) if c.numerator.name in own
         ]  # fmt: skip
-    changed = [(m, Member(base_of[m.side], m.name)) for m in members
-               if m.side in base_of and m.name != PROBE and Member(base_of[m.side], m.name) in members]  # fmt: skip
+    based = [(m, Member(sides.base_of(m.side) or "", m.name)) for m in members if m.name != PROBE]
+    changed = [(m, b) for m, b in based if sides.base_of(m.side) is not None and b in members]
     # every system's step change holds together with the others' (`vs.changes`)
-    return found + [
-        Comparison(f"{m.name} after/before" if m.side == AFTER else f"{m} / {b.side}", m, b,
-                   len(changed))
-        for m, b in changed
-    ]  # fmt: skip
+    return found + [Comparison(sides.ratio_name(m, b), m, b, len(changed)) for m, b in changed]
 
 
 def sweep_sides(
@@ -216,7 +212,7 @@ def sweep_sides(
     members: list[Member],
     plan: RoundPlan,
     *,
-    pairs: list[tuple[str, str]],
+    sides: Sides,
     timeout: float,
     processes: int,
     listener: Listener,
@@ -227,8 +223,8 @@ def sweep_sides(
     interleaved rounds, round r of every member in its worker (r - 1) mod processes, until
     every gate is decided or the intervals are tight. Two sides (`runs` "before" and "after")
     are one fleet: every member of both takes turns each round. `members` are every side's,
-    probes among them (a --try knob side has none: it borrows plain's); `pairs` the sides
-    compared.
+    probes among them (a --try knob side has none: it borrows plain's); `sides` the run's
+    comparison.
 
     The probe is a member like any system: each round it measures the floor again, so the
     floor's own spread is in every ratio to it. A system's set-up facts (compile seconds,
@@ -251,8 +247,8 @@ def sweep_sides(
             for m in members
         ]
         # In the rounds each side's probe goes after its systems, as it always has.
-        order = lambda m: (m.side != BEFORE, m.name == PROBE)  # noqa: E731
-        ratios = partial(comparisons_of, pairs=pairs)
+        order = lambda m: (sides.order(m), m.name == PROBE)  # noqa: E731
+        ratios = partial(comparisons_of, sides=sides)
         fleets.sweep(fleet, parts, plan, processes, listener, ratios, slices=slices,
                      order=order, history=history)  # fmt: skip
 

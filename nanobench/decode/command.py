@@ -47,6 +47,7 @@ from nanobench.harness.cli.options import (
     VsModel,
     WidthMultiple,
 )
+from nanobench.harness.cli.registry import TIMED, Command
 from nanobench.harness.cli.validate import model_named, out_dir_tried, out_file
 from nanobench.harness.errors import BadInput
 
@@ -131,7 +132,7 @@ def decode_command(
         tries=tries,
     )
     with run_command(quiet) as status:
-        names_checked(spec)
+        spec = names_checked(spec)
         # Heavy on purpose: torch and the workers' code load once the names are checked.
         from nanobench.decode.run import run_decode
 
@@ -139,11 +140,12 @@ def decode_command(
     raise typer.Exit(code)
 
 
-def names_checked(spec: DecodeSpec) -> None:
+def names_checked(spec: DecodeSpec) -> DecodeSpec:
     """What a typing mistake spoils, checked before torch loads (`run_decode` checks the rest,
-    in this order): --export-json, the rules across options, each side's model, --out."""
+    in this order): --export-json, the rules across options, each side's model, --out; the
+    validated spec."""
     out_file(spec.export_json, "--export-json")
-    spec.validate()
+    spec = spec.validate()
     if spec.vs_model:
         try:
             model_named(spec.vs_model)
@@ -151,3 +153,14 @@ def names_checked(spec: DecodeSpec) -> None:
             raise BadInput(str(e).replace("--model", "--vs-model", 1)) from None
     model_named(spec.model)
     out_dir_tried(spec.out)
+    return spec
+
+
+def decode_kind() -> type:
+    """decode's kind, imported when asked for: it loads the statistics."""
+    from nanobench.decode.run import DecodeKind
+
+    return DecodeKind
+
+
+COMMAND = Command("decode", decode_command, doc="docs/measuring.md", sweep=TIMED, kind=decode_kind)

@@ -3,8 +3,8 @@
 What it is: `RunSpec` (parent to worker: the checkpoint, the shape, the system; its JSON is the
 worker's stdin), `ProbeRow` (the roofline probe's answer), `SystemRow` (a system worker's ready
 and final rows) and `DecodeRow` (a system's row with everything `derive` adds: what `decode.csv`
-and `--json` hold; its fields, minus `tokens`, are the CSV's columns in order: `CSV_COLUMNS`,
-`public`).
+and `--json` hold; its fields, minus `tokens` (`run.DecodeKind.unwritten`), are the CSV's
+columns in order).
 What it is not: arithmetic or measurement (`nanobench.decode.bench`, `nanobench.decode.roofline`).
 Invariant: a worker's payload is rebuilt with `rows.rebuild`, so a renamed or dropped key is an
 error naming it; a field defaults to None only where a failed or not-yet-finished row lacks it.
@@ -12,7 +12,7 @@ error naming it; a field defaults to None only where a failed or not-yet-finishe
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -173,11 +173,3 @@ class DecodeRow:
     captured_shapes: int | None = None
     peak_rss_bytes: int | None = None
     tokens: list[list[int]] | None = None  # kept for samples; never written (its digest is)
-
-
-CSV_COLUMNS = [f.name for f in fields(DecodeRow) if f.name != "tokens"]
-
-
-def public(rows: list[DecodeRow]) -> list[dict]:
-    """Rows as written: the token lists stay in the worker's answer, their digest goes out."""
-    return [{k: v for k, v in asdict(r).items() if k != "tokens"} for r in rows]

@@ -3,7 +3,7 @@
 What it is: `run_spec(spec, status)` (the model's length, that it fits with every worker
 holding its copy, that transformers can load it: a GGUF converted once for transformers; then
 what each worker is handed, with the step's bytes and flops) and `run_specs(spec, status)`
-(each side's, "" alone or before and after).
+(each side's, by `Sides.resolved`).
 What it is not: the options' own checks (`spec.DecodeSpec.validate`) or the measuring.
 Invariant: the before side's bad input names the options the user typed for it (--vs-model,
 --vs-dtype).
@@ -21,14 +21,13 @@ from nanobench.decode.rows import RunSpec
 from nanobench.decode.spec import DecodeSpec
 from nanobench.harness.cli.validate import device_option, dtype_option, fits_option, model_option
 from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.step.knobs import checked_side
-from nanobench.harness.workers.member import for_each_side
 
 
-def run_spec(spec: DecodeSpec, status, copies: int = 0) -> tuple[RunSpec, str]:
+def run_spec(spec: DecodeSpec, status, copies: int) -> tuple[RunSpec, str]:
     """Every check that needs the model, then what each worker is handed; (run, its directory).
-    `copies`: the weights the whole run holds (every side's workers)."""
-    spec.validate()
+    `copies`: the weights the whole run holds (every side's workers, `copies`)."""
     if spec.knob:
         checked_side(spec.knob)
     dtype = dtype_option(spec.dtype, spec.model, spec.device)
@@ -36,8 +35,8 @@ def run_spec(spec: DecodeSpec, status, copies: int = 0) -> tuple[RunSpec, str]:
     directory, config = model_option(spec.model)
     # Every worker of every system holds its own copy of the weights for the whole run, and
     # every probe worker a weight-sized tensor to read.
-    # (A run of sides holds every side's: counted by the run's spec, `DecodeSpec.copies`.)
-    fits_option(config, dtype, spec.device, copies=copies or spec.copies())
+    # (A run of sides holds every side's: `copies`.)
+    fits_option(config, dtype, spec.device, copies=copies)
     if spec.prompt_len + spec.steps > config.max_position_embeddings:
         raise BadInput(
             f"--prompt-len {spec.prompt_len} + --steps {spec.steps} exceed the model's "
@@ -71,9 +70,13 @@ def run_spec(spec: DecodeSpec, status, copies: int = 0) -> tuple[RunSpec, str]:
     return run, directory
 
 
-def run_specs(spec: DecodeSpec, status) -> tuple[dict[str, RunSpec], str]:
-    """Each side's RunSpec ("" alone; before and after), and the after side's directory."""
-    renames = {"--model": "--vs-model", "--dtype": "--vs-dtype"}
-    found = for_each_side(spec.sides(), partial(run_spec, status=status, copies=spec.copies()),
-                          renames)  # fmt: skip
-    return {side: run for side, (run, _) in found.items()}, next(reversed(found.values()))[1]
+def copies(sides: Sides, processes: int) -> int:
+    """The weights' copies the run holds: each side's systems and probe (a knob side borrows
+    its lender's probe) in every process."""
+    return len(sides.planned()) * processes
+
+
+def run_specs(sides: Sides, status, processes: int) -> tuple[dict[str, RunSpec], str]:
+    """Each side's RunSpec, and the main side's directory."""
+    found = sides.resolved(partial(run_spec, status=status, copies=copies(sides, processes)))
+    return {side: run for side, (run, _) in found.items()}, found[sides.main][1]

@@ -1,6 +1,7 @@
 """`nanobench decode`'s spec: every option's default and the rules across options.
 
-What it is: `DecodeSpec` (frozen; `validate()` checks what no option checks alone) and its round
+What it is: `DecodeSpec` (frozen, a `harness.runs.run_spec.MeasuredSpec`: `checked()` checks
+what no option checks alone; what its sides are made of; `plan` for its estimate) and its round
 plan. What it is not: the command (`command.py`) or the run (`run.py`).
 Invariant: a spec that validated runs without another check; a bad one is `BadInput`.
 """
@@ -9,21 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from nanobench.decode.roofline import PROBE
 from nanobench.harness.cli.choices import SYSTEMS
-from nanobench.harness.cli.options import (
-    Names,
-)
+from nanobench.harness.cli.options import Names
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.change import check_columns
-from nanobench.harness.step.knobs import PLAIN, check_backend
-from nanobench.harness.step.knobs import check_sides as check_knob_sides
+from nanobench.harness.runs.run_spec import MeasuredSpec
 
 # The systems torch.compile builds: the ones a --try knob acts on.
 COMPILED_SYSTEMS = ("engine-compiled", "hf-static-compiled")
+EAGER_SYSTEMS = ("engine-eager", "hf-eager")
 
 
 @dataclass(frozen=True)
-class DecodeSpec:
+class DecodeSpec(MeasuredSpec):
     """`nanobench decode`'s options: the one place their defaults live."""
 
     model: str = "tiny"
@@ -39,61 +38,56 @@ class DecodeSpec:
     width_multiple: int = 128  # engine-captured's width buckets
     device: str = "cpu"
     dtype: str = "auto"
-    threads: int = 0
-    backend: str = "inductor"
     hf_attn: str = "sdpa"
     timeout: int = 900
-    out: str = "nanobench-out"
     processes: int = 3  # fresh workers per system: docs/measuring.md#what-a-process-costs
-    history: bool = (
-        True  # earlier runs' spread on this machine (harness.statistics.history); a plain run
-    )
-    export_json: str = ""  # also the rows as PyTorch OSS benchmark records (harness.runs.export)
+    history: bool = True  # earlier runs' spread on this machine (harness.statistics.history)
     vs_model: str = ""  # the before side's model (the after side: --model)
     vs_dtype: str | None = None  # the before side's dtype (the after side: --dtype)
-    no_more: tuple[str, ...] | None = None
-    no_slower: tuple[str, ...] | None = None
-    margin: float = 0.05
-    tries: tuple[str, ...] = ()  # --try: each a side measured against plain (harness.step.knobs)
-    knob: str = ""  # this side's knob, set by `sides()` alone ("" plain)
 
-    @property
-    def compared(self) -> bool:
-        """A run of sides in one fleet: before and after, or plain and each knob."""
-        return bool(self.vs_model or self.vs_dtype or self.tries)
+    COUNTS = ("builds",)
+    TIMINGS = ("step_ms",)
+    COMPARED_BY = "--vs-model, --vs-dtype or --try"
+    BEFORE_BY = "--vs-model or --vs-dtype"
+    KNOBBED = f"a compiled system; add one of {', '.join(COMPILED_SYSTEMS)} to --systems"
+    BORROW_WHY = "a knob side's floor and references (eager, transformers) are plain's"
 
-    def sides(self) -> dict[str, DecodeSpec]:
-        """Each side's spec by its name: "" alone, the before (--vs-model, --vs-dtype) and
-        after (--model, --dtype), or plain and each --try knob (its compiled systems only: the
-        others read no knob, so a knob side's floor and references are plain's)."""
-        if self.tries:
-            compiled = Names(s for s in self.systems if s in COMPILED_SYSTEMS)
-            return {PLAIN: self, **{k: replace(self, knob=k, systems=compiled)
-                                    for k in self.tries}}  # fmt: skip
-        if not self.compared:
-            return {"": self}
-        before = replace(self, model=self.vs_model or self.model, dtype=self.vs_dtype or self.dtype)
-        plain = dict(vs_model="", vs_dtype=None, no_more=None, no_slower=None)
-        return {"before": replace(before, **plain), "after": self}
+    def members(self) -> tuple[str, ...]:
+        """Each system and the side's roofline probe, set up first."""
+        return (PROBE, *self.systems)
 
-    def pairs(self) -> list[tuple[str, str]]:
-        """The sides compared, (base, other): (before, after), or (plain, knob) per knob."""
-        if self.tries:
-            return [(PLAIN, k) for k in self.tries]
-        return [("before", "after")] if self.compared else []
+    def knob_members(self) -> tuple[str, ...]:
+        return tuple(s for s in self.systems if s in COMPILED_SYSTEMS)
 
-    def copies(self) -> int:
-        """The weights' copies the run holds: each side's systems and probe (a knob side has
-        none of its own) in every process."""
-        sides = self.sides()
-        return sum(len(s.systems) + (not s.knob) for s in sides.values()) * self.processes
+    def before(self) -> DecodeSpec | None:
+        """--vs-model's model and --vs-dtype's dtype as the before side."""
+        if not (self.vs_model or self.vs_dtype):
+            return None
+        return replace(self, model=self.vs_model or self.model, dtype=self.vs_dtype or self.dtype,
+                       vs_model="", vs_dtype=None, no_more=None, no_slower=None)  # fmt: skip
+
+    def typed_as(self) -> tuple[tuple[str, str], ...]:
+        return (("--model", "--vs-model"), ("--dtype", "--vs-dtype"))
+
+    def plan(self, sides, cores: int):
+        """The run's estimate (`harness.runs.eta`): as `compile`'s, each compiled system into
+        its own cold cache, each side's probe first (a knob side borrows plain's)."""
+        from nanobench.harness.runs.eta import Plan
+
+        planned = [m for m in sides.planned() if m.name != PROBE]
+        probes = len(sides.planned()) - len(planned)
+        compiled = len([m for m in planned if m.name not in EAGER_SYSTEMS])
+        cold = compiled if self.backend == "inductor" else 0
+        later = len(planned) * (min(self.processes, self.max_rounds) - 1)
+        return Plan(len(planned) + probes, cold, compiled - cold, later, cores, len(planned),
+                    self.steps, self.max_rounds, self.budget_s)  # fmt: skip
 
     def round_plan(self):
         from nanobench.harness.workers.rounds import round_plan
 
         return round_plan(self.rounds, self.max_rounds, self.rel_ci, self.budget_s)
 
-    def validate(self) -> None:
+    def checked(self) -> DecodeSpec:
         """Rules across options (ranges and choices are the options' own): BadInput, one line."""
         if self.steps < 2:
             raise BadInput(
@@ -107,22 +101,29 @@ class DecodeSpec:
         self.round_plan()
         if self.processes < 1:
             raise BadInput(f"--processes {self.processes}: expected a positive integer")
-        if (self.no_more or self.no_slower) and not self.compared:
-            raise BadInput("--no-more and --no-slower compare two sides: give --vs-model, "
-                           "--vs-dtype or --try")  # fmt: skip
-        if self.tries:
-            self.tried()
-        check_columns("--no-more", self.no_more, ("builds",))
-        check_columns("--no-slower", self.no_slower, ("step_ms",))
+        return self
 
-    def tried(self) -> None:
-        """--try against the run: one comparison at a time, a compiled system to turn, a
-        backend that reads the knob."""
-        check_knob_sides(self.tries)
-        if self.vs_model or self.vs_dtype:
-            raise BadInput("--try with --vs-model or --vs-dtype: one comparison a run; try "
-                           "the knobs on one side")  # fmt: skip
-        if not any(s in COMPILED_SYSTEMS for s in self.systems):
-            raise BadInput(f"--try: knobs act on a compiled system; add one of "
-                           f"{', '.join(COMPILED_SYSTEMS)} to --systems")  # fmt: skip
-        check_backend(self.tries, self.backend)
+    def heading(self, sides, runs: dict, rows: list) -> str:
+        """The table's and the figure's title: what ran, on what, how often."""
+        from reports.style import title
+
+        run = runs[sides.main]
+        what = "decode"
+        if sides.knobs:
+            what = f"decode: knobs {', '.join(sides.knobs)} against plain torch.compile"
+        elif self.vs_model or self.vs_dtype:
+            before = sides[sides.pairs[0][0]]
+            what = (f"decode of {self.model} {run.dtype} (after) vs {before.spec.model} "
+                    f"{runs[before.name].dtype} (before)")  # fmt: skip
+        return title(
+            what,
+            model=self.model if sides.knobs or not sides.compared else None,
+            device=self.device,
+            dtype=run.dtype,
+            rows=self.rows,
+            prompt_len=self.prompt_len,
+            steps=self.steps,
+            threads=self.threads or "default",
+            interleaved_rounds=max((r.rounds for r in rows), default=0),
+            processes=self.processes,
+        )

@@ -20,8 +20,11 @@ from nanobench.harness.runs.change import (
     value_change,
     with_level,
 )
+from nanobench.harness.runs.saved import NO_SAMPLES, per_process
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.statistics.stats import each_level
-from nanobench.harness.workers.member import AFTER, BEFORE, Member
+from nanobench.harness.statistics.t_intervals import apart_interval
+from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import Comparison, Window, intervals
 
 ONE_WARMUP = "one warm-up a side: no interval"
@@ -29,20 +32,20 @@ VALUES = ("tokens_per_s", "prefill_ms", "ratio_vs_floor", "peak_rss_mb", "tokens
 
 
 def changes(rows: list[DecodeRow], windows: list[Window], level: float,
-            pairs=((BEFORE, AFTER),)) -> list[Change]:  # fmt: skip
+            sides: Sides) -> list[Change]:  # fmt: skip
     """Every system both sides of each pair ran (before and after; plain and a knob, named
     "cpp-wrapper engine-compiled"): its step time, frames, compile seconds and the rest."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.system): r for r in rows}
     found: list[Change] = []
-    compared = [(b, o, r.system) for b, o in pairs for r in rows
+    compared = [(b, o, r.system) for b, o in sides.pairs for r in rows
                 if r.side == b and (o, r.system) in by]  # fmt: skip
     level = each_level(level, len(compared))  # every system's change holds together at level
     for base, other, system in compared:
         before, after = by[(base, system)], by[(other, system)]
         comparison = Comparison("change", Member(other, system), Member(base, system))
         interval = intervals(timed, [comparison], level)["change"]
-        name = system if other == AFTER else str(Member(other, system))
+        name = sides.change_name(other, system)
         step = timing_change(name, "step_ms", before.ms_per_step, after.ms_per_step, interval)
         found.append(with_level(step, level))
         if before.frames_compiled is not None or after.frames_compiled is not None:
@@ -55,3 +58,25 @@ def changes(rows: list[DecodeRow], windows: list[Window], level: float,
             found.append(value_change(name, column, getattr(before, column),
                                       getattr(after, column)))  # fmt: skip
     return found
+
+
+def saved_changes(old, new) -> tuple[list[Change], dict]:
+    """Per system both runs measured: step ms with its runs-apart interval, frames compiled,
+    compile seconds, and the rest beside them; nothing is on one side only."""
+    a = {r.system: r for r in old.rows}
+    b = {r.system: r for r in new.rows}
+    timed = old.windows and new.windows
+    found: list[Change] = []
+    for system in [s for s in a if s in b]:
+        before, after = a[system], b[system]
+        step = apart_interval(per_process(old.windows, system), per_process(new.windows, system))
+        why = "" if timed else NO_SAMPLES
+        found.append(timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step,
+                                   step if timed else None, why))  # fmt: skip
+        if before.frames_compiled is not None or after.frames_compiled is not None:
+            found.append(count_change(system, "builds", before.frames_compiled,
+                                      after.frames_compiled))  # fmt: skip
+        for column in VALUES:
+            found.append(value_change(system, column, getattr(before, column),
+                                      getattr(after, column)))  # fmt: skip
+    return found, {}

@@ -23,6 +23,7 @@ import typer
 from nanobench.explain.before_after import COLUMNS
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.console import run_command, stdout_console
+from nanobench.harness.cli.registry import Command
 from nanobench.harness.cli.validate import (
     device_option,
     dtype_option,
@@ -222,9 +223,25 @@ def explain(
     Example: nanobench explain --kernel triton --device cuda --check
     Example: nanobench explain --target my_step.py:factory --dtype bfloat16 --threads 1
     """
-    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        spec = ExplainSpec(**options).validate()
+        spec = ExplainSpec(
+            model=model,
+            layers=layers,
+            rows=rows,
+            prompt_len=prompt_len,
+            path=path,
+            prefill=prefill,
+            kernel=kernel,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            target=target,
+            step=step,
+            vs=vs,
+            vs_path=vs_path,
+            no_more=no_more,
+            out=out,
+        ).validate()
         directory = out_dir(spec.out)
         code = run_explain(spec, directory, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
@@ -306,3 +323,13 @@ def render(spec: ExplainSpec, found, sides: Sides | None, changed, checked, outp
         console, sides.before_spec, sides.after_spec, sides.pairs, changed,
         differences(sides), checked, outputs,
     )  # fmt: skip
+
+
+def explain_kind() -> type:
+    """explain's kind, imported when asked for: it loads the statistics."""
+    from nanobench.explain.saved import ExplainKind
+
+    return ExplainKind
+
+
+COMMAND = Command("explain", explain, doc="docs/measuring.md", kind=explain_kind)

@@ -37,6 +37,7 @@ from nanobench.harness.cli.options import (
     Target,
     WidthMultiples,
 )
+from nanobench.harness.cli.registry import COUNTED, Command
 from nanobench.harness.cli.validate import out_dir, out_dir_tried, step_named
 from nanobench.pool_budget.spec import OUT, PoolBudgetSpec
 
@@ -100,3 +101,6 @@ def pool_budget(
 
         code = run_budget(spec, out_dir(out), status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+COMMAND = Command("pool-budget", pool_budget, doc="docs/memory.md", sweep=COUNTED)

@@ -21,6 +21,7 @@ from functools import partial
 from nanobench.compile.bench import ModePart, comparisons, member_env
 from nanobench.compile.spec import WorkerSpec
 from nanobench.harness.cli.validate import out_dir
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers import fleet as fleets
 from nanobench.harness.workers.fleet import Fleet, Listener
 from nanobench.harness.workers.member import Member
@@ -61,25 +62,26 @@ class ProfilePart(ModePart):
         return ProfiledCompileRow.of(super().closed(row, finals, setup_s, later_s), row.profile)
 
 
-def parts_of(fleet: Fleet, spec: ProfileSpec, sides: dict[str, WorkerSpec],
+def parts_of(fleet: Fleet, spec: ProfileSpec, sides: Sides, workers: dict[str, WorkerSpec],
              status: Callable[[str], None]) -> list[ProfilePart]:  # fmt: skip
-    """Every (side, mode) as a profiled part; each first worker writes its trace."""
+    """Every side's own members (a --try knob side: its compiled modes) as a profiled part;
+    each first worker writes its trace."""
     traces = out_dir(spec.out) / "profile-traces"
     parts = []
-    for side, worker in sides.items():
-        for mode in spec.sides()[side].modes:  # a --try knob side: its compiled modes
-            m = Member(side, mode)
-            job = ProfileJob(passes=spec.passes, trace=str(traces / f"{m.label}.json"))
-            parts.append(ProfilePart(m, worker, member_env(fleet, m, worker), status, job))
+    for m in sides.planned():
+        worker = workers[m.side]
+        job = ProfileJob(passes=spec.passes, trace=str(traces / f"{m.label}.json"))
+        parts.append(ProfilePart(m, worker, member_env(fleet, m, worker), status, job))
     return parts
 
 
-def profiled_sweep(spec: ProfileSpec, sides: dict[str, WorkerSpec], plan: RoundPlan, *,
-                   listener: Listener, on_status: Callable[[str], None]) -> None:  # fmt: skip
+def profiled_sweep(spec: ProfileSpec, sides: Sides, workers: dict[str, WorkerSpec],
+                   plan: RoundPlan, *, listener: Listener,
+                   on_status: Callable[[str], None]) -> None:  # fmt: skip
     """Every side's modes in one fleet: each profiled by its first worker (on its row to
     `listener`), then all timed without the profiler in interleaved rounds, as compile times
     them."""
     with Fleet(WORKER, spec.timeout, 1, on_status) as fleet:
-        parts = parts_of(fleet, spec, sides, on_status)
-        ratios = partial(comparisons, pairs=spec.pairs())
+        parts = parts_of(fleet, spec, sides, workers, on_status)
+        ratios = partial(comparisons, sides=sides)
         fleets.sweep(fleet, parts, plan, spec.processes, listener, ratios)

@@ -14,6 +14,7 @@ import typer
 
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.registry import Command
 from nanobench.harness.cli.validate import out_dir_tried, step_named
 from nanobench.profile.spec import ProfileSpec
 
@@ -65,9 +66,32 @@ def profile_command(
     Example: nanobench profile --check --max-overhead-share 0.5
     Example: nanobench profile --modes off,dynamic --try cpp-wrapper,guard-filter
     """
-    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        spec = ProfileSpec(**options).validate()
+        spec = ProfileSpec(
+            model=model,
+            modes=modes,
+            rows=rows,
+            max_batch=max_batch,
+            prompt_len=prompt_len,
+            steps=steps,
+            passes=passes,
+            rounds=rounds,
+            max_rounds=max_rounds,
+            processes=processes,
+            rel_ci=rel_ci,
+            budget_s=budget_s,
+            backend=backend,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            timeout=timeout,
+            out=out,
+            target=target,
+            vs=vs,
+            tries=tries,
+            top=top,
+            max_overhead_share=max_overhead_share,
+        ).validate()
         out_dir_tried(spec.out)
         step_named(spec.model, spec.target, spec.vs)
         # Heavy on purpose: torch and the workers' code load once the names are checked.
@@ -75,3 +99,13 @@ def profile_command(
 
         code = run_profile(spec, status, json_mode=json_mode, check=check)
     raise typer.Exit(code)
+
+
+def profile_kind() -> type:
+    """profile's kind, imported when asked for: it loads the statistics."""
+    from nanobench.profile.run import ProfileKind
+
+    return ProfileKind
+
+
+COMMAND = Command("profile", profile_command, doc="docs/profile.md", kind=profile_kind)

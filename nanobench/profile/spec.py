@@ -31,14 +31,36 @@ class ProfileSpec(CompileSpec):
     top: int = 8  # kernels a mode's table shows (the CSV has all)
     max_overhead_share: float | None = None  # --check: the host's share of a compiled step
 
-    def validate(self) -> ProfileSpec:
+    def checked(self) -> ProfileSpec:
         """Compile's rules, then profile's own."""
-        checked = CompileSpec.validate(self)
+        checked = CompileSpec.checked(self)
         if self.max_overhead_share is not None and not 0 < self.max_overhead_share <= 1:
             raise BadInput(
                 f"--max-overhead-share {self.max_overhead_share}: expected a share in (0, 1]"
             )
         return checked
+
+    def heading(self, sides, dtype: str, rows: list) -> str:
+        """The table's and the figure's title: what was profiled, on what, how often."""
+        from nanobench.harness.step.targets import BUILTINS
+        from reports.style import counted, title
+
+        rounds_run = max((r.rounds or 0 for r in rows), default=0)
+        what = "profiled decode step" + (f" of target {self.target}" if self.target else "")
+        if sides.knobs:
+            what += f": knobs {', '.join(sides.knobs)} against plain torch.compile"
+        if self.vs:
+            what += f" (after) vs {self.vs} (before)"
+        return title(
+            what,
+            model=self.model if not self.target or self.target in BUILTINS else None,
+            device=self.device,
+            dtype=dtype,
+            rows=self.rows,
+            steps=f"{self.steps} x {counted(rounds_run, 'round')}, {counted(self.passes, 'pair')} "
+            "of passes profiled and not",
+            backend=self.backend,
+        )
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,13 @@ is "not measured", never a zero.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from nanobench.compile.vs import compile_timings
 from nanobench.harness.runs.change import Change, timing_change
+from nanobench.harness.runs.saved import read_rows
+from nanobench.harness.runs.sides import Sides
 from nanobench.profile.rows import CATEGORIES, CategoryRow
 
 COUNTS = ("builds",)
@@ -71,18 +75,33 @@ def calls_changed(before: list[CategoryRow], after: list[CategoryRow]) -> list[s
     return [f"{mode}: calls a step changed: {', '.join(found)}" for mode, found in lines.items()]
 
 
+def side_categories(rows: list, side: str, named_by: str, sides: Sides) -> list[CategoryRow]:
+    """A side's categories, each mode named as a change of `named_by` names it
+    (`Sides.change_name`: its mode before and after, the knob and mode in a knob run)."""
+    found = [c for r in rows if r.side == side for c in r.category_rows]
+    return [replace(c, mode=sides.change_name(named_by, c.mode)) for c in found]
+
+
+def paired(rows: list, sides: Sides) -> list[tuple[list[CategoryRow], list[CategoryRow]]]:
+    """Per pair of sides compared, the base side's categories of the modes the other side
+    profiled, and the other's."""
+    found = []
+    for base, other in sides.pairs:
+        theirs = side_categories(rows, other, other, sides)
+        modes = {c.mode for c in theirs}
+        found.append(([c for c in side_categories(rows, base, other, sides) if c.mode in modes],
+                      theirs))  # fmt: skip
+    return found
+
+
 def saved_categories(where: str) -> list[CategoryRow]:
     """A saved run's categories (its `profile-categories.csv`); none for a --json document."""
-    from nanobench.compare.runs import read_rows
-
     path = Path(where) / "profile-categories.csv"
     return read_rows(path, CategoryRow) if path.is_file() else []
 
 
 def compare_changes(old, new) -> tuple[list[Change], dict]:
     """Two saved profiles: compile's timing changes per mode, then each category's."""
-    from nanobench.compare.runs import compile_timings
-
     found = compile_timings(old, new)
     return found + category_changes(saved_categories(old.where), saved_categories(new.where)), {}
 

@@ -13,7 +13,7 @@ significant digits below 0.1 ms), shares as whole percents, speedups as the rows
 
 from __future__ import annotations
 
-from nanobench.profile.rows import HOST_CATEGORIES, UNCHANGED_BY_COMPILING, CategoryRow
+from nanobench.profile.rows import HOST_CATEGORIES, UNCHANGED_BY_COMPILING, CategoryRow, JoinedRow
 
 PER_CALL = ("guards", "dynamo entry", "wrapper python")  # what compiling adds to every call
 
@@ -103,3 +103,16 @@ def _kernel_words(cap: CategoryRow, rows: list[CategoryRow], off: list[CategoryR
     added = ms_text(sum(r.ms_per_step for r in per_call))
     top = f"{ms_text(per_call[0].ms_per_step)} ms of it {per_call[0].category}"
     return f"{words}; compiling adds {added} ms of per-call work, {top}"
+
+
+def words(row: JoinedRow, off: list[CategoryRow] | None) -> str:
+    """What caps the mode, from its categories; a fall-back said first."""
+    if not row.profiled_step_ms:
+        return ""
+    mine = list(row.category_rows)
+    said = why_speedup(row.mode, row.speedup, row.speedup_low, row.speedup_high, mine, off)
+    if row.fell_back:
+        eager = sum(c.ms_per_step for c in mine if c.category in ("eager ops", "forward python"))
+        said += (f" It fell back to eager past dynamo's recompile limit: {eager:.2f} ms a "
+                 "step of eager ops and their Python.")  # fmt: skip
+    return said

@@ -14,6 +14,7 @@ import typer
 
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.console import run_command
+from nanobench.harness.cli.registry import Command
 from nanobench.harness.cli.validate import out_dir_tried, out_file, step_named
 from nanobench.startup.caches import artifact_bytes
 from nanobench.startup.spec import StartupSpec
@@ -71,9 +72,35 @@ def startup_command(
     Example: nanobench startup --target my_step.py:factory --starts cold,warm --max-warm-s 10
     Example: nanobench startup --target new.py:factory --vs old.py:factory --check --no-slower ready_s
     """
-    options = {k: v for k, v in locals().items() if k not in ("json_mode", "check", "quiet")}
     with run_command(quiet) as status:
-        spec = StartupSpec(**options).validate()
+        spec = StartupSpec(
+            model=model,
+            modes=modes,
+            starts=starts,
+            runs=runs,
+            rows=rows,
+            max_batch=max_batch,
+            prompt_len=prompt_len,
+            steps=steps,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            backend=backend,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            pgo=pgo,
+            max_warm_s=max_warm_s,
+            artifacts=artifacts,
+            cache_dir=cache_dir,
+            timeout=timeout,
+            out=out,
+            target=target,
+            vs=vs,
+            no_more=no_more,
+            no_slower=no_slower,
+            margin=margin,
+            export_json=export_json,
+        ).validate()
         names_checked(spec)
         # Heavy on purpose: torch loads once the names are checked, not at CLI start.
         from nanobench.startup.run import run_startup
@@ -93,3 +120,13 @@ def names_checked(spec: StartupSpec) -> None:
     out_dir_tried(spec.out)
     if spec.cache_dir:
         out_dir_tried(spec.cache_dir, "--cache-dir")
+
+
+def startup_kind() -> type:
+    """startup's kind, imported when asked for: it loads the statistics."""
+    from nanobench.startup.run import StartupKind
+
+    return StartupKind
+
+
+COMMAND = Command("startup", startup_command, doc="docs/startup.md", kind=startup_kind)

@@ -91,6 +91,11 @@ class StartRow:
     aten_cpu_capability: str | None = None
     threads: int | None = None
 
+    @property
+    def start(self) -> str:
+        """The start as a member's name: "dynamic warm 2"."""
+        return f"{self.mode} {self.kind} {self.run}"
+
 
 @dataclass(frozen=True)
 class GraphRow:

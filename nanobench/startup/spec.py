@@ -1,7 +1,7 @@
 """What `nanobench startup` is asked for, and what one start's fresh process is handed.
 
-What it is: `StartupSpec` (every option's one default, `validate()` for the rules across
-options, and `sides()`: the one plain side, or `--vs`'s before and `--target`'s after), `StartJob` (one start: a compile worker's shape plus the start's kind and the artifact
+What it is: `StartupSpec` (every option's one default, a `harness.runs.run_spec.MeasuredSpec`:
+`checked()` for the rules across options, `before()` --vs's side, `plan` its estimate), `StartJob` (one start: a compile worker's shape plus the start's kind and the artifact
 files it loads or saves; sent as its fields and rebuilt there as `StartJob(**payload)`), and
 `KINDS` in the order a run takes them (a warm or hot start needs its run's cold start first).
 What it is not: the starts themselves (`startup.session`, `startup.run`) or the command.
@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.harness.cli import options as o
 from nanobench.harness.errors import BadInput
-from nanobench.harness.runs.change import check_columns, check_sides
+from nanobench.harness.runs.change import check_sides
+from nanobench.harness.runs.run_spec import MeasuredSpec
 
 KINDS = ("cold", "warm", "hot")  # a run's order: warm and hot read what its cold start left
 # What a comparison's --no-more and --no-slower may name here: the counts a start row has where
@@ -25,7 +26,7 @@ GATED_TIMINGS = ("ready_s", "compile_s")
 
 
 @dataclass(frozen=True)
-class StartupSpec:
+class StartupSpec(MeasuredSpec):
     """The starts as asked for; `max_model_len` 0 is the run's own."""
 
     model: str = "tiny"
@@ -38,35 +39,44 @@ class StartupSpec:
     steps: int = 4
     max_model_len: int = CompileSpec.max_model_len
     block_size: int = CompileSpec.block_size
-    backend: str = CompileSpec.backend
     device: str = CompileSpec.device
     dtype: str = CompileSpec.dtype
-    threads: int = CompileSpec.threads
     pgo: bool = False
     max_warm_s: float = 0.0
     artifacts: str = ""
     cache_dir: str = ""
     timeout: int = CompileSpec.timeout
-    out: str = CompileSpec.out
     target: str = ""
     vs: str = ""  # the before side's target; the after side is --target
-    no_more: tuple[str, ...] | None = None
-    no_slower: tuple[str, ...] | None = None
-    margin: float = 0.05
-    export_json: str = ""  # also the starts as PyTorch OSS benchmark records (harness.runs.export)
 
-    @property
-    def compared(self) -> bool:
-        """A before-and-after run: both sides' starts interleaved in one run."""
-        return bool(self.vs)
+    COUNTS = GATED_COUNTS
+    TIMINGS = GATED_TIMINGS
 
-    def sides(self) -> dict[str, StartupSpec]:
-        """Each side's spec by its name: "" alone, or the before (--vs) and the after."""
-        if not self.compared:
-            return {"": self}
-        return {"before": replace(self, target=self.vs, vs=""), "after": self}
+    def members(self) -> tuple[str, ...]:
+        return tuple(self.modes)
 
-    def validate(self) -> StartupSpec:
+    def before(self) -> StartupSpec | None:
+        """--vs's target as the before side."""
+        return replace(self, target=self.vs, vs="") if self.vs else None
+
+    def typed_as(self) -> tuple[tuple[str, str], ...]:
+        return (("--target", "--vs"),)
+
+    def plan(self, sides, cores: int):
+        """The run's estimate (`harness.runs.eta`): every start one after another; a compiled
+        mode's cold start compiles cold, its warm and hot starts from the cache; off starts once
+        a run; each side's starts."""
+        from nanobench.harness.runs.eta import Plan
+
+        kinds = [k for k in self.starts if k != "hot" or self.backend == "inductor"]
+        compiled = len([m for m in self.modes if m != "off"])
+        per_run = compiled * len(kinds) + (len(self.modes) - compiled)
+        cold = compiled if "cold" in kinds and self.backend == "inductor" else 0
+        warm = compiled * len(kinds) - cold
+        n = self.runs * len(sides.sides)
+        return Plan(per_run * n, cold * n, warm * n)
+
+    def checked(self) -> StartupSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
         # The step's rules are compile's: rows within the batch, the width, the device, modes.
         width = self.as_compile().validate().max_model_len
@@ -80,7 +90,7 @@ class StartupSpec:
                 "--starts hot without cold: a hot start loads a cold start's artifacts; add "
                 "cold, or name a saved artifact file with --artifacts"
             )
-        compared_option(self)
+        before_options(self)
         return replace(self, max_model_len=width)
 
     def as_compile(self) -> CompileSpec:
@@ -91,22 +101,38 @@ class StartupSpec:
             processes=1,
         )
 
+    def heading(self, sides, dtype: str, rows: list) -> str:
+        """The table's and the figure's title: what started, on what, how often."""
+        from nanobench.harness.step.targets import BUILTINS
+        from reports.style import counted, title
+
+        of = f" of target {self.target}" if self.target else ""
+        what = f"startup{of} (after) vs {self.vs} (before)" if self.vs else f"startup{of}"
+        return title(
+            what,
+            model=self.model if not self.target or self.target in BUILTINS else None,
+            device=self.device,
+            dtype=dtype,
+            rows=self.rows,
+            steps=f"{self.steps} in the first pass, {counted(self.runs, 'run')}",
+            backend=self.backend,
+            pgo="on" if self.pgo else "off (pinned)",
+        )
+
     def worker(self, model: str = "", dtype: str = "float32") -> WorkerSpec:
         """A compile worker's shape for these starts (`compile.session.build_stepper` reads it)."""
         return self.as_compile().worker(model, dtype)
 
 
-def compared_option(spec: StartupSpec) -> None:
-    """--vs and the comparison's gates, against each other and the options a side owns."""
-    check_sides(spec.vs, None, spec.target, bool(spec.no_more or spec.no_slower))
+def before_options(spec: StartupSpec) -> None:
+    """--vs against the options a side owns."""
+    check_sides(spec.vs, None, spec.target)
     if spec.vs and spec.artifacts:
         raise BadInput("--artifacts with --vs: each side's hot start loads its own cold start's "
                        "artifacts; drop --artifacts")  # fmt: skip
     if spec.vs and spec.max_warm_s:
         raise BadInput("--max-warm-s with --vs: a comparison gates the columns you name; give "
                        "--no-slower ready_s")  # fmt: skip
-    check_columns("--no-more", spec.no_more, GATED_COUNTS)
-    check_columns("--no-slower", spec.no_slower, GATED_TIMINGS)
 
 
 # What a start shares with a compile sweep, under the same names.

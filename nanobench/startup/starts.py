@@ -1,6 +1,6 @@
 """A startup run's starts: which, in what order, each in its own fresh process, back to back.
 
-What it is: `plan(spec)` (the starts in order: run by run, each mode's cold start before the
+What it is: `plan(spec, sides)` (the starts in order: run by run, each mode's cold start before the
 warm and hot ones that read what it left, the modes rotated from run to run so drift touches
 each; with `--vs`, each start as a before and an after start back to back,
 `startup.vs.interleaved`) and `Starts` (the run's starts as they come: each start spawned over
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.fresh import run_fresh
 from nanobench.startup.caches import CacheRoot, start_env
 from nanobench.startup.rows import GraphRow, StartRow, failed_row, rows_of
@@ -29,9 +30,10 @@ from nanobench.startup.vs import interleaved
 WORKER = "nanobench.startup.session"
 
 
-def plan(spec: StartupSpec) -> list[tuple[str, str, str, int]]:
+def plan(spec: StartupSpec, sides: Sides) -> list[tuple[str, str, str, int]]:
     """(side, mode, kind, run) in the order they start; off compiles nothing, so it starts once
-    a run. The side is "" in a plain run; with --vs both sides start each cell back to back.
+    a run. Every side starts each cell back to back (`startup.vs.interleaved`): "" alone in a
+    plain run; with --vs before and after.
 
     A hot start loads Inductor's cache artifacts; another backend leaves none, so it has none.
     """
@@ -41,7 +43,7 @@ def plan(spec: StartupSpec) -> list[tuple[str, str, str, int]]:
         k = (run - 1) % len(spec.modes)
         for mode in (*spec.modes[k:], *spec.modes[:k]):
             order += [(mode, kind, run) for kind in (kinds[:1] if mode == "off" else kinds)]
-    return interleaved(order) if spec.compared else [("", *cell) for cell in order]
+    return interleaved(order, sides.names)
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Starts:
     """The run's starts as they come; `keep` is handed every row (the run's `on_row`)."""
 
     spec: StartupSpec
+    sides: Sides
     status: Callable[[str], None]
     keep: Callable[[StartRow], None] = lambda row: None
     readies: dict = field(default_factory=dict)  # (side, mode, kind, run) -> its ready row
@@ -58,7 +61,7 @@ class Starts:
     def measure(self, workers: dict) -> None:
         """Every start of the plan, back to back. `workers`: each side's worker shape by its
         name ("" alone)."""
-        spec, roots, order = self.spec, CacheRoot(self.spec.cache_dir), plan(self.spec)
+        spec, roots, order = self.spec, CacheRoot(self.spec.cache_dir), plan(self.spec, self.sides)
         started = time.time()
         try:
             for i, (side, mode, kind, n) in enumerate(order, 1):

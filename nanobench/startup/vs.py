@@ -1,6 +1,6 @@
 """`startup --vs`: the two sides' starts in one run's order, and what changed between them.
 
-What it is: `interleaved(order)` (each (mode, kind, run) cell as a before start and an after
+What it is: `interleaved(order, sides)` (each (mode, kind, run) cell as a before start and an after
 start one right after the other, the side that goes first alternating run by run),
 `ratio_intervals(members, column, level)` (each start's geometric mean of after / before over
 paired runs with its t interval over the runs' log ratios, their variance pooled over the
@@ -29,7 +29,6 @@ from nanobench.startup.rows import StartRow
 if TYPE_CHECKING:  # the statistics load numpy and scipy
     from nanobench.harness.statistics.stats import Interval
 
-SIDES = ("before", "after")
 LEVEL = 0.95
 # The seconds a change reads, in the table's order: ready, the ledger's compile seconds and the
 # compile phases a version of a step moves. Both sides import the same torch in the same way, so
@@ -40,12 +39,14 @@ TIMINGS = ("ready_s", "compile_s", "trace_s", "aot_s", "lowering_s", "codegen_s"
 COUNTS = ("graphs", "fx_hits", "fx_misses", "aot_hits", "aot_misses", "kernels_built")
 
 
-def interleaved(order: list[tuple[str, str, int]]) -> list[tuple[str, str, str, int]]:
-    """(side, mode, kind, run): both sides of a cell back to back, before first in odd runs and
-    after first in even ones, so a machine's drift over a cell lands on each side alike."""
+def interleaved(order: list[tuple[str, str, int]], sides: tuple[str, ...]
+                ) -> list[tuple[str, str, str, int]]:  # fmt: skip
+    """(side, mode, kind, run): every side of a cell back to back, in the sides' order in odd
+    runs and the reverse in even ones, so a machine's drift over a cell lands on each side
+    alike (a plain run's one side, "", once a cell)."""
     out = []
     for mode, kind, run in order:
-        out += [(side, mode, kind, run) for side in (SIDES if run % 2 else SIDES[::-1])]
+        out += [(side, mode, kind, run) for side in (sides if run % 2 else sides[::-1])]
     return out
 
 
@@ -97,10 +98,16 @@ def count(member: str, column: str, pairs: list[tuple[StartRow, StartRow]]) -> C
     return found
 
 
-def changes(rows: list[StartRow]) -> list[Change]:
-    """Every mode and start kind both sides started: its timings and counts, after against
-    before, over the runs where both sides' starts are ok."""
-    members = paired(rows)
+def changes(rows: list[StartRow], windows, level, sides) -> list[Change]:
+    """Each compared pair of sides (`harness.runs.sides.Sides`; a startup run has no windows:
+    its level is its own, `LEVEL`)."""
+    return [c for pair in sides.pairs for c in pair_changes(rows, pair)]
+
+
+def pair_changes(rows: list[StartRow], pair: tuple[str, str]) -> list[Change]:
+    """Every mode and start kind both sides of `pair` started: its timings and counts, the
+    other against the base, over the runs where both sides' starts are ok."""
+    members = paired(rows, pair)
     # Every timing with an interval, of every member, holds together: m of them at 1 - 0.05 / m.
     m = sum(ratioed(c, pairs) and len(pairs) > 1 for pairs in members.values() for c in TIMINGS)
     level = each_level(LEVEL, m)
@@ -112,14 +119,16 @@ def changes(rows: list[StartRow]) -> list[Change]:
     return found
 
 
-def paired(rows: list[StartRow]) -> dict[str, list[tuple[StartRow, StartRow]]]:
-    """ "mode kind" -> its (before, after) rows, run by run, where both started ok."""
+def paired(rows: list[StartRow], pair: tuple[str, str]
+           ) -> dict[str, list[tuple[StartRow, StartRow]]]:  # fmt: skip
+    """ "mode kind" -> its (base, other) rows, run by run, where both started ok."""
+    base, other = pair
     ok = {(r.side, r.mode, r.kind, r.run): r for r in rows if r.status == "ok"}
     out = {}
     for mode, kind in dict.fromkeys((r.mode, r.kind) for r in rows):
         runs = sorted({r.run for r in rows if (r.mode, r.kind) == (mode, kind)})
-        pairs = [(ok[("before", mode, kind, n)], ok[("after", mode, kind, n)]) for n in runs
-                 if ("before", mode, kind, n) in ok and ("after", mode, kind, n) in ok]  # fmt: skip
+        pairs = [(ok[(base, mode, kind, n)], ok[(other, mode, kind, n)]) for n in runs
+                 if (base, mode, kind, n) in ok and (other, mode, kind, n) in ok]  # fmt: skip
         if pairs:
             out[f"{mode} {kind}"] = pairs
     return out

@@ -23,14 +23,15 @@ import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from nanobench.commands import COMMANDS
 from nanobench.commands import command as registered
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.rows import RowSchemaError, rebuild
 
-# The commands whose points are timed must never share a machine; the others only count.
-TIMED = ("compile", "decode", "capture")
-ARITHMETIC = ("buckets", "pool-budget")
-SWEEPABLE = TIMED + ARITHMETIC
+# The commands whose points are timed must never share a machine; the others only count: each
+# command says which (`Command.sweep`), or that a sweep does not run it.
+TIMED = tuple(c.name for c in COMMANDS if c.sweep == "timed")
+SWEEPABLE = tuple(c.name for c in COMMANDS if c.sweep)
 # Options the sweep itself sets on every point.
 RESERVED = ("out", "json_mode", "check", "quiet")
 # A point whose command printed its document is finished; a crash or a timeout runs again.

@@ -113,7 +113,7 @@ def with_level(change: Change, level: float) -> Change:
 
 
 def check_sides(
-    vs: str, vs_path: str | None, target: str, gated: bool, tried: bool | None = None
+    vs: str, vs_path: str | None, target: str, gated: bool = False, tried: bool | None = None
 ) -> None:
     """--vs (a target's before side), --vs-path (the engine's) and a comparison's gates
     (`gated`: --no-more or --no-slower given; `tried`: --try's knobs, sides too, in a command

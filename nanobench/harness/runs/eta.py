@@ -2,16 +2,16 @@
 
 What it is: `Plan` (what a run will do, counted in what costs time: fresh workers set up one
 after another, their compiles, later workers set up side by side, rounds of timed windows, the
-rounds' budget), `model_s` (a stated, pure cost model over a Plan), `plan_of` (the plan of a
-`compile`, `decode` or `startup` spec, read off its fields), `Estimate` (the seconds and where
+rounds' budget), `model_s` (a stated, pure cost model over a Plan; each measured command's spec makes its own
+Plan, `plan(sides, cores)`), `Estimate` (the seconds and where
 they came from: the median of this machine's earlier runs of the same settings,
 `harness.runs.durations`, else the model) and its one line (`console.span` and
 `console.progress_note` word the elapsed and ~left a progress line ends with), and `announce` / `Timer` (say the line on stderr, hand the
 estimate to the progress line, record a finished run's wall time).
 What it is not: the store of wall times (`harness.runs.durations`), the progress box
 (`harness.cli.console.Status`) or the stop rule (`harness.workers.rounds`): the model's rounds are a bound.
-Invariant: the estimate never costs the run: an unreadable or corrupt store is the model, a spec
-the model cannot read is no estimate, and nothing here writes to stdout.
+Invariant: the estimate never costs the run: an unreadable or corrupt store is the model, and
+nothing here writes to stdout.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 
 from nanobench.harness.cli.console import span
@@ -83,59 +84,6 @@ def model_terms(plan: Plan) -> str:
     return " + ".join(terms)
 
 
-def sides(spec) -> int:
-    return 2 if getattr(spec, "compared", False) else 1
-
-
-def compile_plan(spec, cores: int) -> Plan:
-    """`compile`: each mode's first worker alone, then --processes - 1 more each side by side;
-    every side's own modes (a --try knob side has no off)."""
-    each = spec.sides().values()
-    members = sum(len(s.modes) for s in each)
-    compiled = sum(len([m for m in s.modes if m != "off"]) for s in each)
-    cold = compiled if spec.cache == "cold" and spec.backend == "inductor" else 0
-    later = members * (min(spec.processes, spec.max_rounds) - 1)
-    return Plan(members, cold, compiled - cold, later, cores, members, spec.steps,
-                spec.max_rounds, spec.budget_s)  # fmt: skip
-
-
-def decode_plan(spec, cores: int) -> Plan:
-    """`decode`: as `compile`, each compiled system into its own cold cache, a probe first
-    (each side's, but a --try knob side's, which borrows plain's)."""
-    each = spec.sides().values()
-    members = sum(len(s.systems) for s in each)
-    compiled = sum(len([n for n in s.systems if n not in ("engine-eager", "hf-eager")])
-                   for s in each)  # fmt: skip
-    probes = sum(1 for s in each if not s.knob)
-    cold = compiled if spec.backend == "inductor" else 0
-    later = members * (min(spec.processes, spec.max_rounds) - 1)
-    return Plan(members + probes, cold, compiled - cold, later, cores, members, spec.steps,
-                spec.max_rounds, spec.budget_s)  # fmt: skip
-
-
-def startup_plan(spec, cores: int) -> Plan:
-    """`startup`: every start one after another; a compiled mode's cold start compiles cold,
-    its warm and hot starts from the cache; off starts once a run."""
-    kinds = [k for k in spec.starts if k != "hot" or spec.backend == "inductor"]
-    compiled = len([m for m in spec.modes if m != "off"])
-    per_run = compiled * len(kinds) + (len(spec.modes) - compiled)
-    cold = compiled if "cold" in kinds and spec.backend == "inductor" else 0
-    warm = compiled * len(kinds) - cold
-    n = spec.runs * sides(spec)
-    return Plan(per_run * n, cold * n, warm * n)
-
-
-PLANS = {"compile": compile_plan, "decode": decode_plan, "startup": startup_plan}
-
-
-def plan_of(command: str, spec, cores: int) -> Plan | None:
-    """The command's plan; None for a command or spec the model does not read."""
-    try:
-        return PLANS[command](spec, cores)
-    except (KeyError, AttributeError, TypeError):
-        return None
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A run's expected seconds and where they came from."""
@@ -188,9 +136,12 @@ class Timer:
         Durations().record(self.key, time.monotonic() - self.started)
 
 
-def announce(command: str, spec, status, cores: int | None = None) -> Timer:
+def announce(command: str, spec, plan: Callable[[int], Plan], status,
+             cores: int | None = None) -> Timer:  # fmt: skip
     """Say the run's estimate on stderr (not under --quiet), hand it to the progress line
-    (`status.expect`), start its clock. Whatever fails here, the run goes on unestimated."""
+    (`status.expect`), start its clock. `plan(cores)` is the command's own (its spec's `plan`):
+    a command without one fails its test, never silently here. Whatever the store fails, the
+    run goes on unestimated."""
     # The store reads the machine's facts and the history folder: loaded when a run starts.
     from nanobench.harness.runs.durations import Durations, settings_key
 
@@ -198,7 +149,7 @@ def announce(command: str, spec, status, cores: int | None = None) -> Timer:
     try:
         key = settings_key(command, settings_of(spec))
         walls = Durations().walls(key)
-        found = Estimate.of(walls, plan_of(command, spec, cores or usable_cores()))
+        found = Estimate.of(walls, plan(cores or usable_cores()))
     except (OSError, ValueError, TypeError):
         return Timer("", started)
     if found is not None and not getattr(status, "quiet", False):

@@ -129,32 +129,35 @@ def run_info(spec, record, **more) -> dict:
     }
 
 
-def export_compile(spec, dtype: str, rows, record) -> Path:
+def knobbed(sides, row: Mapping, backend: str) -> str:
+    """A row's backend, with its side's knob where it has one: "inductor dynamic cpp-wrapper"."""
+    knob = sides[row.get("side", "")].knob
+    return f"{backend} {knob}" if knob else backend
+
+
+def export_compile(spec, sides, dtype: str, rows, record) -> Path:
     """A compile run's rows (both sides of a --vs run, each side of a --try run, each tagged;
-    a knob's backend is named with it: "inductor dynamic cpp-wrapper") as records."""
+    a knob's backend is named with it: "inductor dynamic cpp-wrapper") as records; each row's
+    model its own side's target or model."""
     from dataclasses import asdict
 
     info = run_info(spec, record, cache=spec.cache)
+    side = lambda r: sides[r.get("side", "")].spec  # noqa: E731
     found = records(
         [asdict(r) for r in rows],
         COMPILE_METRICS,
         command="compile",
-        model_of=lambda r: (
-            (spec.vs if r.get("side") == "before" and spec.vs else spec.target) or spec.model
-        ),
+        model_of=lambda r: side(r).target or side(r).model,
         dtype=dtype,
         backend_of=lambda r: (
-            "eager"
-            if r["mode"] == "off"
-            else f"{spec.backend} {r['mode']}"
-            + (f" {r['side']}" if r.get("side") in spec.tries else "")
+            "eager" if r["mode"] == "off" else knobbed(sides, r, f"{spec.backend} {r['mode']}")
         ),
         extra_info=info,
     )
     return write_records(spec.export_json, found)
 
 
-def export_decode(spec, dtype: str, rows, record) -> Path:
+def export_decode(spec, sides, dtype: str, rows, record) -> Path:
     """A decode run's systems (the engine's and transformers') as records."""
     from dataclasses import asdict
 
@@ -165,18 +168,20 @@ def export_decode(spec, dtype: str, rows, record) -> Path:
         command="decode",
         model_of=lambda r: spec.model,
         dtype=dtype,
-        backend_of=lambda r: r["system"] + (f" {r['side']}" if r.get("side") in spec.tries else ""),
+        backend_of=lambda r: knobbed(sides, r, r["system"]),
         extra_info=info,
         label="system",
     )
     return write_records(spec.export_json, found)
 
 
-def export_startup(spec, dtype: str, rows: list[dict], record) -> Path:
+def export_startup(spec, sides, dtype: str, rows, record) -> Path:
     """A startup run's cells (side, mode, start kind): each metric's runs as one record's
     values, in run order; a run that failed or lacks the metric adds none."""
+    from dataclasses import asdict
+
     cells: dict[tuple, list[dict]] = {}
-    for row in rows:
+    for row in map(asdict, rows):
         if row.get("status") == "ok":
             cells.setdefault((row.get("side", ""), row["mode"], row["kind"]), []).append(row)
     found = []
@@ -185,7 +190,7 @@ def export_startup(spec, dtype: str, rows: list[dict], record) -> Path:
         info = {**run_info(spec, record), "mode": mode, "start": kind, "runs": len(runs)}
         if side:
             info["side"] = side
-        model = (spec.vs if side == "before" else spec.target) or spec.model
+        model = sides[side].spec.target or sides[side].spec.model
         for field, metric, _ in STARTUP_METRICS:
             values = [r[field] for r in runs if r.get(field) is not None]
             if values:

@@ -8,8 +8,9 @@ each failed member and the columns its user named), the outputs, figure, export 
 It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decided`), and
 `run(measure)` is the whole run around the command's own measuring. `RunKind` is what a
 command supplies: its members' rows derived, its changes, its gates, its heading, report and
-export; a side is a parameter of the same run (`spec.sides()`, `member.for_each_side`), never
-a copy: it may borrow another's members (`lends`), its rows checked across sides (`across`).
+export; a side is a parameter of the same run (the kind's `sides`, `harness.runs.sides.Sides`,
+built once), never a copy: it may borrow another's members (`Side.borrows`), its rows checked
+across sides (`across`). `measured(kind, ...)` is a command's whole run entry.
 What it is not: the measuring itself (the fleet, `fleet.sweep`; startup's starts), a
 command's rows or the statistics.
 Invariant: every row and window is on disk before the next one is measured; a comparison's
@@ -32,23 +33,37 @@ from nanobench.harness.runs.env_record import collect_env, with_load, write_env
 from nanobench.harness.runs.eta import announce
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.runs.run_spec import MeasuredSpec
 from nanobench.harness.runs.samples import sample_columns
 from nanobench.harness.runs.samples import sample_rows as window_samples
+from nanobench.harness.runs.saved_kind import SavedKind
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
+from nanobench.harness.step.knobs import unsafe_of
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import RoundPlan, Window, describe, look_confidence
 from reports.csvio import write_rows
 
 
-class RunKind:
-    """What one command supplies to a measured run; the defaults are a plain row's."""
+class RunKind(SavedKind):
+    """What one command supplies to a measured run; the defaults are a plain row's. As a
+    `SavedKind`, it is also what `compare` reads of the command's saved runs."""
 
-    command: str  # "compile": names the files, the JSON document and the estimate
-    label: str  # the member's name column in rows and samples: "mode", "system"
-    row_type: type
+    spec_type: type  # the command's spec (a `run_spec.MeasuredSpec`): its estimate, its sides
 
-    def __init__(self, spec) -> None:
-        self.spec = spec
+    change = None  # (rows, windows, level, sides) -> the changes of a comparison's pairs
+    exporter = None  # (spec, sides, dtype, rows, record) -> the --export-json file written
+
+    def __init__(self, spec: MeasuredSpec, sides: Sides, dtype: str) -> None:
+        self.spec, self.sides, self.dtype = spec, sides, dtype
+
+    def planned(self) -> list[Member]:
+        """What the run will measure, in order: every side's own members."""
+        return self.sides.planned()
+
+    def estimate(self, cores: int):
+        """The run's plan for its estimate (`harness.runs.eta.Plan`): the spec's."""
+        return self.spec.plan(self.sides, cores)
 
     def member(self, row) -> Member:
         return Member(row.side, getattr(row, self.label))
@@ -59,38 +74,44 @@ class RunKind:
         return rows
 
     def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
-        return []
-
-    def lends(self, side: str) -> list[Member]:
-        """Another side's members a side's rows are derived against (a knob side: plain's off)."""
-        return []
+        return self.change(rows, windows, level, self.sides) if self.change else []
 
     def across(self, rows: list) -> list:
         """Every side's derived rows, checked against each other (a knob's output, plain's)."""
         return rows
 
+    gate = None  # (spec, rows) -> a plain run's gates: the command's `gates.gates`
+
     def gates(self, rows: list) -> list:
         """A plain run's gates."""
-        return []
+        return self.gate(self.spec, rows) if self.gate else []
+
+    unwritten: tuple[str, ...] = ()  # row fields kept in memory, never written out
+    plain_side = True  # a plain run's rows keep their (empty) side column
+
+    def hidden(self, sided: bool) -> tuple[str, ...]:
+        """The fields a row is written without: the unwritten, and a plain run's side where
+        the command's plain files never had one."""
+        return self.unwritten + (() if sided or self.plain_side else ("side",))
 
     def public(self, rows: list, sided: bool) -> list[dict]:
         """Rows as written (in the CSV and the JSON document)."""
-        return as_dicts(rows)
+        hidden = self.hidden(sided)
+        return [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(rows)]
 
     def csv_columns(self, sided: bool) -> list[str]:
-        return columns(self.row_type)
+        return [c for c in columns(self.row_type) if c not in self.hidden(sided)]
 
     def failed(self, rows: list) -> bool:
         return any(r.status != "ok" for r in rows)
 
     def heading(self, rows: list) -> str:
-        raise NotImplementedError
+        """The table's and the figure's title: the spec's, of the run's sides and dtype."""
+        return self.spec.heading(self.sides, self.dtype, rows)
 
     def report(self, run: MeasuredRun, rows: list, gates: list, changes: list, head: str):
         """A plain run's figure (its path) and table (its renderer)."""
         raise NotImplementedError
-
-    panels = None  # compare.png's panels (`reports.change`); None: compile's
 
     def why_lines(self, rows: list) -> list[str]:
         """What each side's rows say under a comparison's table."""
@@ -103,18 +124,17 @@ class RunKind:
 
         path = run.where / "compare.png"
         png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
-        notes = self.why_lines(rows) + self.change_notes(changes)
+        unsafe = [line for knob in self.sides.knobs for line in unsafe_of(knob)]
+        notes = unsafe + self.why_lines(rows) + self.change_notes(changes)
         return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
-                            notes, self.side_names())  # fmt: skip
+                            notes, self.sides.labels)  # fmt: skip
 
     def change_notes(self, changes: list) -> list[str]:
         return []  # what the changes say in a line each, under a comparison's table
 
-    def side_names(self) -> tuple[str, str]:
-        return ("before", "after")  # the change table's two sides, as the run names them
-
     def export(self, rows: list, record) -> Path:
-        raise NotImplementedError
+        """The rows as benchmark-database records (`harness.runs.export`)."""
+        return self.exporter(self.spec, self.sides, self.dtype, rows, record)
 
     def arrived(self, row):
         """A member's row as it arrives from the sweep, before it is kept."""
@@ -124,11 +144,9 @@ class RunKind:
         """The run's rows once measured, before they are reported."""
         return rows
 
-    def save_more(self, run: MeasuredRun, rows: list) -> None:
-        """Files of the command's own, written with the rows."""
-
-    def more_outputs(self, run: MeasuredRun) -> dict[str, str]:
-        """The paths of those files, by their outputs' names."""
+    def tables(self, rows: list, sided: bool) -> dict[str, tuple[list, type]]:
+        """Files of the command's own beside its rows, by name (`<command>-<name>.csv`): each
+        one's rows and row type, written as the rows are."""
         return {}
 
     # A command whose plain runs keep a history on this machine names its module (with
@@ -139,13 +157,10 @@ class RunKind:
         """Every figure's history key in this run (the history module's `keys`)."""
         return {}
 
-    def lent(self, history: dict) -> dict:
-        """What the stop rule borrows of the history, by comparison name."""
-        return history
-
     def statuses(self, run: MeasuredRun, rows: list) -> list[str]:
-        """Every status a sound run needs ok before it is recorded."""
-        return [r.status for r in rows]
+        """Every status a sound run needs ok before it is recorded: each row's as derived, and
+        each member's as it came (a side's probe too)."""
+        return [r.status for r in rows] + [r.status for r in run.done.values()]
 
 
 @dataclass
@@ -156,7 +171,6 @@ class MeasuredRun:
     status: Callable[[str], None]
     check: bool = False
     plan: RoundPlan | None = None
-    sided: bool = False  # a before-and-after run: rows and samples carry their side
     done: dict[Member, object] = field(default_factory=dict)
     windows: list[Window] = field(default_factory=list)
     history: dict = field(default_factory=dict)  # what earlier runs lend, by the kind's keys
@@ -165,6 +179,11 @@ class MeasuredRun:
     _looked: tuple | None = field(default=None, init=False, repr=False)
     where: Path = field(init=False)
     record: object = field(init=False)
+
+    @property
+    def sided(self) -> bool:
+        """A comparison: rows and samples carry their side."""
+        return self.kind.sides.compared
 
     def __post_init__(self) -> None:
         spec = self.kind.spec
@@ -199,19 +218,16 @@ class MeasuredRun:
         """Each side's rows derived from its own windows (and those another side lends it), as
         a run of its own; then what the kind checks across sides."""
         out = []
-        for side in self.kind.spec.sides():
-            lent = [m for m in self.kind.lends(side) if m in self.done]
-            rows = [r for m, r in self.done.items() if m.side == side]
-            rows += [replace(self.done[m], side=side) for m in lent]
+        for side in self.kind.sides:
+            lent = [m for m in side.lent() if m in self.done]
+            rows = [r for m, r in self.done.items() if m.side == side.name]
+            rows += [replace(self.done[m], side=side.name) for m in lent]
             # each side derived as a run of its own: its members by their names alone
-            mine = [replace(w, side="") for w in windows if w.side == side or w.member in lent]
-            derived = self.kind.derive(side, rows, mine, level, self.history)
+            mine = [replace(w, side="") for w in windows if w.side == side.name or w.member in lent]
+            derived = self.kind.derive(side.name, rows, mine, level, self.history)
             lent_names = {m.name for m in lent}  # derived beside this side's, not its own rows
             out += [r for r in derived if not lent or getattr(r, self.kind.label) not in lent_names]
         return self.kind.across(out)
-
-    def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
-        return self.kind.changes(rows, windows, level) if self.sided else []
 
     def gates(self, rows: list, found: list[Change]) -> list:
         """A plain run's gates; a comparison's: its failed members and the columns named."""
@@ -228,7 +244,7 @@ class MeasuredRun:
         if self._looked is None or self._looked[0] != key:
             rows = self.derived(self.windows, level)
             rows = [replace(r, load_note=self.note) for r in rows] if self.note else rows
-            self._looked = (key, rows, self.changes(rows, self.windows, level))
+            self._looked = (key, rows, self.kind.changes(rows, self.windows, level))
         return self._looked[1], self._looked[2]
 
     def save(self) -> list:
@@ -242,8 +258,17 @@ class MeasuredRun:
                        sample_columns(label, self.sided))  # fmt: skip
         if self.sided:
             write_rows(self.path("-changes"), as_dicts(found), columns(Change))
-        self.kind.save_more(self, rows)
+        hidden = self.kind.hidden(self.sided)
+        for name, (found, row_type) in self.kind.tables(rows, self.sided).items():
+            dicts = [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(found)]
+            write_rows(
+                self.path(f"-{name}"), dicts, [c for c in columns(row_type) if c not in hidden]
+            )
         return rows
+
+    def more_outputs(self) -> dict[str, str]:
+        """The paths of the command's own files, by their names."""
+        return {name: str(self.path(f"-{name}")) for name in self.kind.tables([], self.sided)}
 
     def on_row(self, row) -> None:
         row = self.kind.arrived(row)
@@ -275,7 +300,7 @@ class MeasuredRun:
             return None
         self.store, self.facts = RunHistory(), kind.history_keys()
         self.history = kind.history.load(self.store, self.facts)
-        return kind.lent(self.history)
+        return kind.history.by_comparison(self.history)
 
     def settle_history(self, rows: list, gates: list) -> str | None:
         """A sound run's figures recorded; what it read and recorded written beside its CSV
@@ -302,7 +327,7 @@ class MeasuredRun:
             self.save()
             missing = [str(m) for m in planned if m not in self.done]
             paths = [self.path()] + ([self.path("-samples")] if self.plan else [])
-            paths += list(self.kind.more_outputs(self).values())
+            paths += list(self.more_outputs().values())
             raise interrupted(len(self.done), len(self.windows), missing, *paths) from None
 
     def run(self, body: Callable[[], None], planned: list[Member], *, json_mode: bool,
@@ -311,7 +336,7 @@ class MeasuredRun:
         exit code `finish` picks. `crowded(threads, after)` words a load seen after timing."""
         from nanobench.harness.workers import load
 
-        timer = announce(self.kind.command, self.kind.spec, self.status)
+        timer = announce(self.kind.command, self.kind.spec, self.kind.estimate, self.status)
         self.measure(body, planned)
         after = load.sample_load()
         self.record = with_load(self.record, after=after)
@@ -325,13 +350,13 @@ class MeasuredRun:
 
     def finish(self, rows: list, json_mode: bool) -> int:
         """The changes, gates, history, figure, table and export of the finished rows."""
-        found = self.changes(rows, self.windows, self.level())
+        found = self.look(self.level())[1]  # the changes the files and the stop rule read
         gates = self.gates(rows, found)
         head = self.kind.heading(rows)
         outputs = {"csv": str(self.path())}
         if self.plan is not None:
             outputs["samples"] = str(self.path("-samples"))
-        outputs.update(self.kind.more_outputs(self))
+        outputs.update(self.more_outputs())
         outputs["env"] = str(self.path("-env", "json"))
         used = self.settle_history(rows, gates)
         if used:
@@ -348,3 +373,15 @@ class MeasuredRun:
             check=self.check, render=render, failed=self.kind.failed(rows),
             env=asdict(self.record), extra={"changes": as_dicts(found)} if self.sided else None,
         )  # fmt: skip
+
+
+def measured(kind: RunKind, status: Callable[[str], None], body: Callable, *, check: bool,
+             json_mode: bool, plan: RoundPlan | None = None, look: Callable | None = None,
+             crowded: Callable | None = None) -> int:  # fmt: skip
+    """A command's whole measured run: opened (the env record, with `look`'s load), its history
+    lent, `body(run, lent)` measured around, finished; the exit code `finish` picks."""
+    run = MeasuredRun(kind, status, check, plan)
+    run.open(look)
+    lent = run.open_history()
+    return run.run(partial(body, run, lent), kind.planned(), json_mode=json_mode,
+                   crowded=crowded)  # fmt: skip

@@ -112,3 +112,27 @@ def read_document(path: str | Path) -> dict:
     if not isinstance(doc, dict) or not {"command", "rows"} <= set(doc):
         raise BadInput(f"{path}: not a nanobench --json document: no command and rows")
     return doc
+
+
+NO_SAMPLES = "a --json document carries no samples"
+
+
+def per_process(windows: list[Window], system: str) -> list[list[float]]:
+    """A system's window medians, one list per process: the units of `apart_interval`."""
+    by: dict[int, list[float]] = {}
+    for w in sorted(windows, key=lambda w: (w.process, w.round)):
+        median = w.median_ms() if w.system == system else None
+        if median:
+            by.setdefault(w.process, []).append(median)
+    return list(by.values())
+
+
+def speedups(windows: list[Window], mode: str, off_name: str = "off") -> list[list[float]]:
+    """Each round's off / mode ratio (paired within its run), one list per process."""
+    medians = {(w.system, w.round): (w.median_ms(), w.process) for w in windows}
+    by: dict[int, list[float]] = {}
+    for (system, r), (ms, process) in sorted(medians.items(), key=lambda kv: kv[0][1]):
+        off = medians.get((off_name, r), (None, None))[0]
+        if system == mode and ms and off:
+            by.setdefault(process, []).append(off / ms)
+    return list(by.values())
