@@ -288,11 +288,13 @@ def roofline_panel(ax, shown: list, kernels: list) -> None:
     each mode's roof min(GEMM peak, bandwidth x intensity) where its worker probed both."""
     at = {member(r) for r in shown}
     placed = [k for k in roofed(kernels) if member(k) in at]
+    # each side its own marker and roof line, in the order the rows give the sides
+    order = list(dict.fromkeys(r.side for r in shown))
     for r in shown:
         own = [k for k in placed if member(k) == member(r)]
         if own:
             ax.scatter([k.flops / k.bytes for k in own], [k.gflops for k in own],
-                       color=colour(r.mode), marker="s" if r.side == "before" else "o",
+                       color=colour(r.mode), marker="os^D"[order.index(r.side) % 4],
                        label=name_of(r), alpha=0.8)  # fmt: skip
     roofs = [r for r in shown if r.bandwidth_gbs and r.gemm_gflops]
     intensities = [k.flops / k.bytes for k in placed]
@@ -301,7 +303,7 @@ def roofline_panel(ax, shown: list, kernels: list) -> None:
         ridge = r.gemm_gflops / r.bandwidth_gbs
         xs = sorted({min(intensities) / 10, ridge, max(intensities) * 10})
         ax.plot(xs, [min(r.gemm_gflops, r.bandwidth_gbs * x) for x in xs],
-                linestyle=":" if r.side == "before" else "--",
+                linestyle=("--", ":", "-.")[order.index(r.side) % 3],
                 color=colour(r.mode), linewidth=1,
                 label=f"{name_of(r)} roof: {r.bandwidth_gbs:,.0f} GB/s, "
                 f"{r.gemm_gflops:,.0f} GFLOP/s")  # fmt: skip

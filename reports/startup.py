@@ -161,10 +161,12 @@ def shown(c) -> bool:
     return any(abs(field(c, s) or 0) >= SHOWN_S for s in ("before", "after"))
 
 
-def changes_table(changes: list, title: str) -> Table:
-    """A line per quantity of each mode and start kind: before, after, the change."""
+def changes_table(changes: list, title: str, sides: tuple[str, str] = ("before", "after")) -> Table:
+    """A line per quantity of each mode and start kind: before, after (`sides` names the two:
+    plain and knob in a --try run), the change."""
     table = Table(title=Text(title))
-    for col in ("start", "quantity", "before", "after", "change (after / before) [95%]"):
+    base, other = sides
+    for col in ("start", "quantity", base, other, f"change ({other} / {base}) [95%]"):
         table.add_column(col, justify="left" if col in ("start", "quantity") else "right")
     members = list(dict.fromkeys(field(c, "member") for c in changes))
     for m in members:
@@ -178,12 +180,14 @@ def changes_table(changes: list, title: str) -> Table:
     return table
 
 
-def render_changes(console, changes: list, rows: list[dict], gates, title: str, elapsed_s):
-    """A --vs run: the change table, what its intervals are, each side's misses, the gates."""
+def render_changes(console, changes: list, rows: list[dict], gates, title: str, elapsed_s,
+                   sides: tuple[str, str] = ("before", "after")):  # fmt: skip
+    """A --vs or --try run: the change table, what its intervals are, each side's misses, the
+    gates."""
     if not changes:
         console.print("no start ran on both sides: nothing to compare", markup=False)
     else:
-        console.print(changes_table(changes, title))
+        console.print(changes_table(changes, title, sides))
     runs = max((field(c, "rounds") or 0 for c in changes), default=0)
     timed = [c for c in changes if field(c, "kind") == "timing" and field(c, "low") is not None]
     level = max((field(c, "level") or 0 for c in timed), default=0.95)

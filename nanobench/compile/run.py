@@ -74,7 +74,7 @@ class CompileKind(RunKind):
         return png, partial(render_compile, stdout_console(), rows, found, head, notes)
 
     def change_notes(self, changes) -> list[str]:
-        return knobs_measured(changes) if self.sides.knobs else []
+        return self.sides.worded([], lambda knobs: knobs_measured(changes), lambda before: [])
 
     def history_keys(self) -> dict:
         return compile_history.keys(self.worker, self.spec.processes, self.spec.modes)

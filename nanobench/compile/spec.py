@@ -62,6 +62,10 @@ class CompileSpec(MeasuredSpec):
     BEFORE_BY = "--vs or --vs-path"
     KNOBBED = "a compiled mode; add dynamic or static to --modes"
     BORROW_WHY = "eager off reads no knob: a knob side's speedup and breakeven are over plain's"
+    KNOB_UNGATED = {
+        "speedup": "--no-slower speedup with --try: a knob's speedup change is its step time's, "
+        "inverted (both over plain's off); use --no-slower step_ms"
+    }
 
     def members(self) -> tuple[str, ...]:
         return tuple(self.modes)
@@ -128,16 +132,15 @@ class CompileSpec(MeasuredSpec):
 
         rounds_run = max((r.rounds or 0 for r in rows), default=0)
         of = f" of target {self.target}" if self.target else ""
-        if sides.knobs:
-            what = f"knobs {', '.join(sides.knobs)} against plain torch.compile{of}"
-        elif self.vs:
-            what = f"compiled decode{of} (after) vs {self.vs} (before)"
-        elif self.vs_path:
-            what = f"compiled decode on the {self.path} path (after) vs {self.vs_path} (before)"
-        else:
-            what = f"compiled decode{of}"
+        after = of or f" on the {self.path} path"
         return title(
-            what,
+            sides.worded(
+                f"compiled decode{of}",
+                lambda knobs: f"knobs {knobs} against plain torch.compile{of}",
+                lambda b: (
+                    f"compiled decode{after} (after) vs {b.spec.target or b.spec.path} (before)"
+                ),
+            ),
             # A target of the user's own takes no --model: the title names the target alone.
             model=self.model if not self.target or self.target in BUILTINS else None,
             device=self.device,
@@ -175,16 +178,13 @@ class CompileSpec(MeasuredSpec):
 
 
 def knob_rules(spec: CompileSpec) -> None:
-    """--try's rules of compile's own: a guard filter is an option torch.compile refuses beside
-    a mode, and a knob side's speedup is over plain's off."""
+    """Compile's own rules for --try and the gates: a guard filter is an option torch.compile
+    refuses beside a mode; a speedup needs off to be over."""
     filtered = [k for k in spec.tries if any(kn.guard_filter for kn in parse_side(k))]
     if filtered and "reduce-overhead" in spec.modes:
         # torch.compile refuses mode= beside options=, and a guard filter travels in options
         raise BadInput(f"--try {filtered[0]} with --modes reduce-overhead: torch.compile takes "
                        "a mode or options, not both, and a guard filter is an option")  # fmt: skip
-    if spec.tries and "speedup" in (spec.no_slower or ()):
-        raise BadInput("--no-slower speedup with --try: a knob's speedup change is its step "
-                       "time's, inverted (both over plain's off); use --no-slower step_ms")  # fmt: skip
     if "off" not in spec.modes and "speedup" in (spec.no_slower or ()):
         raise BadInput("--no-slower speedup: a speedup is against off; add off to --modes")
 

@@ -49,7 +49,7 @@ from nanobench.harness.cli.options import (
 )
 from nanobench.harness.cli.registry import TIMED, Command
 from nanobench.harness.cli.validate import model_named, out_dir_tried, out_file
-from nanobench.harness.errors import BadInput
+from nanobench.harness.runs.sides import Sides
 
 
 def decode_command(
@@ -146,12 +146,8 @@ def names_checked(spec: DecodeSpec) -> DecodeSpec:
     validated spec."""
     out_file(spec.export_json, "--export-json")
     spec = spec.validate()
-    if spec.vs_model:
-        try:
-            model_named(spec.vs_model)
-        except BadInput as e:
-            raise BadInput(str(e).replace("--model", "--vs-model", 1)) from None
-    model_named(spec.model)
+    # each side's model, the before side's named by the option typed for it (--vs-model)
+    Sides.of(spec).resolved(lambda side: model_named(side.model))
     out_dir_tried(spec.out)
     return spec
 

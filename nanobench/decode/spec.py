@@ -108,16 +108,17 @@ class DecodeSpec(MeasuredSpec):
         from reports.style import title
 
         run = runs[sides.main]
-        what = "decode"
-        if sides.knobs:
-            what = f"decode: knobs {', '.join(sides.knobs)} against plain torch.compile"
-        elif self.vs_model or self.vs_dtype:
-            before = sides[sides.pairs[0][0]]
-            what = (f"decode of {self.model} {run.dtype} (after) vs {before.spec.model} "
-                    f"{runs[before.name].dtype} (before)")  # fmt: skip
         return title(
-            what,
-            model=self.model if sides.knobs or not sides.compared else None,
+            sides.worded(
+                "decode",
+                lambda knobs: f"decode: knobs {knobs} against plain torch.compile",
+                lambda b: (
+                    f"decode of {self.model} {run.dtype} (after) vs {b.spec.model} "
+                    f"{runs[b.name].dtype} (before)"
+                ),
+            ),
+            # each side's model is in the words of a before-and-after run
+            model=sides.worded(self.model, lambda knobs: self.model, lambda b: None),
             device=self.device,
             dtype=run.dtype,
             rows=self.rows,

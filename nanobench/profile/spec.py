@@ -47,12 +47,12 @@ class ProfileSpec(CompileSpec):
 
         rounds_run = max((r.rounds or 0 for r in rows), default=0)
         what = "profiled decode step" + (f" of target {self.target}" if self.target else "")
-        if sides.knobs:
-            what += f": knobs {', '.join(sides.knobs)} against plain torch.compile"
-        if self.vs:
-            what += f" (after) vs {self.vs} (before)"
         return title(
-            what,
+            sides.worded(
+                what,
+                lambda knobs: f"{what}: knobs {knobs} against plain torch.compile",
+                lambda b: f"{what} (after) vs {b.spec.target} (before)",
+            ),
             model=self.model if not self.target or self.target in BUILTINS else None,
             device=self.device,
             dtype=dtype,

@@ -54,19 +54,20 @@ class StartupKind(RunKind):
     def tables(self, rows, sided: bool) -> dict:
         return {"graphs": (self.starts.graphs, GraphRow)}
 
-    def compare_report(self, run: MeasuredRun, rows, found, changed, head):
-        return self.report(run, rows, found, changed, head)
-
-    def report(self, run: MeasuredRun, rows, found, changed, head):
-        dicts = self.public(rows, run.sided)
+    def figure(self, run: MeasuredRun, rows, head: str):
         # the figure's bars are "before dynamic", "after dynamic": each side a mode of its own
         bars = [{**d, "mode": str(Member(d["side"], d["mode"]))} for d in as_dicts(rows)]
-        png = draw_startup(bars, START_PHASES, run.where / "startup.png", head)
-        if run.sided:
-            return png, partial(render_changes, stdout_console(), as_dicts(changed), dicts,
-                                found, head, self.starts.elapsed)  # fmt: skip
-        return png, partial(render_startup, stdout_console(), dicts, START_PHASES, found, head,
-                            self.starts.elapsed)  # fmt: skip
+        return draw_startup(bars, START_PHASES, run.where / "startup.png", head)
+
+    def compare_report(self, run: MeasuredRun, rows, found, changed, head):
+        return self.figure(run, rows, head), partial(
+            render_changes, stdout_console(), as_dicts(changed), self.public(rows, True), found,
+            head, self.starts.elapsed, self.sides.labels)  # fmt: skip
+
+    def report(self, run: MeasuredRun, rows, found, changed, head):
+        return self.figure(run, rows, head), partial(
+            render_startup, stdout_console(), self.public(rows, False), START_PHASES, found, head,
+            self.starts.elapsed)  # fmt: skip
 
 
 def run_startup(spec: StartupSpec, status, *, json_mode: bool, check: bool) -> int:

@@ -36,6 +36,7 @@ from nanobench.compile.reduce_overhead import compile_kwargs  # noqa: E402
 from nanobench.compile.session import build_stepper  # noqa: E402
 from nanobench.harness.runs.rows import rebuild  # noqa: E402
 from nanobench.harness.step.dynamo_explain import seeded_prompts  # noqa: E402
+from nanobench.harness.step.knobs import applied, compile_options  # noqa: E402
 from nanobench.harness.step.target_bench import call_step  # noqa: E402
 from nanobench.harness.step.targets import inputs_at, make_target  # noqa: E402
 from nanobench.harness.workers.finite import FiniteWatch  # noqa: E402
@@ -85,11 +86,13 @@ class Stepper:
             )
             fn = self.target.forward
             self.forward = fn if job.mode == "off" else torch.compile(
-                fn, **compile_kwargs(job.mode, job.backend))  # fmt: skip
+                fn, **compile_kwargs(job.mode, job.backend), **compile_options(job.knob))  # fmt: skip
             self.engine = None
         else:
             self.engine = build_stepper(
-                job, compile_decode=job.mode, compiler=compiler_for(job.backend)
+                job,
+                compile_decode=job.mode,
+                compiler=compiler_for(job.backend, compile_options(job.knob)),
             )
             vocab = self.engine.model_config.vocab_size
             self.prompts = seeded_prompts(job.rows, job.prompt_len, vocab, job.seed)
@@ -174,6 +177,7 @@ def run_start(job: StartJob, progress: Callable[[dict], None]) -> dict:
     so_before = kernels_on_disk(cache_dir)
     pgo_found = pgo_state_found(cache_dir)  # before anything compiles: what this start read
     apply_threads(job.threads)
+    applied(job.knob)  # its side's --try knob, for the whole process ("" none)
     quiet_dynamo()
     details = listen_for_hash_details()
     loaded = 0

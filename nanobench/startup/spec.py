@@ -51,6 +51,12 @@ class StartupSpec(MeasuredSpec):
 
     COUNTS = GATED_COUNTS
     TIMINGS = GATED_TIMINGS
+    ALONE_ONLY = {
+        "artifacts": "--artifacts with --vs: each side's hot start loads its own cold start's "
+        "artifacts; drop --artifacts",
+        "max_warm_s": "--max-warm-s with --vs: a comparison gates the columns you name; give "
+        "--no-slower ready_s",
+    }
 
     def members(self) -> tuple[str, ...]:
         return tuple(self.modes)
@@ -69,12 +75,12 @@ class StartupSpec(MeasuredSpec):
         from nanobench.harness.runs.eta import Plan
 
         kinds = [k for k in self.starts if k != "hot" or self.backend == "inductor"]
-        compiled = len([m for m in self.modes if m != "off"])
-        per_run = compiled * len(kinds) + (len(self.modes) - compiled)
+        modes = [m for side in sides for m in side.members]
+        compiled = len([m for m in modes if m != "off"])
+        starts = compiled * len(kinds) + (len(modes) - compiled)
         cold = compiled if "cold" in kinds and self.backend == "inductor" else 0
         warm = compiled * len(kinds) - cold
-        n = self.runs * len(sides.sides)
-        return Plan(per_run * n, cold * n, warm * n)
+        return Plan(starts * self.runs, cold * self.runs, warm * self.runs)
 
     def checked(self) -> StartupSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
@@ -90,7 +96,7 @@ class StartupSpec(MeasuredSpec):
                 "--starts hot without cold: a hot start loads a cold start's artifacts; add "
                 "cold, or name a saved artifact file with --artifacts"
             )
-        before_options(self)
+        check_sides(self.vs, None, self.target)
         return replace(self, max_model_len=width)
 
     def as_compile(self) -> CompileSpec:
@@ -107,9 +113,12 @@ class StartupSpec(MeasuredSpec):
         from reports.style import counted, title
 
         of = f" of target {self.target}" if self.target else ""
-        what = f"startup{of} (after) vs {self.vs} (before)" if self.vs else f"startup{of}"
         return title(
-            what,
+            sides.worded(
+                f"startup{of}",
+                lambda knobs: f"startup{of}: knobs {knobs} against plain torch.compile",
+                lambda b: f"startup{of} (after) vs {b.spec.target} (before)",
+            ),
             model=self.model if not self.target or self.target in BUILTINS else None,
             device=self.device,
             dtype=dtype,
@@ -124,20 +133,9 @@ class StartupSpec(MeasuredSpec):
         return self.as_compile().worker(model, dtype)
 
 
-def before_options(spec: StartupSpec) -> None:
-    """--vs against the options a side owns."""
-    check_sides(spec.vs, None, spec.target)
-    if spec.vs and spec.artifacts:
-        raise BadInput("--artifacts with --vs: each side's hot start loads its own cold start's "
-                       "artifacts; drop --artifacts")  # fmt: skip
-    if spec.vs and spec.max_warm_s:
-        raise BadInput("--max-warm-s with --vs: a comparison gates the columns you name; give "
-                       "--no-slower ready_s")  # fmt: skip
-
-
 # What a start shares with a compile sweep, under the same names.
 SHARED = ("model", "rows", "max_batch", "prompt_len", "steps", "max_model_len", "block_size",
-          "backend", "device", "dtype", "threads", "target", "timeout", "out")  # fmt: skip
+          "backend", "device", "dtype", "threads", "target", "timeout", "out", "knob")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def plan(spec: StartupSpec, sides: Sides) -> list[tuple[str, str, str, int]]:
         k = (run - 1) % len(spec.modes)
         for mode in (*spec.modes[k:], *spec.modes[:k]):
             order += [(mode, kind, run) for kind in (kinds[:1] if mode == "off" else kinds)]
-    return interleaved(order, sides.names)
+    # every side starts the cells of its own modes (a knob side: the compiled ones)
+    return [cell for cell in interleaved(order, sides.names) if cell[1] in sides[cell[0]].members]
 
 
 @dataclass

@@ -100,8 +100,10 @@ def count(member: str, column: str, pairs: list[tuple[StartRow, StartRow]]) -> C
 
 def changes(rows: list[StartRow], windows, level, sides) -> list[Change]:
     """Each compared pair of sides (`harness.runs.sides.Sides`; a startup run has no windows:
-    its level is its own, `LEVEL`)."""
-    return [c for pair in sides.pairs for c in pair_changes(rows, pair)]
+    its level is its own, `LEVEL`), each change named as the sides name it ("dynamic warm";
+    "cpp-wrapper dynamic warm")."""
+    return [replace(c, member=sides.change_name(other, c.member))
+            for base, other in sides.pairs for c in pair_changes(rows, (base, other))]  # fmt: skip
 
 
 def pair_changes(rows: list[StartRow], pair: tuple[str, str]) -> list[Change]:

@@ -194,7 +194,8 @@ def export_startup(spec, sides, dtype: str, rows, record) -> Path:
         for field, metric, _ in STARTUP_METRICS:
             values = [r[field] for r in runs if r.get(field) is not None]
             if values:
-                found.append(_record("startup", model, dtype, info, metric,
-                                     "eager" if mode == "off" else f"{spec.backend} {mode}",
-                                     values, {"row_field": field}))  # fmt: skip
+                backend = "eager" if mode == "off" else knobbed(sides, {"side": side},
+                                                                 f"{spec.backend} {mode}")  # fmt: skip
+                found.append(_record("startup", model, dtype, info, metric, backend, values,
+                                     {"row_field": field}))  # fmt: skip
     return write_records(spec.export_json, found)

@@ -361,9 +361,10 @@ class MeasuredRun:
         used = self.settle_history(rows, gates)
         if used:
             outputs["history"] = used
-        if self.sided:
+        report, extra = self.kind.report, None
+        if self.sided:  # a comparison: its changes are a file, its table and part of --json
             outputs["changes"] = str(self.path("-changes"))
-        report = self.kind.compare_report if self.sided else self.kind.report
+            report, extra = self.kind.compare_report, {"changes": as_dicts(found)}
         png, render = report(self, rows, gates, found, head)
         outputs["png"] = str(png)
         if self.kind.spec.export_json:
@@ -371,7 +372,7 @@ class MeasuredRun:
         return finish(
             self.kind.command, self.kind.public(rows, self.sided), gates, outputs, json_mode=json_mode,
             check=self.check, render=render, failed=self.kind.failed(rows),
-            env=asdict(self.record), extra={"changes": as_dicts(found)} if self.sided else None,
+            env=asdict(self.record), extra=extra,
         )  # fmt: skip
 
 

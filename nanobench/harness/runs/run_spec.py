@@ -46,6 +46,10 @@ class MeasuredSpec:
     BEFORE_BY: ClassVar[str] = "--vs"  # the options that name a before side
     KNOBBED: ClassVar[str] = ""  # what a knob acts on, and how to add one
     BORROW_WHY: ClassVar[str] = ""  # why a knob side borrows plain's other members
+    # options a comparison refuses, each with the line that says why (startup's --artifacts)
+    ALONE_ONLY: ClassVar[dict[str, str]] = {}
+    # timings --no-slower cannot hold a knob to, each with the line that says why
+    KNOB_UNGATED: ClassVar[dict[str, str]] = {}
 
     def members(self) -> tuple[str, ...]:
         """What one side of this spec runs: its modes, its systems."""
@@ -83,6 +87,9 @@ class MeasuredSpec:
         compared = bool(self.tries) or self.before() is not None
         if (self.no_more or self.no_slower) and not compared:
             raise BadInput(f"--no-more and --no-slower compare two sides: give {self.COMPARED_BY}")
+        refused = [why for name, why in self.ALONE_ONLY.items() if compared and getattr(self, name)]
+        if refused:
+            raise BadInput(refused[0])
         if self.tries:
             check_knob_sides(self.tries)
             if self.before() is not None:
@@ -90,6 +97,9 @@ class MeasuredSpec:
                                "knobs on one side")  # fmt: skip
             if not self.knob_members():
                 raise BadInput(f"--try: knobs act on {self.KNOBBED}")
+            ungated = [why for c, why in self.KNOB_UNGATED.items() if c in (self.no_slower or ())]
+            if ungated:
+                raise BadInput(ungated[0])
             check_backend(self.tries, self.backend)
         check_columns("--no-more", self.no_more, self.COUNTS)
         check_columns("--no-slower", self.no_slower, self.TIMINGS)

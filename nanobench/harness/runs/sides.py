@@ -120,6 +120,15 @@ class Sides:
             return f"{member.name} {AFTER}/{BEFORE}"
         return f"{member} / {base.side}"
 
+    def worded(self, alone, knobs: Callable[[str], object], before_after: Callable[[Side], object]):
+        """A command's words for each kind, the one this run is picked: `alone`, `knobs(names)`
+        of the knobs against plain, or `before_after(before)` of the before side."""
+        if self.kind == KNOBS:
+            return knobs(", ".join(self.knobs))
+        if self.kind == BEFORE_AFTER:
+            return before_after(self[BEFORE])
+        return alone
+
     def order(self, member: Member) -> int:
         """Where a member's side stands: the sides' order, the base first."""
         return self.names.index(member.side)
