@@ -23,7 +23,7 @@ from nanobench.harness.cli.console import Status
 from nanobench.harness.runs import eta
 from nanobench.harness.runs.durations import FILE, Durations, settings_key
 from nanobench.harness.runs.history_store import RunHistory
-from nanobench.harness.runs.measured_run import RunKind
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.run_spec import MeasuredSpec
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.fleet import Fleet

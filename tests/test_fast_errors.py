@@ -33,7 +33,7 @@ NO_FACTORY = "import torch\n\nSIZE = 4\n"
 # (command line, what the one line must name). {d} is the case folder, the child's working one.
 CASES = [
     (["compare", "{d}/nonexistent", "{d}"], "{d}/nonexistent"),
-    (["compare", "{d}", "{d}/nonexistent"], "no compile.csv"),
+    (["compare", "{d}", "{d}/nonexistent"], "no explain.csv, compile.csv"),
     (["explain", "--target", "nope.py:factory"], "--target 'nope.py:factory': no such file"),
     (["explain", "--target", "no_factory.py:factory"], "no callable 'factory'"),
     (["explain", "--target", "torchy.py:factory", "--vs", "no_factory.py:factory"], "--vs"),

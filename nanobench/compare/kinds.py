@@ -19,19 +19,19 @@ from nanobench.harness.errors import BadInput
 from reports.style import article
 
 
-def readable() -> dict[str, type]:
-    """The kinds of the commands whose saved runs compare reads, by name, in the CLI's order."""
-    found = {c.name: c.kind() for c in COMMANDS if c.kind is not None}
-    return {name: kind for name, kind in found.items() if kind.saved_changes is not None}
+def readable() -> tuple[str, ...]:
+    """The commands whose saved runs compare reads, in the CLI's order: known without importing
+    any kind (a bad path is said before torch loads)."""
+    return tuple(c.name for c in COMMANDS if c.compared)
 
 
 def comparer(command: str) -> type:
-    kinds = readable()
-    if command not in kinds:
-        *most, last = kinds
+    """The command's kind, imported now; a command compare does not read, refused by name."""
+    if command not in readable():
+        *most, last = readable()
         raise BadInput(f"compare reads {', '.join(most)} and {last} runs, not "
                        f"{article(command)} run")  # fmt: skip
-    return kinds[command]
+    return next(c.kind() for c in COMMANDS if c.name == command)
 
 
 def why_lines(kind: type, old, new) -> list[str]:

@@ -52,14 +52,13 @@ def load(path: str) -> SavedRun:
     """A saved directory or a --json document, as its command's typed rows."""
     where = Path(path)
     if where.is_dir():
-        kinds = readable()
-        found = [c for c, k in kinds.items() if (where / k.csv()).is_file()]
+        found = [c for c in readable() if (where / f"{c}.csv").is_file()]
         if not found:
-            saved = ", ".join(k.csv() for k in kinds.values())
+            saved = ", ".join(f"{c}.csv" for c in readable())
             raise BadInput(f"{path}: no {saved} here: expected the --out directory of "
-                           f"{', '.join(kinds)}, or a --json file")  # fmt: skip
+                           f"{', '.join(readable())}, or a --json file")  # fmt: skip
         # an out directory more than one command wrote to: the run written last
-        return _from_dir(where, max(found, key=lambda c: (where / kinds[c].csv()).stat().st_mtime))
+        return _from_dir(where, max(found, key=lambda c: (where / f"{c}.csv").stat().st_mtime))
     if where.is_file():
         return _from_document(where)
     raise BadInput(f"{path}: no such directory or file")

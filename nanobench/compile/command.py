@@ -136,5 +136,11 @@ def compile_kind() -> type:
 
 
 COMMAND = Command(
-    "compile", compile_command, ("compilebench",), "docs/measuring.md", TIMED, compile_kind
+    "compile",
+    compile_command,
+    ("compilebench",),
+    "docs/measuring.md",
+    TIMED,
+    compile_kind,
+    compared=True,
 )

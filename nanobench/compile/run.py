@@ -25,7 +25,8 @@ from nanobench.compile.vs import changes, held_to_plain, saved_changes
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.cli.validate import out_dir
 from nanobench.harness.runs.export import export_compile
-from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, measured
+from nanobench.harness.runs.measured_run import MeasuredRun, measured
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.load import crowded_note, look_before_timing
 from nanobench.harness.workers.member import Member
@@ -64,17 +65,15 @@ class CompileKind(RunKind):
     def across(self, rows: list[CompileRow]) -> list[CompileRow]:
         return held_to_plain(rows, self.sides, self.dtype)
 
-    def why_lines(self, rows) -> list[str]:
+    def why_lines(self, rows, changes=()) -> list[str]:
         failed = [f"{Member(r.side, r.mode)}: {r.status}" for r in rows if r.status != "ok"]
-        return failed + [line for r in rows for line in why(r)]
+        measured = self.sides.worded([], lambda knobs: knobs_measured(changes), lambda b: [])
+        return failed + [line for r in rows for line in why(r)] + measured
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         png = draw_compiled_decode(rows, run.where / "compiled-decode.png", head)
         notes = knobs_next(rows, self.spec)
         return png, partial(render_compile, stdout_console(), rows, found, head, notes)
-
-    def change_notes(self, changes) -> list[str]:
-        return self.sides.worded([], lambda knobs: knobs_measured(changes), lambda before: [])
 
     def history_keys(self) -> dict:
         return compile_history.keys(self.worker, self.spec.processes, self.spec.modes)

@@ -159,4 +159,6 @@ def decode_kind() -> type:
     return DecodeKind
 
 
-COMMAND = Command("decode", decode_command, doc="docs/measuring.md", sweep=TIMED, kind=decode_kind)
+COMMAND = Command(
+    "decode", decode_command, doc="docs/measuring.md", sweep=TIMED, kind=decode_kind, compared=True
+)

@@ -23,7 +23,8 @@ from nanobench.decode.spec import DecodeSpec
 from nanobench.decode.vs import changes, saved_changes
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.export import export_decode
-from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, measured
+from nanobench.harness.runs.measured_run import MeasuredRun, measured
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers import load  # looked up per run: the tests' seam
 from nanobench.harness.workers.member import Member

@@ -47,16 +47,24 @@ def changes(rows: list[DecodeRow], windows: list[Window], level: float,
         interval = intervals(timed, [comparison], level)["change"]
         name = sides.change_name(other, system)
         step = timing_change(name, "step_ms", before.ms_per_step, after.ms_per_step, interval)
-        found.append(with_level(step, level))
-        if before.frames_compiled is not None or after.frames_compiled is not None:
-            frames = before.frames_compiled, after.frames_compiled
-            found.append(count_change(name, "builds", *frames))
-        if before.compile_s is not None or after.compile_s is not None:
-            found.append(timing_change(name, "compile_s", before.compile_s, after.compile_s,
-                                       None, ONE_WARMUP))  # fmt: skip
-        for column in VALUES:
-            found.append(value_change(name, column, getattr(before, column),
-                                      getattr(after, column)))  # fmt: skip
+        found += system_changes(name, before, after, with_level(step, level), ONE_WARMUP)
+    return found
+
+
+def system_changes(name: str, before: DecodeRow, after: DecodeRow, step: Change,
+                   one_warmup: str | None) -> list[Change]:  # fmt: skip
+    """One system's changes, the base row against the other, in one run (`changes`, its step
+    paired by round) or two saved (`saved_changes`, runs apart) alike: the step handed in,
+    frames compiled, compile seconds where `one_warmup` says why they have no interval (a saved
+    run's are not compared), and the rest beside them."""
+    found = [step]
+    if before.frames_compiled is not None or after.frames_compiled is not None:
+        found.append(count_change(name, "builds", before.frames_compiled, after.frames_compiled))
+    if one_warmup and (before.compile_s is not None or after.compile_s is not None):
+        found.append(timing_change(name, "compile_s", before.compile_s, after.compile_s, None,
+                                   one_warmup))  # fmt: skip
+    for column in VALUES:
+        found.append(value_change(name, column, getattr(before, column), getattr(after, column)))
     return found
 
 
@@ -71,12 +79,7 @@ def saved_changes(old, new) -> tuple[list[Change], dict]:
         before, after = a[system], b[system]
         step = apart_interval(per_process(old.windows, system), per_process(new.windows, system))
         why = "" if timed else NO_SAMPLES
-        found.append(timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step,
-                                   step if timed else None, why))  # fmt: skip
-        if before.frames_compiled is not None or after.frames_compiled is not None:
-            found.append(count_change(system, "builds", before.frames_compiled,
-                                      after.frames_compiled))  # fmt: skip
-        for column in VALUES:
-            found.append(value_change(system, column, getattr(before, column),
-                                      getattr(after, column)))  # fmt: skip
+        step = timing_change(system, "step_ms", before.ms_per_step, after.ms_per_step,
+                             step if timed else None, why)  # fmt: skip
+        found += system_changes(system, before, after, step, None)
     return found, {}

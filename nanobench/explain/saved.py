@@ -1,6 +1,6 @@
 """explain's saved runs as `compare` reads them: its kind, declared once.
 
-What it is: `ExplainKind` (`harness.runs.saved_kind.SavedKind`: explain.csv's rows, the counts
+What it is: `ExplainKind` (`harness.runs.run_kind.SavedKind`: explain.csv's rows, the counts
 `--no-more` may name, `before_after.COLUMNS`, and its changes between two saved runs with the
 breaks and value guards on one side only, `saved_changes`).
 What it is not: a measured run (explain times nothing) or the explaining.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from nanobench.explain.before_after import COLUMNS, Sides, changes, differences, member
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import Change
-from nanobench.harness.runs.saved_kind import SavedKind
+from nanobench.harness.runs.run_kind import SavedKind
 from nanobench.harness.step.dynamo_explain import ExplainRow
 
 

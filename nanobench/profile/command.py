@@ -108,4 +108,6 @@ def profile_kind() -> type:
     return ProfileKind
 
 
-COMMAND = Command("profile", profile_command, doc="docs/profile.md", kind=profile_kind)
+COMMAND = Command(
+    "profile", profile_command, doc="docs/profile.md", kind=profile_kind, compared=True
+)

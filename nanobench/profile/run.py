@@ -18,8 +18,9 @@ from nanobench.compile.sides import worker_specs
 from nanobench.compile.spec import CompileSpec
 from nanobench.compile.vs import changes as compile_changes
 from nanobench.harness.cli.console import stdout_console
-from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, measured
+from nanobench.harness.runs.measured_run import MeasuredRun, measured
 from nanobench.harness.runs.rows import as_dicts
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.load import crowded_note, look_before_timing
 from nanobench.harness.workers.rounds import round_plan
@@ -71,7 +72,7 @@ class ProfileKind(RunKind):
         found = compile_changes(timed, windows, level, self.sides)
         return found + [c for pair in paired(rows, self.sides) for c in category_changes(*pair)]
 
-    def why_lines(self, rows) -> list[str]:
+    def why_lines(self, rows, changes=()) -> list[str]:
         pairs = paired(rows, self.sides)
         moved = [line for pair in pairs for line in moved_most(category_changes(*pair))]
         calls = [line for pair in pairs for line in calls_changed(*pair)]

@@ -15,8 +15,9 @@ from functools import partial
 from nanobench.compile.sides import resolve
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.runs.export import export_startup
-from nanobench.harness.runs.measured_run import MeasuredRun, RunKind, measured
+from nanobench.harness.runs.measured_run import MeasuredRun, measured
 from nanobench.harness.runs.rows import as_dicts
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.member import Member
 from nanobench.startup.caches import check_artifacts

@@ -1,18 +1,17 @@
-"""One owner for a measured run: what `compile`, `decode` and `startup` each did by hand.
+"""One owner for a measured run of `compile`, `decode`, `startup` or `profile`.
 
-What it is: `MeasuredRun(kind, spec, status, check=...)`, which owns the out directory, the env
+What it is: `MeasuredRun(kind, status, check, plan)`, which owns the out directory, the env
 record before and after (with the load seen around the timing), the files written as rows and
 windows arrive (`<command>.csv`, `-samples.csv`, `-changes.csv`), history, an interrupt (what
 is on disk and what did not run), the gates that apply (a plain run's, or a comparison's:
 each failed member and the columns its user named), the outputs, figure, export and `finish`.
 It is the listener a sweep reports to (`on_row`, `on_window`, `on_round`, `decided`), and
-`run(measure)` is the whole run around the command's own measuring. `RunKind` is what a
-command supplies: its members' rows derived, its changes, its gates, its heading, report and
-export; a side is a parameter of the same run (the kind's `sides`, `harness.runs.sides.Sides`,
-built once), never a copy: it may borrow another's members (`Side.borrows`), its rows checked
-across sides (`across`). `measured(kind, ...)` is a command's whole run entry.
-What it is not: the measuring itself (the fleet, `fleet.sweep`; startup's starts), a
-command's rows or the statistics.
+`run(measure)` is the whole run around the command's own measuring; `measured(kind, ...)` is a
+command's whole run entry. A side is a parameter of the same run (the kind's `sides`,
+`harness.runs.sides.Sides`, built once), never a copy: it may borrow another's members
+(`Side.borrows`), its rows checked across sides (`RunKind.across`).
+What it is not: what a command supplies (`run_kind.RunKind`), the measuring itself (the fleet,
+`fleet.sweep`; startup's starts), a command's rows or the statistics.
 Invariant: every row and window is on disk before the next one is measured; a comparison's
 gates, its stop rule and its table read one set of changes, derived at one level per look.
 """
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from nanobench.harness.cli.console import interrupted, say_warning, stdout_console
+from nanobench.harness.cli.console import interrupted, say_warning
 from nanobench.harness.cli.validate import out_dir, out_file
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import Change, comparison_gates
@@ -33,134 +32,13 @@ from nanobench.harness.runs.env_record import collect_env, with_load, write_env
 from nanobench.harness.runs.eta import announce
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
-from nanobench.harness.runs.run_spec import MeasuredSpec
+from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.samples import sample_columns
 from nanobench.harness.runs.samples import sample_rows as window_samples
-from nanobench.harness.runs.saved_kind import SavedKind
-from nanobench.harness.runs.sides import Sides
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
-from nanobench.harness.step.knobs import unsafe_of
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import RoundPlan, Window, describe, look_confidence
 from reports.csvio import write_rows
-
-
-class RunKind(SavedKind):
-    """What one command supplies to a measured run; the defaults are a plain row's. As a
-    `SavedKind`, it is also what `compare` reads of the command's saved runs."""
-
-    spec_type: type  # the command's spec (a `run_spec.MeasuredSpec`): its estimate, its sides
-
-    change = None  # (rows, windows, level, sides) -> the changes of a comparison's pairs
-    exporter = None  # (spec, sides, dtype, rows, record) -> the --export-json file written
-
-    def __init__(self, spec: MeasuredSpec, sides: Sides, dtype: str) -> None:
-        self.spec, self.sides, self.dtype = spec, sides, dtype
-
-    def planned(self) -> list[Member]:
-        """What the run will measure, in order: every side's own members."""
-        return self.sides.planned()
-
-    def estimate(self, cores: int):
-        """The run's plan for its estimate (`harness.runs.eta.Plan`): the spec's."""
-        return self.spec.plan(self.sides, cores)
-
-    def member(self, row) -> Member:
-        return Member(row.side, getattr(row, self.label))
-
-    def derive(self, side: str, rows: list, windows: list[Window], level: float,
-               history: dict) -> list:  # fmt: skip
-        """One side's rows from its own members' rows and windows, as a run of its own."""
-        return rows
-
-    def changes(self, rows: list, windows: list[Window], level: float) -> list[Change]:
-        return self.change(rows, windows, level, self.sides) if self.change else []
-
-    def across(self, rows: list) -> list:
-        """Every side's derived rows, checked against each other (a knob's output, plain's)."""
-        return rows
-
-    gate = None  # (spec, rows) -> a plain run's gates: the command's `gates.gates`
-
-    def gates(self, rows: list) -> list:
-        """A plain run's gates."""
-        return self.gate(self.spec, rows) if self.gate else []
-
-    unwritten: tuple[str, ...] = ()  # row fields kept in memory, never written out
-    plain_side = True  # a plain run's rows keep their (empty) side column
-
-    def hidden(self, sided: bool) -> tuple[str, ...]:
-        """The fields a row is written without: the unwritten, and a plain run's side where
-        the command's plain files never had one."""
-        return self.unwritten + (() if sided or self.plain_side else ("side",))
-
-    def public(self, rows: list, sided: bool) -> list[dict]:
-        """Rows as written (in the CSV and the JSON document)."""
-        hidden = self.hidden(sided)
-        return [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(rows)]
-
-    def csv_columns(self, sided: bool) -> list[str]:
-        return [c for c in columns(self.row_type) if c not in self.hidden(sided)]
-
-    def failed(self, rows: list) -> bool:
-        return any(r.status != "ok" for r in rows)
-
-    def heading(self, rows: list) -> str:
-        """The table's and the figure's title: the spec's, of the run's sides and dtype."""
-        return self.spec.heading(self.sides, self.dtype, rows)
-
-    def report(self, run: MeasuredRun, rows: list, gates: list, changes: list, head: str):
-        """A plain run's figure (its path) and table (its renderer)."""
-        raise NotImplementedError
-
-    def why_lines(self, rows: list) -> list[str]:
-        """What each side's rows say under a comparison's table."""
-        return []
-
-    def compare_report(self, run: MeasuredRun, rows: list, gates: list, changes: list,
-                       head: str):  # fmt: skip
-        """A comparison's figure (each member before and after) and its change table."""
-        from reports.change import COMPILE_PANELS, draw_compare, render_changes
-
-        path = run.where / "compare.png"
-        png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
-        unsafe = [line for knob in self.sides.knobs for line in unsafe_of(knob)]
-        notes = unsafe + self.why_lines(rows) + self.change_notes(changes)
-        return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
-                            notes, self.sides.labels)  # fmt: skip
-
-    def change_notes(self, changes: list) -> list[str]:
-        return []  # what the changes say in a line each, under a comparison's table
-
-    def export(self, rows: list, record) -> Path:
-        """The rows as benchmark-database records (`harness.runs.export`)."""
-        return self.exporter(self.spec, self.sides, self.dtype, rows, record)
-
-    def arrived(self, row):
-        """A member's row as it arrives from the sweep, before it is kept."""
-        return row
-
-    def finished(self, rows: list) -> list:
-        """The run's rows once measured, before they are reported."""
-        return rows
-
-    def tables(self, rows: list, sided: bool) -> dict[str, tuple[list, type]]:
-        """Files of the command's own beside its rows, by name (`<command>-<name>.csv`): each
-        one's rows and row type, written as the rows are."""
-        return {}
-
-    # A command whose plain runs keep a history on this machine names its module (with
-    # `keys`, `load`, `record`, `use`: `compile.history`, `decode.history`).
-    history = None
-
-    def history_keys(self) -> dict:
-        """Every figure's history key in this run (the history module's `keys`)."""
-        return {}
-
-    def statuses(self, run: MeasuredRun, rows: list) -> list[str]:
-        """Every status a sound run needs ok before it is recorded: each row's as derived, and
-        each member's as it came (a side's probe too)."""
-        return [r.status for r in rows] + [r.status for r in run.done.values()]
 
 
 @dataclass
