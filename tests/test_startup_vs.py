@@ -34,6 +34,7 @@ runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
 AFTER = f"{CORPUS / 'static_kv.py'}:factory"
 BEFORE = f"{CORPUS / 'item_in_step.py'}:factory"
+KNOB = "cpp-wrapper"
 
 
 def startup(tmp_path, *args, json_mode=True):
@@ -466,3 +467,50 @@ def test_export_json_gives_each_cell_its_runs_as_one_records_values(tmp_path, fa
             assert ready["benchmark"]["extra_info"]["mode"] == "dynamic"
             model = ready["model"]["name"]
             assert model == (BEFORE if side == "before" else AFTER)
+
+
+class KnobWorker(FakeWorker):
+    """The fake start, its side told by the knob its payload carries: a knob's starts are the
+    after side's (20% faster by `drifting`), plain's the before side's."""
+
+    def __call__(self, module, payload, **kw):
+        side_of = AFTER if payload["knob"] else BEFORE
+        return super().__call__(module, {**payload, "target": side_of}, **kw)
+
+
+def test_a_knob_is_a_side_whose_compiled_modes_start_beside_plain_s(tmp_path, fake, monkeypatch):
+    worker = KnobWorker(drifting())
+    monkeypatch.setattr(startup_starts, "run_fresh", worker)
+    args = ["--modes", "off,dynamic", "--runs", "2", "--starts", "cold,warm", "--try", KNOB]
+    result = startup(tmp_path, *args)
+    assert result.exit_code == 0, result.output
+    started = sorted((c["payload"]["knob"], c["mode"], c["kind"], c["run"]) for c in worker.calls)
+    # by hand: plain starts off once a run and dynamic cold and warm; the knob only dynamic's
+    plain = [("", "off", "cold", r) for r in (1, 2)]
+    plain += [("", "dynamic", k, r) for k in ("cold", "warm") for r in (1, 2)]
+    knob = [(KNOB, "dynamic", k, r) for k in ("cold", "warm") for r in (1, 2)]
+    assert started == sorted(plain + knob)
+    doc = json.loads(result.stdout)
+    assert {r["side"] for r in doc["rows"]} == {"plain", KNOB}
+    ready = [c for c in doc["changes"] if c["column"] == "ready_s"]
+    assert {c["member"] for c in ready} == {f"{KNOB} dynamic cold", f"{KNOB} dynamic warm"}
+    table = startup(tmp_path, *args, json_mode=False)
+    assert table.exit_code == 0, table.output
+    words = " ".join(table.output.split())
+    assert f"knobs {KNOB} against plain torch.compile" in words
+    assert f"change ({'knob'} / plain)" in words and "(after / before)" not in words
+
+
+def test_a_startup_try_asked_wrongly_is_one_line_and_exit_2(tmp_path, fake):
+    worker = fake()
+    (tmp_path / "a.bin").write_bytes(b"saved artifacts")
+    for args, says in (
+        (["--try", KNOB, "--modes", "off"], "--try: knobs act on a compiled mode"),
+        (["--try", KNOB, *VS], "--try with --vs: one comparison a run"),
+        (["--try", KNOB, "--artifacts", str(tmp_path / "a.bin")], "--artifacts with --vs or --try"),
+        (["--try", "no-such-knob"], "no-such-knob"),
+    ):
+        result = startup(tmp_path, *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert says in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert worker.calls == [], "refused before any start"

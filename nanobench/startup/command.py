@@ -45,6 +45,7 @@ def startup_command(
     out: o.Out = D.out,
     target: o.Target = D.target,
     vs: o.Vs = D.vs,
+    tries: o.Try = D.tries,
     no_more: o.NoMore = D.no_more,
     no_slower: o.NoSlower = D.no_slower,
     margin: o.Margin = D.margin,
@@ -66,11 +67,13 @@ def startup_command(
     what changed in the cache key when a warm or hot start missed. With --vs OLD the before
     side is that target and the after side --target, their starts interleaved start by start,
     each side over its own caches; the change per mode and start kind is after / before paired
-    by run, the counts exact.
+    by run, the counts exact. With --try KNOB[,KNOB...] each knob is a side of its own against
+    plain torch.compile, its compiled modes' starts interleaved with plain's, start by start.
 
     Example: nanobench startup --modes dynamic,static --runs 3
     Example: nanobench startup --target my_step.py:factory --starts cold,warm --max-warm-s 10
     Example: nanobench startup --target new.py:factory --vs old.py:factory --check --no-slower ready_s
+    Example: nanobench startup --modes off,dynamic --try cpp-wrapper,freezing
     """
     with run_command(quiet) as status:
         spec = StartupSpec(
@@ -96,6 +99,7 @@ def startup_command(
             out=out,
             target=target,
             vs=vs,
+            tries=tries,
             no_more=no_more,
             no_slower=no_slower,
             margin=margin,

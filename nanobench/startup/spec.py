@@ -51,15 +51,21 @@ class StartupSpec(MeasuredSpec):
 
     COUNTS = GATED_COUNTS
     TIMINGS = GATED_TIMINGS
+    COMPARED_BY = "--vs or --try"
+    KNOBBED = "a compiled mode; add dynamic or static to --modes"
+    BORROW_WHY = "eager off reads no knob: it starts once, on plain's side"
     ALONE_ONLY = {
-        "artifacts": "--artifacts with --vs: each side's hot start loads its own cold start's "
-        "artifacts; drop --artifacts",
-        "max_warm_s": "--max-warm-s with --vs: a comparison gates the columns you name; give "
-        "--no-slower ready_s",
+        "artifacts": "--artifacts with --vs or --try: each side's hot start loads its own cold "
+        "start's artifacts; drop --artifacts",
+        "max_warm_s": "--max-warm-s with --vs or --try: a comparison gates the columns you "
+        "name; give --no-slower ready_s",
     }
 
     def members(self) -> tuple[str, ...]:
         return tuple(self.modes)
+
+    def knob_members(self) -> tuple[str, ...]:
+        return tuple(m for m in self.modes if m != "off")
 
     def before(self) -> StartupSpec | None:
         """--vs's target as the before side."""
