@@ -1,6 +1,6 @@
 """explain's before and after: two forwards explained in this process, then what changed.
 
-What it is: `Sides` (the before and the after rows, paired by member: a depth of the engine, or a
+What it is: `Explained` (the before and the after rows, paired by member: a depth of the engine, or a
 target's step), `explain_sides` (the before side from `--vs SPEC`, a target, or `--vs-path`, the
 engine on another path; the after side from `--target` or `--path`), `changes` (one count
 `Change` per member and column: graphs, breaks, ops, guards, value guards) and `differences`
@@ -34,7 +34,7 @@ COLUMNS = {
 
 
 @dataclass(frozen=True)
-class Sides:
+class Explained:
     """The before and the after rows of one run, one of each per member, in member order."""
 
     before_spec: str  # what --vs named (a target spec) or "engine, --path P"
@@ -56,7 +56,7 @@ def member(row: ExplainRow) -> str:
     return f"{row.layers} layers" if row.layers is not None else row.path.removeprefix("target ")
 
 
-def explain_sides(spec, status, target_rows, engine_rows) -> Sides:
+def explain_sides(spec, status, target_rows, engine_rows) -> Explained:
     """Both sides, each explained once: `target_rows(spec, status)` for a target (--vs), the
     engine's `engine_rows` on --vs-path and on --path otherwise."""
     import torch._dynamo
@@ -73,10 +73,10 @@ def explain_sides(spec, status, target_rows, engine_rows) -> Sides:
     for side, of in (("before", before_of), ("after", after_of)):
         torch._dynamo.reset()  # each side starts from nothing, as a fresh process would
         found[side] = [replace(r, side=side) for r in rows(of, status)]
-    return Sides(before_spec, after_spec, found["before"], found["after"])
+    return Explained(before_spec, after_spec, found["before"], found["after"])
 
 
-def changes(sides: Sides) -> list[Change]:
+def changes(sides: Explained) -> list[Change]:
     """One exact count change per member and column, after - before."""
     return [
         count_change(name, column, getattr(b, field), getattr(a, field))
@@ -85,7 +85,7 @@ def changes(sides: Sides) -> list[Change]:
     ]
 
 
-def differences(sides: Sides) -> dict[str, list[dict]]:
+def differences(sides: Explained) -> dict[str, list[dict]]:
     """Break reasons and value guards on one side only, each tagged with its member."""
     found = {"breaks_gone": [], "breaks_new": [], "value_guards_gone": [], "value_guards_new": []}
     for name, b, a in sides.pairs:

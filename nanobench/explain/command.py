@@ -38,7 +38,7 @@ from nanobench.harness.runs.output import finish
 from nanobench.harness.workers.threads import threads_applied
 
 if TYPE_CHECKING:  # the row's module imports torch, which the CLI must not pay for at start
-    from nanobench.explain.before_after import Sides
+    from nanobench.explain.before_after import Explained
     from nanobench.harness.step.dynamo_explain import ExplainRow
 
 MEASURED = tuple(COLUMNS)  # what --no-more may name: every count explain compares
@@ -96,12 +96,12 @@ def sides_named(spec: ExplainSpec) -> None:
 
 
 def gates(spec: ExplainSpec, rows: list[ExplainRow], changes=()) -> list[Gate]:
-    """check_single_graph per row of the after side, named by depth (the engine) or by step (a
-    target); with a before side, `--no-more` per member and named column."""
+    """check_single_graph per row handed in (the after side's, with a before side), named by
+    depth (the engine) or by step (a target); with a before side, `--no-more` per member and
+    named column."""
     from nanobench.cost.compile import check_single_graph
     from nanobench.harness.runs.change import no_more_gates
 
-    rows = [r for r in rows if r.side != "before"]
     return [
         gate(
             f"check_single_graph[{r.layers if r.layers is not None else r.path}]",
@@ -276,7 +276,7 @@ def run_explain(spec: ExplainSpec, directory, status, *, json_mode: bool, check:
     else:
         found = stamped(found)
     changed = changes(sides) if sides else []
-    checked = gates(spec, found, changed)
+    checked = gates(spec, sides.after if sides else found, changed)
     csv_path = write_rows(directory / "explain.csv", as_dicts(found), columns(ExplainRow))
     outputs = {"csv": str(csv_path), **side_outputs(spec, found, directory, threads)}
     if logged.by_source:
@@ -310,7 +310,7 @@ def side_outputs(spec: ExplainSpec, found, directory, threads: int) -> dict[str,
     return {"png": str(png), "env": str(env)}
 
 
-def render(spec: ExplainSpec, found, sides: Sides | None, changed, checked, outputs, scaling):
+def render(spec: ExplainSpec, found, sides: Explained | None, changed, checked, outputs, scaling):
     from nanobench.explain.before_after import differences
     from reports.explain import render_before_after, render_explain
 

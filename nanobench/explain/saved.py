@@ -9,7 +9,7 @@ Invariant: imported only when `compare` asks for explain's kind: its row's modul
 
 from __future__ import annotations
 
-from nanobench.explain.before_after import COLUMNS, Sides, changes, differences, member
+from nanobench.explain.before_after import COLUMNS, Explained, changes, differences, member
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import Change
 from nanobench.harness.runs.run_kind import SavedKind
@@ -31,5 +31,5 @@ def saved_changes(old, new) -> tuple[list[Change], dict]:
     if ours != theirs:
         raise BadInput(f"{old.where} explained {', '.join(ours)} and {new.where} "
                        f"{', '.join(theirs)}: compare needs the same depths or steps")  # fmt: skip
-    sides = Sides(old.where, new.where, old.rows, new.rows)
+    sides = Explained(old.where, new.where, old.rows, new.rows)
     return changes(sides), differences(sides)
