@@ -507,7 +507,10 @@ def test_a_startup_try_asked_wrongly_is_one_line_and_exit_2(tmp_path, fake):
     for args, says in (
         (["--try", KNOB, "--modes", "off"], "--try: knobs act on a compiled mode"),
         (["--try", KNOB, *VS], "--try with --vs: one comparison a run"),
-        (["--try", KNOB, "--artifacts", str(tmp_path / "a.bin")], "--artifacts with --vs or --try"),
+        (
+            ["--try", KNOB, "--artifacts", str(tmp_path / "a.bin")],
+            "--artifacts with --try: each side's hot start",
+        ),
         (["--try", "no-such-knob"], "no-such-knob"),
     ):
         result = startup(tmp_path, *args)

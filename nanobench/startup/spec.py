@@ -55,10 +55,10 @@ class StartupSpec(MeasuredSpec):
     KNOBBED = "a compiled mode; add dynamic or static to --modes"
     BORROW_WHY = "eager off reads no knob: it starts once, on plain's side"
     ALONE_ONLY = {
-        "artifacts": "--artifacts with --vs or --try: each side's hot start loads its own cold "
-        "start's artifacts; drop --artifacts",
-        "max_warm_s": "--max-warm-s with --vs or --try: a comparison gates the columns you "
-        "name; give --no-slower ready_s",
+        "artifacts": "--artifacts with {by}: each side's hot start loads its own cold start's "
+        "artifacts; drop --artifacts",
+        "max_warm_s": "--max-warm-s with {by}: a comparison gates the columns you name; give "
+        "--no-slower ready_s",
     }
 
     def members(self) -> tuple[str, ...]:

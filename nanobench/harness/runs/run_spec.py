@@ -46,7 +46,8 @@ class MeasuredSpec:
     BEFORE_BY: ClassVar[str] = "--vs"  # the options that name a before side
     KNOBBED: ClassVar[str] = ""  # what a knob acts on, and how to add one
     BORROW_WHY: ClassVar[str] = ""  # why a knob side borrows plain's other members
-    # options a comparison refuses, each with the line that says why (startup's --artifacts)
+    # options a comparison refuses, each with the line that says why (startup's --artifacts);
+    # `{by}` is the option that made the comparison (--vs, --try)
     ALONE_ONLY: ClassVar[dict[str, str]] = {}
     # timings --no-slower cannot hold a knob to, each with the line that says why
     KNOB_UNGATED: ClassVar[dict[str, str]] = {}
@@ -89,7 +90,7 @@ class MeasuredSpec:
             raise BadInput(f"--no-more and --no-slower compare two sides: give {self.COMPARED_BY}")
         refused = [why for name, why in self.ALONE_ONLY.items() if compared and getattr(self, name)]
         if refused:
-            raise BadInput(refused[0])
+            raise BadInput(refused[0].format(by="--try" if self.tries else self.BEFORE_BY))
         if self.tries:
             check_knob_sides(self.tries)
             if self.before() is not None:
