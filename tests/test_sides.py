@@ -170,3 +170,4 @@ def test_a_knob_compile_run_tables_each_knob_against_plain(tmp_path, monkeypatch
     table = next(t for t in text_tables(out) if "plain" in t.header and "knob" in t.header)
     members = {r[0] for r in table.rows if r[0]}
     assert members == {f"{KNOB} dynamic"}, "a knob's change is named by the knob and the mode"
+    assert "off borrowed from plain: eager off reads no knob" in " ".join(out.split())

@@ -106,6 +106,12 @@ class Sides:
         """Every side's own members, side by side in order: what the run measures."""
         return [Member(s.name, n) for s in self.sides for n in s.members]
 
+    def borrowed(self) -> list[str]:
+        """What the sides borrow and why, a line each kind of borrowing: "off borrowed from
+        plain: eager off reads no knob: ..." (every knob side borrows alike)."""
+        return list(dict.fromkeys(f"{', '.join(s.borrows)} borrowed from {s.lender}: {s.why}"
+                                  for s in self.sides if s.borrows))  # fmt: skip
+
     def base_of(self, side: str) -> str | None:
         return next((b for b, o in self.pairs if o == side), None)
 
