@@ -193,8 +193,8 @@ def render_changes(console, changes: list, rows: list[dict], gates, title: str, 
     level = max((field(c, "level") or 0 for c in timed), default=0.95)
     at = f"{level:.2%}"
     console.print(
-        "seconds: each side's mean over its runs; the change is the geometric mean of after / "
-        f"before, run i of each side paired (started back to back), with its t interval over "
+        "seconds: each side's mean over its runs; the change is the geometric mean of "
+        f"{sides[1]} / {sides[0]}, run i of each side paired (started back to back), with its t interval over "
         f"{counted(runs, 'run')} at {at} each, the {len(timed)} intervals held together at 95%; faster or "
         f"slower only when it excludes 1. Phases under {SHOWN_S:g} s on both sides are in "
         "startup-changes.csv only.",
