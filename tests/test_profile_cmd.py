@@ -220,7 +220,7 @@ def test_a_modes_profile_travels_on_its_row_and_its_timing_is_copied_from_compil
     assert row.unattributed_ms == pytest.approx(1.0 - 0.08 * (len(CATEGORIES) - 1))
     # written as the CSV's columns alone, in their order
     kind = ProfileKind(ProfileSpec(), Sides.of(ProfileSpec()), "float32")
-    assert list(kind.public([row], True)[0]) == columns(ProfileRow)
+    assert list(kind.public([row])[0]) == columns(ProfileRow)
     # a failed row keeps its categories as measured, and no fact
     failed = joined(replace(timed, status="error"))
     assert failed.plain_step_ms is None and failed.category_rows[0].ms_per_step == 0.1

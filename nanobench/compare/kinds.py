@@ -22,7 +22,7 @@ from reports.style import article
 def readable() -> tuple[str, ...]:
     """The commands whose saved runs compare reads, in the CLI's order: known without importing
     any kind (a bad path is said before torch loads)."""
-    return tuple(c.name for c in COMMANDS if c.compared)
+    return tuple(c.name for c in COMMANDS if c.comparable)
 
 
 def comparer(command: str) -> type:

@@ -41,10 +41,10 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
     outputs = {"csv": str(write_rows(where / "compare.csv", as_dicts(found), columns(Change)))}
     title = f"{old.command}: {old.where} (old) vs {new.where} (new)"
     if kind.panels is not None:
-        sided = [
+        both = [
             replace(r, side=s) for s, run in (("before", old), ("after", new)) for r in run.rows
         ]
-        png = draw_compare(as_dicts(sided), where / "compare.png", title, kind.panels)
+        png = draw_compare(as_dicts(both), where / "compare.png", title, kind.panels)
         outputs["png"] = str(png)
     lines = [*notes, *difference_lines(differences), *why_lines(kind, old, new)]
     return finish(

@@ -142,5 +142,5 @@ COMMAND = Command(
     "docs/measuring.md",
     TIMED,
     compile_kind,
-    compared=True,
+    comparable=True,
 )

@@ -68,13 +68,13 @@ def changes(rows: list[CompileRow], windows: list[Window], level: float,
     ("dynamic"; "cpp-wrapper dynamic")."""
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.mode): r for r in rows}
-    compared = [(b, o, r.mode) for b, o in sides.pairs for r in rows
-                if r.side == b and (o, r.mode) in by]  # fmt: skip
+    paired = [(b, o, r.mode) for b, o in sides.pairs for r in rows
+              if r.side == b and (o, r.mode) in by]  # fmt: skip
     # Every mode's step change and every compiled mode's speedup change hold together at level.
-    speedups = [m for b, o, m in compared if sped(sides, o, m)]
-    level = each_level(level, len(compared) + len(speedups))
+    speedups = [m for b, o, m in paired if sped(sides, o, m)]
+    level = each_level(level, len(paired) + len(speedups))
     found: list[Change] = []
-    for base, other, mode in compared:
+    for base, other, mode in paired:
         before, after = by[(base, mode)], by[(other, mode)]
         name = sides.change_name(other, mode)
         timings = [step_change(name, Member(other, mode), Member(base, mode), before, after,
@@ -169,9 +169,9 @@ def tried_names(old, new) -> tuple[dict, dict, list[list[Window]], str]:
             old.windows, new.windows], "off"  # fmt: skip
     named, windows = [], []
     for run in (old, new):
-        sided = any(r.side for r in run.rows)
+        own = any(r.side for r in run.rows)  # a --try run's rows keep their sides
         named.append({f"{r.side or PLAIN} {r.mode}": r for r in run.rows})
-        windows.append(run.windows if sided else [replace(w, system=f"{PLAIN} {w.system}")
+        windows.append(run.windows if own else [replace(w, system=f"{PLAIN} {w.system}")
                                                   for w in run.windows])  # fmt: skip
     return named[0], named[1], windows, f"{PLAIN} off"
 

@@ -160,5 +160,10 @@ def decode_kind() -> type:
 
 
 COMMAND = Command(
-    "decode", decode_command, doc="docs/measuring.md", sweep=TIMED, kind=decode_kind, compared=True
+    "decode",
+    decode_command,
+    doc="docs/measuring.md",
+    sweep=TIMED,
+    kind=decode_kind,
+    comparable=True,
 )

@@ -38,10 +38,10 @@ def changes(rows: list[DecodeRow], windows: list[Window], level: float,
     timed = [w for w in windows if w.round >= 1 and w.status == "ok"]
     by = {(r.side, r.system): r for r in rows}
     found: list[Change] = []
-    compared = [(b, o, r.system) for b, o in sides.pairs for r in rows
-                if r.side == b and (o, r.system) in by]  # fmt: skip
-    level = each_level(level, len(compared))  # every system's change holds together at level
-    for base, other, system in compared:
+    paired = [(b, o, r.system) for b, o in sides.pairs for r in rows
+              if r.side == b and (o, r.system) in by]  # fmt: skip
+    level = each_level(level, len(paired))  # every system's change holds together at level
+    for base, other, system in paired:
         before, after = by[(base, system)], by[(other, system)]
         comparison = Comparison("change", Member(other, system), Member(base, system))
         interval = intervals(timed, [comparison], level)["change"]

@@ -332,4 +332,4 @@ def explain_kind() -> type:
     return ExplainKind
 
 
-COMMAND = Command("explain", explain, doc="docs/measuring.md", kind=explain_kind, compared=True)
+COMMAND = Command("explain", explain, doc="docs/measuring.md", kind=explain_kind, comparable=True)

@@ -109,5 +109,5 @@ def profile_kind() -> type:
 
 
 COMMAND = Command(
-    "profile", profile_command, doc="docs/profile.md", kind=profile_kind, compared=True
+    "profile", profile_command, doc="docs/profile.md", kind=profile_kind, comparable=True
 )

@@ -63,7 +63,7 @@ class ProfileKind(RunKind):
         out = with_amdahl([r for r in every if r.mode in own])
         return [replace(r, words=words(r, off)) for r in out]
 
-    def public(self, rows, sided: bool) -> list[dict]:
+    def public(self, rows) -> list[dict]:
         return as_dicts([r.written() for r in rows])
 
     def changes(self, rows, windows, level) -> list:
@@ -89,7 +89,7 @@ class ProfileKind(RunKind):
 
         return png, both
 
-    def tables(self, rows, sided: bool) -> dict:
+    def tables(self, rows) -> dict:
         categories = [c for r in rows for c in r.category_rows]
         return {"categories": (categories, CategoryRow),
                 "kernels": ([k for r in rows for k in r.kernel_rows], KernelRow)}  # fmt: skip

@@ -52,7 +52,7 @@ class StartupKind(RunKind):
     def derive(self, side, rows, windows, level, history) -> list[StartRow]:
         return with_saved(rows)
 
-    def tables(self, rows, sided: bool) -> dict:
+    def tables(self, rows) -> dict:
         return {"graphs": (self.starts.graphs, GraphRow)}
 
     def figure(self, run: MeasuredRun, rows, head: str):
@@ -62,12 +62,12 @@ class StartupKind(RunKind):
 
     def compare_report(self, run: MeasuredRun, rows, found, changed, head):
         return self.figure(run, rows, head), partial(
-            render_changes, stdout_console(), as_dicts(changed), self.public(rows, True), found,
+            render_changes, stdout_console(), as_dicts(changed), self.public(rows), found,
             head, self.starts.elapsed, self.sides.labels)  # fmt: skip
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         return self.figure(run, rows, head), partial(
-            render_startup, stdout_console(), self.public(rows, False), START_PHASES, found, head,
+            render_startup, stdout_console(), self.public(rows), START_PHASES, found, head,
             self.starts.elapsed)  # fmt: skip
 
 

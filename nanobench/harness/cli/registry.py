@@ -28,4 +28,4 @@ class Command:
     doc: str = ""  # the page under docs/ that explains what this command measures
     sweep: str = ""  # TIMED, COUNTED, or "": a sweep does not run it
     kind: Callable[[], type] | None = None  # its kind, imported when asked; None: none
-    compared: bool = False  # `compare` reads its saved runs (`<name>.csv`), through its kind
+    comparable: bool = False  # `compare` reads its saved runs (`<name>.csv`), through its kind

@@ -58,14 +58,9 @@ class MeasuredRun:
     where: Path = field(init=False)
     record: object = field(init=False)
 
-    @property
-    def sided(self) -> bool:
-        """A comparison: rows and samples carry their side."""
-        return self.kind.sides.compared
-
     def __post_init__(self) -> None:
         spec = self.kind.spec
-        if self.check and self.sided and not (spec.no_more or spec.no_slower):
+        if self.check and self.kind.sides.compared and not (spec.no_more or spec.no_slower):
             raise BadInput("--check on a comparison gates the columns you name: give --no-more "
                            "and/or --no-slower")  # fmt: skip
         self.where = out_dir(spec.out)
@@ -109,7 +104,7 @@ class MeasuredRun:
 
     def gates(self, rows: list, found: list[Change]) -> list:
         """A plain run's gates; a comparison's: its failed members and the columns named."""
-        if not self.sided:
+        if not self.kind.sides.compared:
             return self.kind.gates(rows)
         failed = {str(self.kind.member(r)): r.status for r in rows if r.status != "ok"}
         return comparison_gates(failed, self.kind.spec, found)
@@ -128,25 +123,21 @@ class MeasuredRun:
     def save(self) -> list:
         """Every file as the run stands; the rows as derived now."""
         rows, found = self.look(self.level())
-        write_rows(self.path(), self.kind.public(rows, self.sided),
-                   self.kind.csv_columns(self.sided))  # fmt: skip
+        compared = self.kind.sides.compared  # a comparison's samples and changes carry sides
+        write_rows(self.path(), self.kind.public(rows), self.kind.csv_columns())
         if self.plan is not None:
             label = self.kind.label
-            write_rows(self.path("-samples"), window_samples(self.windows, label, self.sided),
-                       sample_columns(label, self.sided))  # fmt: skip
-        if self.sided:
+            write_rows(self.path("-samples"), window_samples(self.windows, label, compared),
+                       sample_columns(label, compared))  # fmt: skip
+        if compared:
             write_rows(self.path("-changes"), as_dicts(found), columns(Change))
-        hidden = self.kind.hidden(self.sided)
-        for name, (found, row_type) in self.kind.tables(rows, self.sided).items():
-            dicts = [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(found)]
-            write_rows(
-                self.path(f"-{name}"), dicts, [c for c in columns(row_type) if c not in hidden]
-            )
+        for name, (found, row_type) in self.kind.tables(rows).items():
+            write_rows(self.path(f"-{name}"), *self.kind.written(found, row_type))
         return rows
 
     def more_outputs(self) -> dict[str, str]:
         """The paths of the command's own files, by their names."""
-        return {name: str(self.path(f"-{name}")) for name in self.kind.tables([], self.sided)}
+        return {name: str(self.path(f"-{name}")) for name in self.kind.tables([])}
 
     def on_row(self, row) -> None:
         row = self.kind.arrived(row)
@@ -174,7 +165,7 @@ class MeasuredRun:
         from nanobench.harness.runs.history_store import RunHistory
 
         kind = self.kind
-        if kind.history is None or not kind.spec.history or self.sided:
+        if kind.history is None or not kind.spec.history or self.kind.sides.compared:
             return None
         self.store, self.facts = RunHistory(), kind.history_keys()
         self.history = kind.history.load(self.store, self.facts)
@@ -240,7 +231,9 @@ class MeasuredRun:
         if used:
             outputs["history"] = used
         report, extra = self.kind.report, None
-        if self.sided:  # a comparison: its changes are a file, its table and part of --json
+        if (
+            self.kind.sides.compared
+        ):  # a comparison: its changes are a file, its table and part of --json
             outputs["changes"] = str(self.path("-changes"))
             report, extra = self.kind.compare_report, {"changes": as_dicts(found)}
         png, render = report(self, rows, gates, found, head)
@@ -248,7 +241,7 @@ class MeasuredRun:
         if self.kind.spec.export_json:
             outputs["export_json"] = str(self.kind.export(rows, self.record))
         return finish(
-            self.kind.command, self.kind.public(rows, self.sided), gates, outputs, json_mode=json_mode,
+            self.kind.command, self.kind.public(rows), gates, outputs, json_mode=json_mode,
             check=self.check, render=render, failed=self.kind.failed(rows),
             env=asdict(self.record), extra=extra,
         )  # fmt: skip

@@ -92,18 +92,23 @@ class RunKind(SavedKind):
     unwritten: tuple[str, ...] = ()  # row fields kept in memory, never written out
     plain_side = True  # a plain run's rows keep their (empty) side column
 
-    def hidden(self, sided: bool) -> tuple[str, ...]:
+    def hidden(self) -> tuple[str, ...]:
         """The fields a row is written without: the unwritten, and a plain run's side where
         the command's plain files never had one."""
-        return self.unwritten + (() if sided or self.plain_side else ("side",))
+        return self.unwritten + (() if self.sides.compared or self.plain_side else ("side",))
 
-    def public(self, rows: list, sided: bool) -> list[dict]:
+    def written(self, rows: list, row_type: type) -> tuple[list[dict], list[str]]:
+        """Rows of `row_type` as written, and their columns: every field but the hidden."""
+        hidden = self.hidden()
+        found = [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(rows)]
+        return found, [c for c in columns(row_type) if c not in hidden]
+
+    def public(self, rows: list) -> list[dict]:
         """Rows as written (in the CSV and the JSON document)."""
-        hidden = self.hidden(sided)
-        return [{k: v for k, v in d.items() if k not in hidden} for d in as_dicts(rows)]
+        return self.written(rows, self.row_type)[0]
 
-    def csv_columns(self, sided: bool) -> list[str]:
-        return [c for c in columns(self.row_type) if c not in self.hidden(sided)]
+    def csv_columns(self) -> list[str]:
+        return self.written([], self.row_type)[1]
 
     def failed(self, rows: list) -> bool:
         return any(r.status != "ok" for r in rows)
@@ -126,7 +131,7 @@ class RunKind(SavedKind):
         from reports.change import COMPILE_PANELS, draw_compare, render_changes
 
         path = run.where / "compare.png"
-        png = draw_compare(self.public(rows, True), path, head, self.panels or COMPILE_PANELS)
+        png = draw_compare(self.public(rows), path, head, self.panels or COMPILE_PANELS)
         unsafe = [line for knob in self.sides.knobs for line in unsafe_of(knob)]
         notes = unsafe + self.sides.borrowed() + self.why_lines(rows, changes)
         return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
@@ -144,7 +149,7 @@ class RunKind(SavedKind):
         """The run's rows once measured, before they are reported."""
         return rows
 
-    def tables(self, rows: list, sided: bool) -> dict[str, tuple[list, type]]:
+    def tables(self, rows: list) -> dict[str, tuple[list, type]]:
         """Files of the command's own beside its rows, by name (`<command>-<name>.csv`): each
         one's rows and row type, written as the rows are."""
         return {}

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_columns
+from nanobench.harness.runs.sides import Sides
 from nanobench.harness.step.knobs import check_backend
 from nanobench.harness.step.knobs import check_sides as check_knob_sides
 
@@ -85,7 +86,7 @@ class MeasuredSpec:
     def comparison_checked(self) -> None:
         """A comparison's gates need two sides; knobs one comparison a run, a member to act on
         and a backend that reads them; each gate a column the command measures."""
-        compared = bool(self.tries) or self.before() is not None
+        compared = Sides.of(self).compared
         if (self.no_more or self.no_slower) and not compared:
             raise BadInput(f"--no-more and --no-slower compare two sides: give {self.COMPARED_BY}")
         refused = [why for name, why in self.ALONE_ONLY.items() if compared and getattr(self, name)]

@@ -1,6 +1,6 @@
 """Every timed step of a run as a row of `<command>-samples.csv`, in long format.
 
-What it is: `sample_rows(windows, label, sided)` (each window's steps, one row each: the
+What it is: `sample_rows(windows, label, side)` (each window's steps, one row each: the
 member's name under `label`, its side first in a before-and-after run), `SAMPLE_COLUMNS` and
 `sample_columns` (the header).
 What it is not: the windows themselves (`workers.rounds.Window`) or reading the file back
@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from nanobench.harness.workers.rounds import Window
 
 
-def sample_rows(windows: Iterable[Window], label: str, sided: bool = False) -> list[dict]:
+def sample_rows(windows: Iterable[Window], label: str, side: bool = False) -> list[dict]:
     """Every timed step as a long-format row; `label` names the member's column (system,
-    mode), and `sided` adds its side's column first (a before-and-after run's)."""
+    mode), and `side` adds its side's column first (a comparison's)."""
     return [
-        {**({"side": s.side} if sided else {}), label: s.system, "process": s.process,
+        {**({"side": s.side} if side else {}), label: s.system, "process": s.process,
          "round": s.round, "step": s.step, "ms": round(s.ms, 5), "built": s.built,
          "steady": s.steady}
         for w in windows
@@ -30,6 +30,6 @@ def sample_rows(windows: Iterable[Window], label: str, sided: bool = False) -> l
 SAMPLE_COLUMNS = ("process", "round", "step", "ms", "built", "steady")
 
 
-def sample_columns(label: str, sided: bool = False) -> list[str]:
+def sample_columns(label: str, side: bool = False) -> list[str]:
     """`sample_rows`' header."""
-    return [*(["side"] if sided else []), label, *SAMPLE_COLUMNS]
+    return [*(["side"] if side else []), label, *SAMPLE_COLUMNS]
