@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
 
 .PHONY: setup test test-numerics test-host test-oldest lint bench gpu-check lock latest wheel-check \
-	clean
+	clean env
 
 # Uninstall first: for the same version in another build (+cpu, +cu128) pip says "satisfied".
 $(TORCH_STAMP):
@@ -97,6 +97,41 @@ test-oldest: setup $(OLDEST_HF)/.installed
 	PYTHONPATH=$(OLDEST_HF) NANOBENCH_CACHE=$(OLDEST_HF)/cache \
 	  $(BIN)/python -m pytest -n 2 --dist loadfile $(HF_TESTS)
 
+# A second torch beside .venv, for `nanobench compile --vs-python` to measure an upgrade in the
+# same run: `make env TORCH=2.14.1` builds .venv-torch2.14.1 holding that torch and nothing else of
+# its own. A .pth puts .venv's site-packages after its own (addsitedir appends, and runs .venv's
+# .pth files: the editable nanobench), so pip installs only torch and what torch needs that .venv
+# lacks, and leaves .venv's torch alone (pip uninstalls nothing outside its own environment).
+ENV_VENV := .venv-torch$(TORCH)
+ENV_BIN := $(ENV_VENV)/bin
+PURELIB := import sysconfig; print(sysconfig.get_paths()["purelib"])
+SEEN := ^(Requirement already satisfied|  Attempting uninstall|    Found existing|    Not uninstalling|    Can.t uninstall|WARNING: Location .* is ignored)
+
+ifneq ($(filter env,$(MAKECMDGOALS)),)
+ifeq ($(TORCH),)
+$(error make env TORCH=<version>: which torch to put beside .venv (e.g. make env TORCH=2.14.1))
+endif
+endif
+
+$(ENV_VENV)/.installed: $(BIN)/nanobench
+	$(BIN)/python -m venv $(ENV_VENV)
+	echo 'import site; site.addsitedir("'"$$($(BIN)/python -c '$(PURELIB)')"'")' \
+	  > "$$($(ENV_BIN)/python -c '$(PURELIB)')/dotvenv.pth"
+	@# What pip finds in .venv, its remarks on .venv's torch and on index folders lacking a package
+	@# are left out of what it says.
+	{ $(ENV_BIN)/pip install --progress-bar off torch==$(TORCH) 2>&1; echo $$? > $(ENV_VENV)/.pip-rc; } \
+	  | grep -v -E '$(SEEN)'; exit $$(cat $(ENV_VENV)/.pip-rc)
+	@rm -f $(ENV_VENV)/.pip-rc
+	@echo "$(ENV_VENV) holds, of its own ($$(du -sh $(ENV_VENV) | cut -f1) in all):"
+	@$(ENV_BIN)/pip list --path "$$($(ENV_BIN)/python -c '$(PURELIB)')" --exclude pip
+	@$(ENV_BIN)/python -c 'import sys, torch, nanobench; \
+	  assert torch.__file__.startswith(sys.prefix + "/"), torch.__file__; \
+	  print(f"$(ENV_BIN)/python: torch {torch.__version__}, nanobench {nanobench.__version__}; " \
+	        f"measure it: $(BIN)/nanobench compile --vs-python $(ENV_BIN)/python")'
+	touch $@
+
+env: setup $(ENV_VENV)/.installed
+
 # Resolve pyproject's ranges afresh and write them down: run on purpose, commit the diff.
 lock:
 	rm -rf .lock-venv
@@ -137,4 +172,4 @@ gpu-check:
 	PYTHONPATH=. $(PYTHON) -m nanobench.gpu.check --out $${OUT:-nanobench-out}
 
 clean:
-	rm -rf $(VENV) $(OLDEST_HF) nanobench-out
+	rm -rf $(VENV) .venv-torch* $(OLDEST_HF) nanobench-out
