@@ -181,13 +181,15 @@ def changes_table(changes: list, title: str, sides: tuple[str, str] = ("before",
 
 
 def render_changes(console, changes: list, rows: list[dict], gates, title: str, elapsed_s,
-                   sides: tuple[str, str] = ("before", "after")):  # fmt: skip
-    """A --vs or --try run: the change table, what its intervals are, each side's misses, the
-    gates."""
+                   sides: tuple[str, str] = ("before", "after"), notes=()):  # fmt: skip
+    """A --vs, --try or --vs-env run: the change table, what differs between the sides'
+    environments (`notes`), what its intervals are, each side's misses, the gates."""
     if not changes:
         console.print("no start ran on both sides: nothing to compare", markup=False)
     else:
         console.print(changes_table(changes, title, sides))
+    for note in notes:
+        console.print(note, markup=False)
     runs = max((field(c, "rounds") or 0 for c in changes), default=0)
     timed = [c for c in changes if field(c, "kind") == "timing" and field(c, "low") is not None]
     level = max((field(c, "level") or 0 for c in timed), default=0.95)

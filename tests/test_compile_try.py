@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from nanobench.cli import app
 from nanobench.compile.bench import comparisons
 from nanobench.compile.rows import CompileRow
-from nanobench.compile.run import held_to_plain
+from nanobench.compile.run import held_to_base
 from nanobench.compile.spec import CompileSpec
 from nanobench.compile.vs import changes
 from nanobench.harness.errors import BadInput
@@ -232,7 +232,7 @@ def test_a_knob_whose_output_leaves_plain_s_fails_its_row_and_a_near_tie_does_no
             for s, x in (("plain", plain), (KNOB, broken), ("free-tensors", tiny),
                          ("freezing", tie))]  # fmt: skip
     tried = Sides.of(CompileSpec(modes=("dynamic",), tries=(KNOB, "free-tensors", "freezing")))
-    held = {r.side: r.status for r in held_to_plain(made, tried, "float32")}
+    held = {r.side: r.status for r in held_to_base(made, tried, "float32")}
     assert held["plain"] == "ok" and held["free-tensors"] == "ok" and held["freezing"] == "ok"
     assert held[KNOB].startswith("output changed: step 2 row 1's top logits differ by 0.02")
     assert held[KNOB].endswith("float32) against plain dynamic")

@@ -182,7 +182,7 @@ def interleaved_sweep(
     """
     # A later worker's set-up is compiling (one core: TORCHINDUCTOR_COMPILE_THREADS=1), so as many
     # set up at once as there are cores; its few first-pass steps are all it runs on its threads.
-    with Fleet(WORKER, timeout, 1, on_status) as fleet:
+    with Fleet(WORKER, timeout, 1, on_status, sides.envs()) as fleet:
         parts = [ModePart(m, workers[m.side], member_env(fleet, m, workers[m.side]), on_status)
                  for m in members]  # fmt: skip
         ratios = partial(comparisons, sides=sides)

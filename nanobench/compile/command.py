@@ -56,6 +56,9 @@ def compile_command(
     no_slower: o.NoSlower = D.no_slower,
     margin: o.Margin = D.margin,
     tries: o.Try = D.tries,
+    python: o.Python = D.python,
+    vs_python: o.VsPython = D.vs_python,
+    vs_env: o.VsEnv = D.vs_env,
     export_json: o.ExportJson = D.export_json,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
@@ -110,6 +113,9 @@ def compile_command(
             no_slower=no_slower,
             margin=margin,
             tries=tries,
+            python=python,
+            vs_python=vs_python,
+            vs_env=vs_env,
             export_json=export_json,
         ).validate()
         names_checked(spec)

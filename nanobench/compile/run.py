@@ -21,7 +21,7 @@ from nanobench.compile.rows import CompileRow, derive
 from nanobench.compile.sides import worker_specs
 from nanobench.compile.spec import CompileSpec, WorkerSpec
 from nanobench.compile.traces import render_trace, trace_root
-from nanobench.compile.vs import changes, held_to_plain, saved_changes
+from nanobench.compile.vs import changes, held_to_base, saved_changes
 from nanobench.harness.cli.console import stdout_console
 from nanobench.harness.cli.validate import out_dir
 from nanobench.harness.runs.export import export_compile
@@ -63,7 +63,7 @@ class CompileKind(RunKind):
         return derive(with_dynamic_row(rows), self.spec.horizon, windows, level, history)
 
     def across(self, rows: list[CompileRow]) -> list[CompileRow]:
-        return held_to_plain(rows, self.sides, self.dtype)
+        return held_to_base(rows, self.sides, self.dtype)
 
     def why_lines(self, rows, changes=()) -> list[str]:
         failed = [f"{Member(r.side, r.mode)}: {r.status}" for r in rows if r.status != "ok"]

@@ -62,6 +62,7 @@ class CompileSpec(MeasuredSpec):
     BEFORE_BY = "--vs or --vs-path"
     KNOBBED = "a compiled mode; add dynamic or static to --modes"
     BORROW_WHY = "eager off reads no knob: a knob side's speedup and breakeven are over plain's"
+    OWNS = ("TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO", "TORCH_TRACE")  # `bench.cache_env`, --trace
     KNOB_UNGATED = {
         "speedup": "--no-slower speedup with --try: a knob's speedup change is its step time's, "
         "inverted (both over plain's off); use --no-slower step_ms"
@@ -140,6 +141,7 @@ class CompileSpec(MeasuredSpec):
                 lambda b: (
                     f"compiled decode{after} (after) vs {b.spec.target or b.spec.path} (before)"
                 ),
+                f"compiled decode{of}",
             ),
             # A target of the user's own takes no --model: the title names the target alone.
             model=self.model if not self.target or self.target in BUILTINS else None,

@@ -195,16 +195,17 @@ def saved_changes(old, new) -> tuple[list[Change], dict]:
     return found, {}
 
 
-def held_to_plain(rows: list[CompileRow], sides: Sides, dtype: str) -> list[CompileRow]:
-    """Each knob side's rows with their first pass's output held against its lender's in the
-    same mode: beyond the dtype's tolerance, the row fails saying so (`output_check`)."""
+def held_to_base(rows: list[CompileRow], sides: Sides, dtype: str) -> list[CompileRow]:
+    """Each row of a side that runs the same step as another (a knob's, plain; another
+    environment's, before) with its first pass's output held against that side's in the same
+    mode: beyond the dtype's tolerance, the row fails saying so (`output_check`)."""
     by = {(r.side, r.mode): r for r in rows}
     out = []
     for r in rows:
-        lender = sides[r.side].lender
-        base = by.get((lender, r.mode)) if lender else None
+        held_to = sides[r.side].held_to
+        base = by.get((held_to, r.mode)) if held_to else None
         said = ""
         if r.status == "ok" and base is not None and base.status == "ok":
-            said = output_change(base.outputs, r.outputs, dtype)
-        out.append(replace(r, status=f"{said} against {lender} {r.mode}") if said else r)
+            said = output_change(base.outputs, r.outputs, dtype, held_to)
+        out.append(replace(r, status=f"{said} against {held_to} {r.mode}") if said else r)
     return out

@@ -239,7 +239,7 @@ def sweep_sides(
         ready = [r for m, r in rows.items() if m.name != PROBE and r.status == "ok"]
         return round_slices(ready, run, plan, on_status)
 
-    with Fleet(WORKER, timeout, run.threads, on_status) as fleet:
+    with Fleet(WORKER, timeout, run.threads, on_status, sides.envs()) as fleet:
         parts = [
             (ProbePart if m.name == PROBE else SystemPart)(
                 m, runs[m.side], system_env(fleet, run.threads)

@@ -34,6 +34,7 @@ from nanobench.harness.cli.options import (
     Out,
     Processes,
     PromptLen,
+    Python,
     QuietOpt,
     RelCi,
     Rounds,
@@ -44,7 +45,9 @@ from nanobench.harness.cli.options import (
     Timeout,
     Try,
     VsDtype,
+    VsEnv,
     VsModel,
+    VsPython,
     WidthMultiple,
 )
 from nanobench.harness.cli.registry import TIMED, Command
@@ -80,6 +83,9 @@ def decode_command(
     no_slower: NoSlower = DecodeSpec.no_slower,
     margin: Margin = DecodeSpec.margin,
     tries: Try = DecodeSpec.tries,
+    python: Python = DecodeSpec.python,
+    vs_python: VsPython = DecodeSpec.vs_python,
+    vs_env: VsEnv = DecodeSpec.vs_env,
     json_mode: JsonOpt = False,
     check: CheckOpt = False,
     quiet: QuietOpt = False,
@@ -130,6 +136,9 @@ def decode_command(
         no_slower=no_slower,
         margin=margin,
         tries=tries,
+        python=python,
+        vs_python=vs_python,
+        vs_env=vs_env,
     )
     with run_command(quiet) as status:
         spec = names_checked(spec)

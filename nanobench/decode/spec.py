@@ -51,6 +51,8 @@ class DecodeSpec(MeasuredSpec):
     BEFORE_BY = "--vs-model or --vs-dtype"
     KNOBBED = f"a compiled system; add one of {', '.join(COMPILED_SYSTEMS)} to --systems"
     BORROW_WHY = "a knob side's floor and references (eager, transformers) are plain's"
+    OWNS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS",
+            "TRANSFORMERS_VERBOSITY")  # `bench.worker_env`  # fmt: skip
 
     def members(self) -> tuple[str, ...]:
         """Each system and the side's roofline probe, set up first."""
@@ -116,6 +118,7 @@ class DecodeSpec(MeasuredSpec):
                     f"decode of {self.model} {run.dtype} (after) vs {b.spec.model} "
                     f"{runs[b.name].dtype} (before)"
                 ),
+                "decode",
             ),
             # each side's model is in the words of a before-and-after run
             model=sides.worded(self.model, lambda knobs: self.model, lambda b: None),

@@ -81,7 +81,7 @@ def profiled_sweep(spec: ProfileSpec, sides: Sides, workers: dict[str, WorkerSpe
     """Every side's modes in one fleet: each profiled by its first worker (on its row to
     `listener`), then all timed without the profiler in interleaved rounds, as compile times
     them."""
-    with Fleet(WORKER, spec.timeout, 1, on_status) as fleet:
+    with Fleet(WORKER, spec.timeout, 1, on_status, sides.envs()) as fleet:
         parts = parts_of(fleet, spec, sides, workers, on_status)
         ratios = partial(comparisons, sides=sides)
         fleets.sweep(fleet, parts, plan, spec.processes, listener, ratios)

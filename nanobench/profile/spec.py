@@ -31,6 +31,10 @@ class ProfileSpec(CompileSpec):
     top: int = 8  # kernels a mode's table shows (the CSV has all)
     max_overhead_share: float | None = None  # --check: the host's share of a compiled step
 
+    # compile's, and the variables that name Inductor's kernels to the profiler (`bench.PROFILE_ENV`)
+    OWNS = (*CompileSpec.OWNS, "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE",
+            "TORCHINDUCTOR_UNIQUE_KERNEL_NAMES")  # fmt: skip
+
     def checked(self) -> ProfileSpec:
         """Compile's rules, then profile's own."""
         checked = CompileSpec.checked(self)
@@ -52,6 +56,7 @@ class ProfileSpec(CompileSpec):
                 what,
                 lambda knobs: f"{what}: knobs {knobs} against plain torch.compile",
                 lambda b: f"{what} (after) vs {b.spec.target} (before)",
+                what,
             ),
             model=self.model if not self.target or self.target in BUILTINS else None,
             device=self.device,

@@ -63,7 +63,7 @@ class StartupKind(RunKind):
     def compare_report(self, run: MeasuredRun, rows, found, changed, head):
         return self.figure(run, rows, head), partial(
             render_changes, stdout_console(), as_dicts(changed), self.public(rows), found,
-            head, self.starts.elapsed, self.sides.labels)  # fmt: skip
+            head, self.starts.elapsed, self.sides.labels, run.differences)  # fmt: skip
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         return self.figure(run, rows, head), partial(

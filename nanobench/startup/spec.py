@@ -54,6 +54,8 @@ class StartupSpec(MeasuredSpec):
     COMPARED_BY = "--vs or --try"
     KNOBBED = "a compiled mode; add dynamic or static to --modes"
     BORROW_WHY = "eager off reads no knob: it starts once, on plain's side"
+    OWNS = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE",
+            "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO")  # `caches.start_env`  # fmt: skip
     ALONE_ONLY = {
         "artifacts": "--artifacts with {by}: each side's hot start loads its own cold start's "
         "artifacts; drop --artifacts",
@@ -124,6 +126,7 @@ class StartupSpec(MeasuredSpec):
                 f"startup{of}",
                 lambda knobs: f"startup{of}: knobs {knobs} against plain torch.compile",
                 lambda b: f"startup{of} (after) vs {b.spec.target} (before)",
+                f"startup{of}",
             ),
             model=self.model if not self.target or self.target in BUILTINS else None,
             device=self.device,

@@ -84,7 +84,8 @@ class Starts:
         def status(text: str) -> None:
             self.status(f"{count} {text}")
 
-        env = start_env(roots.cache(job.mode, job.run, job.kind, side), spec.pgo)
+        where = self.sides[side].env
+        env = where.over(start_env(roots.cache(job.mode, job.run, job.kind, side), spec.pgo))
         status(f"{tag}: starting a fresh process")
         launched = time.time()
         ready = run_fresh(
@@ -93,6 +94,7 @@ class Starts:
             timeout=spec.timeout,
             env=env,
             on_progress=lambda e: status(f"{tag}: first pass, step {e['step']}/{e['steps']}"),
+            python=where.python,
         )
         wall = time.time() - launched
         if ready.get("status", "ok") != "ok" or "stamps" not in ready:

@@ -77,6 +77,26 @@ def parse_listed(text: str | Names) -> Names:
     return Names(x.strip() for x in str(text).split(",") if x.strip())
 
 
+class Pairs(tuple):
+    """Comma-separated KEY=VALUE settings, parsed: `A=1,B=x` -> (("A", "1"), ("B", "x"))."""
+
+
+def parse_pairs(text: str | Pairs) -> Pairs:
+    """KEY=VALUE[,KEY=VALUE]: each KEY a variable's name, given once; a VALUE may be empty."""
+    if isinstance(text, tuple | list):  # the default, or already parsed
+        return Pairs(text)
+    pairs = []
+    for item in (x.strip() for x in str(text).split(",") if x.strip()):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not key.strip().replace("_", "").isalnum():
+            raise typer.BadParameter(f"{item!r}: expected KEY=VALUE (a variable's name, then =)")
+        pairs.append((key.strip(), value))
+    keys = [k for k, _ in pairs]
+    if not pairs or len(set(keys)) != len(keys):
+        raise typer.BadParameter(f"{text!r}: expected KEY=VALUE[,KEY=VALUE], each KEY once")
+    return Pairs(pairs)
+
+
 def _ints(help_text: str, *decls: str):
     return typer.Option(*decls, parser=parse_ints, metavar="N,N,...", help=help_text)
 
@@ -142,6 +162,30 @@ Try = Annotated[
         "(docs/knobs.md).",
     ),
 ]
+Python = Annotated[
+    str,
+    typer.Option(
+        "--python", metavar="PATH",
+        help="Run every worker under this interpreter (it needs this nanobench: the run says "
+        "how to install it there).",
+    ),
+]  # fmt: skip
+VsPython = Annotated[
+    str,
+    typer.Option(
+        "--vs-python", metavar="PATH",
+        help="The after side, in the same run: the same step under this interpreter (before: "
+        "--python's, or this one).",
+    ),
+]  # fmt: skip
+VsEnv = Annotated[
+    Pairs,
+    typer.Option(
+        "--vs-env", parser=parse_pairs, metavar="KEY=VALUE,...",
+        help="The after side, in the same run: the same step with these variables set for its "
+        "workers (ATEN_CPU_CAPABILITY=default, OMP_NUM_THREADS=1, LD_PRELOAD=...).",
+    ),
+]  # fmt: skip
 VsPath = Annotated[
     Literal[DECODE_PATHS] | None,
     typer.Option("--vs-path", help="The before side: the engine on this --path (after: --path)."),

@@ -3,7 +3,8 @@
 What it is: `EnvRecord` (frozen: schema version, nanobench version and git commit, torch,
 triton and transformers versions, CPU model, cores, torch threads, the CPU capability ATen
 dispatches to, CUDA device and driver, argv, and the machine's load before and after the run:
-1-minute load average and the cores other processes kept busy, `nanobench.harness.workers.load`),
+1-minute load average and the cores other processes kept busy, `nanobench.harness.workers.load`;
+and, where a side ran elsewhere, each side's interpreter and versions, `environments.Probed`),
 `collect_env(threads, argv)`, `with_load(record, before, after)` and `write_env(path,
 record)`, which writes `<out>/<command>-env.json` whole or not at all.
 What it is not: a check. Nothing here refuses to run; a missing piece is null.
@@ -25,7 +26,7 @@ import nanobench
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.workers.inductor_cache import cpu_model
 
-SCHEMA_VERSION = 2  # 2: the load before and after the run
+SCHEMA_VERSION = 3  # 2: the load before and after the run; 3: each side's environment
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class EnvRecord:
     others_cores_before: float | None = None  # cores other processes kept busy before timing
     load_avg_1m_after: float | None = None
     others_cores_after: float | None = None
+    # by side name, what its interpreter answered (`environments.Probed`), where a side's
+    # workers ran under another interpreter or the user's variables; None: all ran here
+    sides: dict | None = None
 
 
 def _version(module: str) -> str | None:

@@ -62,6 +62,7 @@ def records(
     backend_of,
     extra_info: Mapping,
     label: str = "mode",
+    by_side: Mapping[str, Mapping] | None = None,
 ) -> list[dict]:
     """One record per (row, metric) the row measured; `model_of(row)` and `backend_of(row)` name
     its model and backend, and
@@ -73,6 +74,7 @@ def records(
         bench_info = {**extra_info, label: row.get(label)}
         if row.get("side"):
             bench_info["side"] = row["side"]
+            bench_info.update((by_side or {}).get(row["side"], {}))
         for field, metric, ends in metrics:
             value = row.get(field)
             if value is None:
@@ -129,6 +131,13 @@ def run_info(spec, record, **more) -> dict:
     }
 
 
+def environments_of(record) -> dict[str, dict]:
+    """Each side's environment where a side ran elsewhere (`EnvRecord.sides`): what its own
+    records carry in place of the run's torch version."""
+    keep = ("python", "torch_version", "triton_version", "aten_cpu_capability", "variables")
+    return {side: {k: found[k] for k in keep} for side, found in (record.sides or {}).items()}
+
+
 def knobbed(sides, row: Mapping, backend: str) -> str:
     """A row's backend, with its side's knob where it has one: "inductor dynamic cpp-wrapper"."""
     knob = sides[row.get("side", "")].knob
@@ -153,6 +162,7 @@ def export_compile(spec, sides, dtype: str, rows, record) -> Path:
             "eager" if r["mode"] == "off" else knobbed(sides, r, f"{spec.backend} {r['mode']}")
         ),
         extra_info=info,
+        by_side=environments_of(record),
     )
     return write_records(spec.export_json, found)
 
@@ -171,6 +181,7 @@ def export_decode(spec, sides, dtype: str, rows, record) -> Path:
         backend_of=lambda r: knobbed(sides, r, r["system"]),
         extra_info=info,
         label="system",
+        by_side=environments_of(record),
     )
     return write_records(spec.export_json, found)
 
@@ -189,7 +200,7 @@ def export_startup(spec, sides, dtype: str, rows, record) -> Path:
         runs = sorted(runs, key=lambda r: r["run"])
         info = {**run_info(spec, record), "mode": mode, "start": kind, "runs": len(runs)}
         if side:
-            info["side"] = side
+            info.update(side=side, **environments_of(record).get(side, {}))
         model = sides[side].spec.target or sides[side].spec.model
         for field, metric, _ in STARTUP_METRICS:
             values = [r[field] for r in runs if r.get(field) is not None]

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from nanobench.harness.runs.code_identity import CodeIdentity
@@ -62,6 +62,13 @@ class KeyFacts:
     def key(self) -> str:
         doc = json.dumps(asdict(self), sort_keys=True, default=str)
         return hashlib.sha256(doc.encode()).hexdigest()[:20]
+
+    def elsewhere(self, found) -> KeyFacts:
+        """These facts for a run whose workers ran under another interpreter or variables
+        (`environments.Probed`): its torch, its interpreter and its variables key it."""
+        machine = {**self.machine, "torch": found.torch_version, "python": found.python,
+                   "variables": [list(v) for v in found.variables]}  # fmt: skip
+        return replace(self, machine=machine)
 
     @classmethod
     def from_json(cls, doc: dict) -> KeyFacts:

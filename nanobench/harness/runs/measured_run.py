@@ -27,6 +27,7 @@ from pathlib import Path
 from nanobench.harness.cli.console import interrupted, say_warning
 from nanobench.harness.cli.validate import out_dir, out_file
 from nanobench.harness.errors import BadInput
+from nanobench.harness.runs import environments
 from nanobench.harness.runs.change import Change, comparison_gates
 from nanobench.harness.runs.env_record import collect_env, with_load, write_env
 from nanobench.harness.runs.eta import announce
@@ -57,6 +58,8 @@ class MeasuredRun:
     _looked: tuple | None = field(default=None, init=False, repr=False)
     where: Path = field(init=False)
     record: object = field(init=False)
+    probed: dict = field(default_factory=dict)  # each side's environment, where one is elsewhere
+    differences: list[str] = field(default_factory=list)  # what differs between them, a line each
 
     def __post_init__(self) -> None:
         spec = self.kind.spec
@@ -71,11 +74,18 @@ class MeasuredRun:
         return self.where / f"{self.kind.command}{suffix}.{ext}"
 
     def open(self, look: Callable | None = None) -> None:
-        """The env record, with the load seen before timing (`look` returns it and the crowded
-        note; without one, a plain sample)."""
+        """Each side's environment asked for, what differs said; the env record, with the
+        load seen before timing (`look` returns it and the crowded note; without one, a plain
+        sample)."""
         from nanobench.harness.workers import load
 
+        self.probed = environments.probed(self.kind.sides)
+        self.differences = environments.differences(self.probed)
+        if self.differences and not getattr(self.status, "quiet", False):
+            sys.stderr.write("".join(f"{line}\n" for line in self.differences))
         record = collect_env(self.kind.spec.threads, sys.argv)
+        if self.probed:
+            record = replace(record, sides={s: asdict(p) for s, p in self.probed.items()})
         before, self.note = look(record.threads) if look else (load.sample_load(), None)
         self.record = with_load(record, before)
         write_env(self.path("-env", "json"), self.record)
@@ -168,6 +178,9 @@ class MeasuredRun:
         if kind.history is None or not kind.spec.history or self.kind.sides.compared:
             return None
         self.store, self.facts = RunHistory(), kind.history_keys()
+        if self.probed:  # a plain run under --python: its interpreter's versions key it
+            found = next(iter(self.probed.values()))
+            self.facts = {k: f.elsewhere(found) for k, f in self.facts.items()}
         self.history = kind.history.load(self.store, self.facts)
         return kind.history.by_comparison(self.history)
 

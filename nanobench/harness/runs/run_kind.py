@@ -133,7 +133,7 @@ class RunKind(SavedKind):
         path = run.where / "compare.png"
         png = draw_compare(self.public(rows), path, head, self.panels or COMPILE_PANELS)
         unsafe = [line for knob in self.sides.knobs for line in unsafe_of(knob)]
-        notes = unsafe + self.sides.borrowed() + self.why_lines(rows, changes)
+        notes = run.differences + unsafe + self.sides.borrowed() + self.why_lines(rows, changes)
         return png, partial(render_changes, stdout_console(), as_dicts(changes), gates, head,
                             notes, self.sides.labels)  # fmt: skip
 

@@ -4,7 +4,8 @@ What it is: `MeasuredSpec`, the frozen base of `compile`'s, `decode`'s, `startup
 `profile`'s specs: the fields `MeasuredRun` reads (where outputs go, threads, history, the
 comparison's gates) and the comparison's own options (`tries`; a side's `knob`), with what a
 command says of itself to build its sides (`members`, `knob_members`, `before`, `typed_as`,
-and class constants for the columns its gates may name and its error lines), and `validate`,
+and class constants for the columns its gates may name, the variables its workers are given
+and its error lines), the workers' environment (`python`, `vs_python`, `vs_env`), and `validate`,
 the one meaning it has in every command: the command's own rules across options (`checked`),
 then the comparison's, returning the spec the run uses.
 What it is not: the sides themselves (`sides.Sides`, built from this once a run), an option's
@@ -15,6 +16,7 @@ importing this loads no torch.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -23,6 +25,7 @@ from nanobench.harness.runs.change import check_columns
 from nanobench.harness.runs.sides import Sides
 from nanobench.harness.step.knobs import check_backend
 from nanobench.harness.step.knobs import check_sides as check_knob_sides
+from nanobench.harness.workers.environment import owned_by
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class MeasuredSpec:
     margin: float = 0.05
     tries: tuple[str, ...] = ()  # --try: each a side measured against plain (harness.step.knobs)
     knob: str = ""  # this side's knob, set by `Sides.of` alone ("" plain)
+    python: str = ""  # --python: every worker's interpreter ("" this one)
+    vs_python: str = ""  # --vs-python: the after side's interpreter (before: --python's)
+    vs_env: tuple[tuple[str, str], ...] = ()  # --vs-env: (KEY, VALUE) set for the after side
 
     COUNTS: ClassVar[tuple[str, ...]] = ()  # what --no-more may name
     TIMINGS: ClassVar[tuple[str, ...]] = ()  # what --no-slower may name
@@ -52,6 +58,7 @@ class MeasuredSpec:
     ALONE_ONLY: ClassVar[dict[str, str]] = {}
     # timings --no-slower cannot hold a knob to, each with the line that says why
     KNOB_UNGATED: ClassVar[dict[str, str]] = {}
+    OWNS: ClassVar[tuple[str, ...]] = ()  # variables this command's workers get beside SHARED
 
     def members(self) -> tuple[str, ...]:
         """What one side of this spec runs: its modes, its systems."""
@@ -87,6 +94,7 @@ class MeasuredSpec:
         """A comparison's gates need two sides; knobs one comparison a run, a member to act on
         and a backend that reads them; each gate a column the command measures."""
         compared = Sides.of(self).compared
+        self.environment_checked()
         if (self.no_more or self.no_slower) and not compared:
             raise BadInput(f"--no-more and --no-slower compare two sides: give {self.COMPARED_BY}")
         refused = [why for name, why in self.ALONE_ONLY.items() if compared and getattr(self, name)]
@@ -105,3 +113,30 @@ class MeasuredSpec:
             check_backend(self.tries, self.backend)
         check_columns("--no-more", self.no_more, self.COUNTS)
         check_columns("--no-slower", self.no_slower, self.TIMINGS)
+
+    def environment_checked(self) -> None:
+        """Interpreters that are files to run; another environment one comparison a run; no
+        variable the command's workers are given by nanobench (`environment.owned_by`)."""
+        for option, path in (("--python", self.python), ("--vs-python", self.vs_python)):
+            check_interpreter(option, path)
+        if not (self.vs_python or self.vs_env):
+            return
+        other = "--try" if self.tries else self.BEFORE_BY if self.before() is not None else ""
+        if other:
+            raise BadInput(f"--vs-python and --vs-env with {other}: one comparison a run; "
+                           "measure the environments on one side")  # fmt: skip
+        owned = owned_by(self.OWNS, self.threads)
+        for key, _ in self.vs_env:
+            if key in owned:
+                raise BadInput(f"--vs-env {key}: nanobench sets it for its workers ({owned[key]})")
+
+
+def check_interpreter(option: str, path: str) -> None:
+    """An interpreter option names a file this user may run (whether it is Python, and has
+    nanobench, its probe says: `harness.runs.environments`)."""
+    if not path:
+        return
+    if not os.path.isfile(path):
+        raise BadInput(f"{option} {path}: no such file; expected a Python interpreter's path")
+    if not os.access(path, os.X_OK):
+        raise BadInput(f"{option} {path}: not executable; expected a Python interpreter's path")

@@ -1,9 +1,10 @@
 """The sides of a measured run: one frozen comparison value, built once and read everywhere.
 
 What it is: `Side` (one variant of the run: its name as rows and members carry it, its own spec,
-the members it runs, the knob it applies, the members it borrows from another side and why, and
-the options the user typed for it) and `Sides` (the run's kind: a plain run, before and after,
-or knobs against plain; its sides in order; the pairs compared, (base, other); the side whose
+the members it runs, the knob it applies, the members it borrows from another side and why, the
+options the user typed for it, the environment its workers run in and the side whose output it
+must match) and `Sides` (the run's kind: a plain run, before and after, knobs against plain, or
+one step in two environments; its sides in order; the pairs compared, (base, other); the side whose
 settings name the run; the change table's two column names), built by `Sides.of(spec)` from
 the shared spec block (`run_spec.MeasuredSpec`), and what every reader asks of it: a side's
 members and the ones it borrows, a change's and a ratio's name, the order sides take, each
@@ -22,10 +23,12 @@ from typing import Any
 
 from nanobench.harness.errors import BadInput
 from nanobench.harness.step.knobs import PLAIN
+from nanobench.harness.workers.environment import WorkerEnv
 from nanobench.harness.workers.member import Member
 
 # The kinds of comparison a run can be; each is built by `Sides.of` alone.
 ALONE, BEFORE_AFTER, KNOBS = "alone", "before and after", "knobs"
+ENVIRONMENTS = "environments"  # the same step before and after, the after side's workers elsewhere
 BEFORE, AFTER = "before", "after"  # a before-and-after run's sides, in the order they set up
 
 
@@ -47,6 +50,8 @@ class Side:
     borrows: tuple[str, ...] = ()  # the members it reads from the lender instead of running
     why: str = ""  # why it borrows them
     typed_as: tuple[tuple[str, str], ...] = ()  # (option, as the user typed it for this side)
+    env: WorkerEnv = WorkerEnv()  # the interpreter and variables its workers run under
+    held_to: str = ""  # the side whose output it must match: it runs the same step ("" none)
 
     def lent(self) -> list[Member]:
         """The lender's members this side's rows are derived against."""
@@ -68,19 +73,25 @@ class Sides:
         """The run's sides from its spec's shared block: plain and each --try knob (a knob side
         runs what a knob acts on and borrows plain's other members), the before side the spec
         names and the after side, or the run alone."""
+        here = WorkerEnv(spec.python)
         if spec.tries:
             own = tuple(spec.knob_members())
             borrowed = tuple(n for n in spec.members() if n not in own)
-            knobs = tuple(Side(k, replace(spec, knob=k), own, k, PLAIN, borrowed, spec.BORROW_WHY)
-                          for k in spec.tries)  # fmt: skip
-            plain = Side(PLAIN, spec, tuple(spec.members()))
+            knobs = tuple(Side(k, replace(spec, knob=k), own, k, PLAIN, borrowed, spec.BORROW_WHY,
+                               env=here, held_to=PLAIN) for k in spec.tries)  # fmt: skip
+            plain = Side(PLAIN, spec, tuple(spec.members()), env=here)
             return cls(KNOBS, (plain, *knobs), tuple((PLAIN, k) for k in spec.tries), PLAIN,
                        (PLAIN, "knob"))  # fmt: skip
+        if spec.vs_python or spec.vs_env:
+            there = WorkerEnv(spec.vs_python or spec.python, spec.vs_env)
+            sides = (Side(BEFORE, spec, tuple(spec.members()), env=here),
+                     Side(AFTER, spec, tuple(spec.members()), env=there, held_to=BEFORE))  # fmt: skip
+            return cls(ENVIRONMENTS, sides, ((BEFORE, AFTER),), AFTER)
         before = spec.before()
         if before is None:
-            return cls(ALONE, (Side("", spec, tuple(spec.members())),))
-        sides = (Side(BEFORE, before, tuple(before.members()), typed_as=spec.typed_as()),
-                 Side(AFTER, spec, tuple(spec.members())))  # fmt: skip
+            return cls(ALONE, (Side("", spec, tuple(spec.members()), env=here),))
+        sides = (Side(BEFORE, before, tuple(before.members()), typed_as=spec.typed_as(), env=here),
+                 Side(AFTER, spec, tuple(spec.members()), env=here))  # fmt: skip
         return cls(BEFORE_AFTER, sides, ((BEFORE, AFTER),), AFTER)
 
     @property
@@ -102,6 +113,15 @@ class Sides:
     def knobs(self) -> tuple[str, ...]:
         return tuple(s.knob for s in self.sides if s.knob)
 
+    def envs(self) -> dict[str, WorkerEnv]:
+        """Each side's interpreter and variables, by its name: what the fleet starts it with."""
+        return {s.name: s.env for s in self.sides}
+
+    @property
+    def elsewhere(self) -> bool:
+        """Some side's workers run under another interpreter or with the user's variables."""
+        return any(not s.env.default for s in self.sides)
+
     def planned(self) -> list[Member]:
         """Every side's own members, side by side in order: what the run measures."""
         return [Member(s.name, n) for s in self.sides for n in s.members]
@@ -118,21 +138,26 @@ class Sides:
     def change_name(self, other: str, name: str) -> str:
         """A change's member: its name alone before and after ("dynamic"), with its knob in a
         knob run ("cpp-wrapper dynamic")."""
-        return name if self.kind == BEFORE_AFTER else str(Member(other, name))
+        return str(Member(other, name)) if self.kind == KNOBS else name
 
     def ratio_name(self, member: Member, base: Member) -> str:
         """The stop rule's name for a member's change against its base's."""
-        if self.kind == BEFORE_AFTER:
+        if self.kind != KNOBS:
             return f"{member.name} {AFTER}/{BEFORE}"
         return f"{member} / {base.side}"
 
-    def worded(self, alone, knobs: Callable[[str], object], before_after: Callable[[Side], object]):
+    def worded(self, alone, knobs: Callable[[str], object], before_after: Callable[[Side], object],
+               environments: str = ""):  # fmt: skip
         """A command's words for each kind, the one this run is picked: `alone`, `knobs(names)`
-        of the knobs against plain, or `before_after(before)` of the before side."""
+        of the knobs against plain, `before_after(before)` of the before side, or, for two
+        environments, the step's words (`environments`) with each side's environment (`alone`
+        where none are given: the step is the same on both sides)."""
         if self.kind == KNOBS:
             return knobs(", ".join(self.knobs))
         if self.kind == BEFORE_AFTER:
             return before_after(self[BEFORE])
+        if self.kind == ENVIRONMENTS and environments:
+            return f"{environments}: {self[AFTER].env} (after) vs {self[BEFORE].env} (before)"
         return alone
 
     def order(self, member: Member) -> int:

@@ -38,9 +38,10 @@ def fingerprint(out) -> list[list[float]] | None:
     return [[round(v, 6) for v in r] for r in torch.cat([token, top], -1).tolist()]
 
 
-def output_change(plain: list | None, tried: list | None, dtype: str) -> str:
-    """The first step where the tried side's output left the plain side's by more than the
-    dtype's tolerance, in one line; "" when they agree (or either side has no output)."""
+def output_change(plain: list | None, tried: list | None, dtype: str, base: str = "plain") -> str:
+    """The first step where the tried side's output left the `base` side's (plain's, or the
+    before environment's) by more than the dtype's tolerance, in one line; "" when they agree
+    (or either side has no output)."""
     if not plain or not tried:
         return ""
     tol = tolerance(dtype)
@@ -48,7 +49,7 @@ def output_change(plain: list | None, tried: list | None, dtype: str) -> str:
         if a is None or b is None:
             return ""
         if [len(r) for r in a] != [len(r) for r in b]:
-            return f"output changed: step {step}'s output is another shape than plain's"
+            return f"output changed: step {step}'s output is another shape than {base}'s"
         scale = max(max(abs(v) for r in a for v in r[1:]), 1e-12)
         flipped = False
         for row, (ra, rb) in enumerate(zip(a, b)):

@@ -1,7 +1,7 @@
 """One fleet of live workers: what `compile`'s sweep and `decode`'s share, written once.
 
 What it is: `Fleet`, the workers of one run by member (a mode, a system, the roofline probe),
-each member's in process order, with each worker's set-up seconds (`setup_s`). Its steps: `first` (a member's first worker, set up alone: its
+each member's in process order, each started in its side's environment (`WorkerEnv`), with each worker's set-up seconds (`setup_s`). Its steps: `first` (a member's first worker, set up alone: its
 ready row is the member's set-up facts, compile seconds, first pass), `later` (every member's
 workers 2..N, set up side by side as the cores allow, `fresh.start_side_by_side`), `rounds`
 (each member's rounds dealt over its workers, `rounds.spread_over`, the members taking turns,
@@ -33,6 +33,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
+from nanobench.harness.workers.environment import WorkerEnv
 from nanobench.harness.workers.fresh import LiveWorker, start_side_by_side
 from nanobench.harness.workers.member import Member, as_member
 from nanobench.harness.workers.rounds import (
@@ -77,10 +78,13 @@ class Fleet:
     """The live workers of one run, by member; a context manager that kills and cleans up."""
 
     def __init__(
-        self, module: str, timeout: float, threads: int, on_status: Callable[[str], None]
-    ) -> None:
-        # `threads`: the cores one worker's set-up occupies, so later ones set up side by side
+        self, module: str, timeout: float, threads: int, on_status: Callable[[str], None],
+        envs: dict[str, WorkerEnv] | None = None,
+    ) -> None:  # fmt: skip
+        # `threads`: the cores one worker's set-up occupies, so later ones set up side by side;
+        # `envs`: each side's interpreter and variables, by its name (none: this one's, as is)
         self.module, self.timeout, self.threads = module, timeout, threads
+        self.envs = envs or {}
         self.on_status = on_status
         self.workers: dict[Member, list[LiveWorker]] = {}
         self.dirs: list[str] = []
@@ -115,7 +119,9 @@ class Fleet:
         """Worker `process` of `name`, registered before it is waited for."""
         self.on_status(f"{tag(name, process)}: {doing}")
         self._spawned[(name, process)] = time.monotonic()
-        worker = LiveWorker(self.module, payload, env=env, on_progress=on_progress)
+        where = self.envs.get(name.side, WorkerEnv())
+        worker = LiveWorker(self.module, payload, env=where.over(env), on_progress=on_progress,
+                            python=where.python)  # fmt: skip
         self.workers.setdefault(name, []).append(worker)
         return worker
 

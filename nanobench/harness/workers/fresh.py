@@ -1,6 +1,7 @@
 """Fresh processes: run measurements in spawned interpreters and keep whatever they return.
 
-What it is: the coordinator side, `run_fresh(module, spec, timeout)` (spawn `python -m module`,
+What it is: the coordinator side, `run_fresh(module, spec, timeout)` (spawn `python -m module`
+under this interpreter or another,
 send the spec, relay progress, return its result row) and `LiveWorker` (the same process kept
 alive: the spec first, then one request at a time, each answered with one reply); and the worker
 side, `serve_main(open_session)` (JSON lines on stdin and stdout: the spec, then requests until
@@ -53,9 +54,10 @@ class LiveWorker:
         *,
         env: dict[str, str] | None = None,
         on_progress: Callable[[dict], None] | None = None,
+        python: str = "",
     ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module],
+            [python or sys.executable, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -210,9 +212,11 @@ def run_fresh(
     timeout: float,
     env: dict[str, str] | None = None,
     on_progress: Callable[[dict], None] | None = None,
+    python: str = "",
 ) -> dict:
-    """The spec, no requests, the final row: one measurement in one fresh process."""
-    worker = LiveWorker(module, spec, env=env, on_progress=on_progress)
+    """The spec, no requests, the final row: one measurement in one fresh process (under
+    `python`, "" this interpreter)."""
+    worker = LiveWorker(module, spec, env=env, on_progress=on_progress, python=python)
     try:
         return worker.close(timeout)
     except BaseException:
