@@ -115,8 +115,10 @@ def test_a_variable_nothing_reads_leaves_both_sides_ok_and_the_table_says_it(tmp
     assert "factory: NB_NOTHING_READS_THIS=1 (after) vs this environment (before)" in text
     assert "set for after: NB_NOTHING_READS_THIS=1" in text
     with open(tmp_path / "out" / "compile.csv") as f:
-        assert {r["side"]: r["status"] for r in csv.DictReader(f)} == {"before": "ok",
-                                                                       "after": "ok"}
+        assert {r["side"]: r["status"] for r in csv.DictReader(f)} == {
+            "before": "ok",
+            "after": "ok",
+        }
 
 
 def test_a_side_reports_what_its_interpreter_itself_prints_under_its_variables():
@@ -130,10 +132,14 @@ def test_a_side_reports_what_its_interpreter_itself_prints_under_its_variables()
     assert [found.torch_version, found.aten_cpu_capability] == itself == [itself[0], "DEFAULT"]
     assert found.protocol == PROTOCOL and found.python == sys.executable
     here = probe("--python", WorkerEnv())
-    assert differences({"before": here, "after": found})[:2] == [
-        "set for after: ATEN_CPU_CAPABILITY=default",
-        f"CPU capability: {here.aten_cpu_capability} (before), DEFAULT (after)",
-    ] or here.aten_cpu_capability == "DEFAULT"
+    assert (
+        differences({"before": here, "after": found})[:2]
+        == [
+            "set for after: ATEN_CPU_CAPABILITY=default",
+            f"CPU capability: {here.aten_cpu_capability} (before), DEFAULT (after)",
+        ]
+        or here.aten_cpu_capability == "DEFAULT"
+    )
 
 
 def bare_venv(where: Path) -> Path:
@@ -227,3 +233,18 @@ def test_a_plain_run_under_another_interpreter_keeps_a_history_of_its_own():
     moved = facts.elsewhere(there)
     assert moved.key() != facts.key() and moved.machine["torch"] == "2.14.1"
     assert moved.machine["python"] == "/x/python"
+
+
+def test_a_run_in_one_other_environment_records_its_versions_as_the_runs_own():
+    """What `compare` reads of two saved runs is the env record's top level: a --python run's
+    must be the interpreter's that ran the workers, not the coordinator's."""
+    from nanobench.harness.runs.env_record import collect_env
+    from nanobench.harness.runs.environments import recorded
+
+    here = collect_env(0, [])
+    there = Probed("/x/python", "3.11", PROTOCOL, "0.1", "/x", "2.14.1", "3.8.0", None, "AVX2", 2)
+    alone = recorded(here, {"": there})
+    assert (alone.torch_version, alone.triton_version) == ("2.14.1", "3.8.0")
+    assert alone.sides[""]["python"] == "/x/python"
+    both = recorded(here, {"before": probe("--python", WorkerEnv()), "after": there})
+    assert both.torch_version == here.torch_version and set(both.sides) == {"before", "after"}

@@ -92,7 +92,8 @@ def check_comparable(old: SavedRun, new: SavedRun) -> None:
                        "compare reads two runs of one command")  # fmt: skip
     for run in (old, new):
         if saved_before_and_after({getattr(r, "side", "") for r in run.rows}):
-            raise BadInput(f"{run.where}: a --vs run is a comparison already (its "
+            raise BadInput(f"{run.where}: a --vs (or --vs-python, --vs-env) run is a comparison "
+                           f"already (its "
                            f"{run.command}-changes.csv)")  # fmt: skip
 
 

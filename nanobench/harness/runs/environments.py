@@ -22,7 +22,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from nanobench.harness.errors import BadInput
@@ -139,6 +139,19 @@ def differences(found: dict[str, Probed]) -> list[str]:
         if len(set(values.values())) > 1:
             lines.append(f"{name}: " + ", ".join(f"{v} ({s})" for s, v in values.items()))
     return lines
+
+
+def recorded(record, found: dict[str, Probed]):
+    """The run's env record (`env_record.EnvRecord`) with each side's environment; where every
+    side ran in one environment (--python alone), its versions are the record's own: what
+    `compare` holds against another run's."""
+    record = replace(record, sides={side: asdict(p) for side, p in found.items()})
+    if len(set(found.values())) > 1:
+        return record
+    one = next(iter(found.values()))
+    same = ("torch_version", "triton_version", "transformers_version", "nanobench_version",
+            "aten_cpu_capability")  # fmt: skip
+    return replace(record, **{k: getattr(one, k) for k in same})
 
 
 def answer() -> dict:

@@ -85,7 +85,7 @@ class MeasuredRun:
             sys.stderr.write("".join(f"{line}\n" for line in self.differences))
         record = collect_env(self.kind.spec.threads, sys.argv)
         if self.probed:
-            record = replace(record, sides={s: asdict(p) for s, p in self.probed.items()})
+            record = environments.recorded(record, self.probed)
         before, self.note = look(record.threads) if look else (load.sample_load(), None)
         self.record = with_load(record, before)
         write_env(self.path("-env", "json"), self.record)
