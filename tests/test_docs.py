@@ -168,3 +168,16 @@ def test_gpu_check_lists_every_package_what_it_runs_imports():
     assert not missing, (
         f"{GPU_CHECK.relative_to(ROOT)} does not list what the GPU check imports: {missing}"
     )
+
+
+def test_the_readmes_install_lines_put_nanobench_on_the_path():
+    """After `make setup`, the README's own lines (the ones that are not `make`) find the
+    checkout's `nanobench` from a shell whose PATH has no `.venv/bin`, as a newcomer's has not."""
+    import subprocess
+
+    block = re.search(r"## Install\n.*?```\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    lines = [ln.split("#")[0].strip() for ln in block.group(1).splitlines()]
+    shell = "; ".join(ln for ln in lines if ln and not ln.startswith("make "))
+    done = subprocess.run(["bash", "-c", f"{shell}; command -v nanobench"], cwd=ROOT,
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert done.stdout.strip() == str(ROOT / ".venv" / "bin" / "nanobench"), done.stderr
