@@ -136,3 +136,15 @@ def test_rounds_from_two_processes_take_the_hierarchical_interval():
     assert got.speedup == pytest.approx(math.sqrt(1.25), abs=1e-4)
     assert got.speedup_low < 1.0 < 1.25 < got.speedup_high
     assert got.worth_compiling == CANT_TELL
+
+
+def test_a_second_process_is_a_warm_start_only_under_a_backend_that_keeps_a_cache():
+    """Under --backend eager nothing is cached for process 2 to read: its compile seconds are a
+    second cold compile (2.88 s against a 0.25 s first, seen by a user as a regression), never
+    a warm start; under Inductor they are."""
+    from nanobench.compile.bench import later_row
+
+    for backend, warm in (("eager", None), ("aot_eager", None), ("inductor", 2.88)):
+        first = CompileRow(mode="dynamic", status="ok", backend=backend, compile_s=0.25)
+        later = CompileRow(mode="dynamic", status="ok", backend=backend, compile_s=2.88)
+        assert later_row(first, later, 2).compile_warm_s == warm, backend

@@ -196,13 +196,19 @@ def member_env(fleet: Fleet, member: Member, spec: WorkerSpec) -> dict[str, str]
     return env
 
 
+# The backends whose compiled output a later process reads back from a cache (Inductor's FX
+# and AOT caches); under any other (eager, aot_eager) a second process compiles cold again.
+CACHED_BACKENDS = ("inductor",)
+
+
 def later_row(row: CompileRow, later: CompileRow, process: int) -> CompileRow:
     """A mode's row once its worker `process` set up: its failure marks the row; process 2's
-    compile seconds are a warm start, measured for free (the first's caches, a fresh process)."""
+    compile seconds are a warm start, measured for free (the first's caches, a fresh process),
+    where the backend keeps a cache: under another, process 2 compiled cold again."""
     status = later_status(row.status, process, later.status)
     if status != row.status:
         return replace(row, status=status)
-    if process == 2 and later.status == "ok":
+    if process == 2 and later.status == "ok" and row.backend in CACHED_BACKENDS:
         return replace(row, compile_warm_s=later.compile_s)
     return row
 
