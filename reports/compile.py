@@ -45,18 +45,18 @@ def what_would_decide(r) -> str:
     return f"; about {more} more rounds would likely decide (--max-rounds)" if more else ""
 
 
-def render_compile(console, rows: list, gates, title: str, notes=()) -> None:
+def render_compile(console, rows: list, gates, title: str, notes=(), *, horizon: int) -> None:
     """The sweep's table, each row's notes (reasons, fall-back, remedies), the run's `notes`
-    (what to measure next), the gates."""
-    console.print(compile_table(rows, title))
-    row_notes(console, rows)
+    (what to measure next), the gates; every "worth it" says the `horizon` (steps) behind it."""
+    console.print(compile_table(rows, title, horizon))
+    row_notes(console, rows, horizon)
     for line in notes:
         console.print(line, markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 
 
-def compile_table(rows: list, title: str) -> Table:
+def compile_table(rows: list, title: str, horizon: int) -> Table:
     """One line per mode: builds, reuse, fall-back, compile s, step ms, speedup, breakeven."""
     # Text, not markup: a target spec such as "step.py:factory: cpu" is not an emoji code.
     table = Table(title=Text(title))
@@ -73,7 +73,7 @@ def compile_table(rows: list, title: str) -> Table:
         "step ms (IQR)",
         "speedup [95%]",
         "breakeven [95%]",
-        "worth it",
+        f"worth it at {horizon:,} steps",
     ):
         table.add_column(col, justify="right")
     for r in rows:
@@ -170,15 +170,15 @@ def why(r) -> list[str]:
     return lines
 
 
-def row_notes(console, rows: list) -> None:
+def row_notes(console, rows: list, horizon: int) -> None:
     """What each row says beyond its cells, one line each, in the order of the rows."""
     for r in rows:
         for line in why(r):
             console.print(line, markup=False)
         if r.worth_compiling == "can't tell at this noise":
             console.print(
-                f"{r.mode}: can't tell whether compiling pays off at this noise"
-                + what_would_decide(r),
+                f"{r.mode}: can't tell whether compiling pays off within {horizon:,} steps "
+                "at this noise" + what_would_decide(r),
                 markup=False,
             )
         if r.worth_compiling_warm is not None and r.compile_warm_s is not None:
@@ -190,7 +190,7 @@ def row_notes(console, rows: list) -> None:
                     if r.breakeven_steps_warm is None
                     else f"{r.breakeven_steps_warm:,.0f} steps"
                 )
-                + f", worth compiling {r.worth_compiling_warm}",
+                + f", worth compiling at {horizon:,} steps {r.worth_compiling_warm}",
                 markup=False,
             )
         if r.suspect:

@@ -115,9 +115,10 @@ def test_the_warm_start_is_priced_beside_the_cold_one():
     from tests.helpers import shown_rows
 
     console = Console(width=200, record=True)
-    render_compile(console, [_, dynamic], [], "t")
+    render_compile(console, [_, dynamic], [], "t", horizon=10_000)
     text = console.export_text()
-    assert shown_rows(text, "mode")["dynamic"]["worth it"] == "no cold / yes warm"
+    # the verdict says the horizon it was priced at
+    assert shown_rows(text, "mode")["dynamic"]["worth it at 10,000 steps"] == "no cold / yes warm"
     # one process's rounds: a bootstrap over them, its df the rounds less one, said once
     assert dynamic.speedup_variance == "rounds: 1 process"
     assert dynamic.speedup_df == dynamic.rounds - 1

@@ -278,7 +278,8 @@ def test_state_advanced_in_step_inputs_fails_the_first_window_and_derives_nothin
     # The failed rows' long status makes the table print a block per row at 160 columns.
     rows = shown_rows(result.output, "mode")
     shown = {
-        m: [rows[m][c] for c in ("speedup [95%]", "breakeven [95%]", "worth it")] for m in rows
+        m: [rows[m][c] for c in ("speedup [95%]", "breakeven [95%]", "worth it at 10,000 steps")]
+        for m in rows
     }
     assert shown == {"off": ["-"] * 3, "static": ["-"] * 3}, result.output
     with open(tmp_path / "compile.csv") as f:

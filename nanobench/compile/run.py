@@ -68,12 +68,14 @@ class CompileKind(RunKind):
     def why_lines(self, rows, changes=()) -> list[str]:
         failed = [f"{Member(r.side, r.mode)}: {r.status}" for r in rows if r.status != "ok"]
         measured = self.sides.worded([], lambda knobs: knobs_measured(changes), lambda b: [])
-        return failed + [line for r in rows for line in why(r)] + measured
+        horizon = f"worth it: priced at --horizon {self.spec.horizon:,} steps a process serves"
+        return failed + [line for r in rows for line in why(r)] + measured + [horizon]
 
     def report(self, run: MeasuredRun, rows, found, changed, head):
         png = draw_compiled_decode(rows, run.where / "compiled-decode.png", head)
         notes = knobs_next(rows, self.spec)
-        return png, partial(render_compile, stdout_console(), rows, found, head, notes)
+        return png, partial(render_compile, stdout_console(), rows, found, head, notes,
+                            horizon=self.spec.horizon)  # fmt: skip
 
     def history_keys(self) -> dict:
         return compile_history.keys(self.worker, self.spec.processes, self.spec.modes)
