@@ -152,9 +152,11 @@ def why(r) -> list[str]:
         lines.append(counts_line(r, name))
     reasons = r.recompile_reasons or []
     if reasons:
+        # one guard failing every time is said once, not as its own first and last
+        which = (f"first: {reasons[0]}; last: {reasons[-1]}" if len(set(reasons)) > 1
+                 else f"{'each' if len(reasons) > 1 else 'the'} failed guard: {reasons[0]}")  # fmt: skip
         lines.append(
-            f"{name}: {counted(len(reasons), 'recompile')} ({r.guard_kind} guards); "
-            f"first: {reasons[0]}; last: {reasons[-1]}"
+            f"{name}: {counted(len(reasons), 'recompile')} ({r.guard_kind} guards); {which}"
         )
     if r.fell_back:
         lines.append(

@@ -7,6 +7,8 @@ so worth_compiling can only say it cannot tell, or None where nothing was compar
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from nanobench.compile.rows import CANT_TELL, CompileRow, derive
@@ -130,3 +132,14 @@ def test_the_warm_start_is_priced_beside_the_cold_one():
     # without a later worker there is no warm price, and nothing is made up
     _, alone = derive(rows(OFF, {**DYNAMIC, "compile_s": 30.0}), 10_000, windows)
     assert (alone.worth_compiling_warm, alone.breakeven_steps_warm) == (None, None)
+
+
+def test_one_recompile_names_its_guard_once_and_several_name_their_first_and_last():
+    from reports.compile import why
+
+    guard = "384 != (16 + 16*___stack0)"
+    one = CompileRow(mode="dynamic", status="ok", recompile_reasons=[guard], guard_kind="shape")
+    lines = [ln for ln in why(one) if "recompile" in ln and "guard" in ln]
+    assert lines == [f"dynamic: 1 recompile (shape guards); the failed guard: {guard}"]
+    two = replace(one, recompile_reasons=["size 17 != 18", "size 24 != 25"])
+    assert "first: size 17 != 18; last: size 24 != 25" in " ".join(why(two))
