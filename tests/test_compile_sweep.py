@@ -123,7 +123,7 @@ def test_open_sweep_writes_csv_and_diagram(open_sweep, tmp_path):
     first = samples[(samples["mode"] == "static") & (samples["round"] == 0)]
     assert list(first["built"])[:8] == [1] * 8 and not first["steady"].iloc[0]
     env = doc["env"]
-    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 2
+    assert env["threads"] == 1 and env["torch_version"] and env["schema_version"] == 3
     assert env["argv"] == sys.argv  # the process's own command line (here, pytest's)
 
 
@@ -275,7 +275,8 @@ def test_two_processes_deal_the_rounds_and_the_samples_name_each_ones_process(tm
     assert int(first["built"].sum()) == rows["dynamic"]["builds"] >= 1
     # nothing built while timed, in either worker
     assert rows["dynamic"]["builds_in_windows"] == 0
-    assert rows["dynamic"]["compile_warm_s"] is not None and rows["off"]["compile_warm_s"] == 0
+    # --backend eager keeps no cache for process 2 to read: its compile is no warm start
+    assert rows["dynamic"]["compile_warm_s"] is None and rows["off"]["compile_warm_s"] is None
 
 
 def test_rounds_stop_at_the_first_look_once_every_gate_is_decided(tmp_path):

@@ -298,7 +298,7 @@ def test_check_exits_3_when_nothing_fails_but_a_ratio_cannot_tell(tmp_path, monk
     gate = {g["name"]: g for g in doc["gates"]}["engine_eager_vs_hf_eager"]
     assert gate["verdict"] == "inconclusive" and gate["passed"] is False
     assert gate["ci_low"] < gate["target"] == 1.0 < gate["ci_high"]
-    assert doc["env"]["schema_version"] == 2 and doc["env"]["argv"]
+    assert doc["env"]["schema_version"] == 3 and doc["env"]["argv"]
     assert json.loads((tmp_path / "decode-env.json").read_text()) == doc["env"]
     assert asdict(read_env(tmp_path / "decode-env.json")) == doc["env"], "it rebuilds from JSON"
     samples = pd.read_csv(doc["outputs"]["samples"])

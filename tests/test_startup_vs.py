@@ -67,7 +67,7 @@ class FakeWorker:
         self.misses_after_warm = misses_after_warm
         self.calls: list[dict] = []
 
-    def __call__(self, module, payload, *, timeout, env, on_progress):
+    def __call__(self, module, payload, *, timeout, env, on_progress, python=""):
         side = "after" if payload["target"] == AFTER else "before"
         kind, run, mode = payload["kind"], payload["run"], payload["mode"]
         cache = Path(env["TORCHINDUCTOR_CACHE_DIR"])

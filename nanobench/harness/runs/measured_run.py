@@ -19,12 +19,13 @@ gates, its stop rule and its table read one set of changes, derived at one level
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from nanobench.harness.cli.console import interrupted, say_warning
+from nanobench.harness.cli.console import interrupted, say_warning, stdout_console
 from nanobench.harness.cli.validate import out_dir, out_file
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs import environments
@@ -32,6 +33,7 @@ from nanobench.harness.runs.change import Change, comparison_gates
 from nanobench.harness.runs.env_record import collect_env, with_load, write_env
 from nanobench.harness.runs.eta import announce
 from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rounds_ended import Ended, ended_lines
 from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.samples import sample_columns
@@ -58,6 +60,9 @@ class MeasuredRun:
     _looked: tuple | None = field(default=None, init=False, repr=False)
     where: Path = field(init=False)
     record: object = field(init=False)
+    ended: Ended | None = None  # why the rounds stopped, and what was open then
+    _found: dict = field(default_factory=dict, init=False, repr=False)  # the last round's
+    _rounds_from: float | None = field(default=None, init=False, repr=False)
     probed: dict = field(default_factory=dict)  # each side's environment, where one is elsewhere
     differences: list[str] = field(default_factory=list)  # what differs between them, a line each
 
@@ -155,11 +160,21 @@ class MeasuredRun:
         self.save()
 
     def on_window(self, window: Window) -> None:
+        if window.round >= 1 and self._rounds_from is None:
+            self._rounds_from = time.monotonic()
         self.windows.append(window)
 
     def on_round(self, r: int, found: dict) -> None:
+        self._found = found
         self.save()
         self.status(f"round {r}: " + "; ".join(describe(n, i) for n, i in found.items()))
+
+    def on_stop(self, why: str, r: int) -> None:
+        """Why the rounds stopped, and the ratios still open (their interval holds 1, or there
+        is none yet)."""
+        seconds = time.monotonic() - (self._rounds_from or time.monotonic())
+        held = [(n, i) for n, i in self._found.items() if not (i.low > 1 or i.high < 1)]
+        self.ended = Ended(why, r, seconds, tuple(held))
 
     def decided(self, timed: list[Window], level: float) -> bool:
         """Every gate of the run passes or fails at this look's level: no round can change it.
@@ -249,7 +264,11 @@ class MeasuredRun:
         ):  # a comparison: its changes are a file, its table and part of --json
             outputs["changes"] = str(self.path("-changes"))
             report, extra = self.kind.compare_report, {"changes": as_dicts(found)}
-        png, render = report(self, rows, gates, found, head)
+        png, table = report(self, rows, gates, found, head)
+        ended = ended_lines(self.ended, self.plan) if self.plan is not None else []
+        render = partial(said_after, table, ended)
+        if ended:
+            extra = {**(extra or {}), "rounds_ended": ended}
         outputs["png"] = str(png)
         if self.kind.spec.export_json:
             outputs["export_json"] = str(self.kind.export(rows, self.record))
@@ -258,6 +277,13 @@ class MeasuredRun:
             check=self.check, render=render, failed=self.kind.failed(rows),
             env=asdict(self.record), extra=extra,
         )  # fmt: skip
+
+
+def said_after(render: Callable[[], None], lines: list[str]) -> None:
+    """The command's report, then how its rounds ended, where a limit ended them."""
+    render()
+    for line in lines:
+        stdout_console().print(line, markup=False)
 
 
 def measured(kind: RunKind, status: Callable[[str], None], body: Callable, *, check: bool,

@@ -119,7 +119,7 @@ class Fleet:
         """Worker `process` of `name`, registered before it is waited for."""
         self.on_status(f"{tag(name, process)}: {doing}")
         self._spawned[(name, process)] = time.monotonic()
-        where = self.envs.get(name.side, WorkerEnv())
+        where = self.envs.get(as_member(name).side, WorkerEnv())
         worker = LiveWorker(self.module, payload, env=where.over(env), on_progress=on_progress,
                             python=where.python)  # fmt: skip
         self.workers.setdefault(name, []).append(worker)
@@ -170,6 +170,7 @@ class Fleet:
         on_window: Callable[[Window], None] = lambda w: None,
         on_round: Callable[[int, dict], None] = lambda r, i: None,
         history: dict | None = None,
+        on_stop: Callable[[str, int], None] = lambda why, r: None,
     ) -> list[Window]:
         """The members' rounds, each member's dealt over its workers in turn; `history` by
         comparison name, what the stop rule lends each (`rounds.intervals`)."""
@@ -182,7 +183,7 @@ class Fleet:
         }
         return run_rounds(
             live, plan, comparisons, decided=decided, on_window=on_window, on_round=on_round,
-            history=history,
+            history=history, on_stop=on_stop,
         )  # fmt: skip
 
     def close(self, names: list[Member]) -> dict[Member, list[dict]]:
@@ -229,6 +230,9 @@ class Listener(Protocol):
 
     def decided(self, timed: list[Window], level: float) -> bool: ...
 
+    def on_stop(self, why: str, r: int) -> None:
+        """Why the rounds stopped after round r (`rounds.DECIDED`, `BY_BUDGET`, ...)."""
+
 
 def sweep(fleet: Fleet, parts: list[Part], plan: RoundPlan, processes: int, listener: Listener,
           comparisons: Callable[[list[Member]], list[Comparison]], **rounds_args) -> dict:  # fmt: skip
@@ -259,7 +263,8 @@ def sweep(fleet: Fleet, parts: list[Part], plan: RoundPlan, processes: int, list
     live = sorted((m for m in by if rows[m].status == "ok"), key=order)
     slices = rounds_args["slices"](rows) if "slices" in rounds_args else 1
     fleet.rounds(live, plan, comparisons(live), slices=slices, decided=listener.decided,
-                 on_window=keep, on_round=listener.on_round, history=rounds_args.get("history"))  # fmt: skip
+                 on_window=keep, on_round=listener.on_round, history=rounds_args.get("history"),
+                 on_stop=listener.on_stop)  # fmt: skip
     for m, finals in fleet.close(live).items():
         setup = fleet.setup_s[m][1], fleet.later_setup_s(m)
         rows[m] = by[m].closed(rows[m], finals, *setup)

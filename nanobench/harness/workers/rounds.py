@@ -104,6 +104,11 @@ class Comparison:
         object.__setattr__(self, "denominator", as_member(self.denominator))
 
 
+# Why the rounds stopped (`run_rounds`'s `on_stop`): the evidence, or a limit before it.
+DECIDED, BY_BUDGET, BY_MAX_ROUNDS = "decided", "budget", "max rounds"
+BY_PROCESSES = "processes"  # what is open is set by the processes' spread: rounds cannot narrow it
+
+
 @dataclass(frozen=True)
 class RoundPlan:
     min_rounds: int = 3
@@ -268,6 +273,7 @@ def run_rounds(
     on_window: Callable[[Window], None] = lambda w: None,
     on_round: Callable[[int, dict[str, Interval]], None] = lambda r, i: None,
     history: Mapping | None = None,
+    on_stop: Callable[[str, int], None] = lambda why, r: None,
 ) -> list[Window]:
     """Rounds of one window per live system, in rotating order, until the stop rule says stop.
 
@@ -299,6 +305,7 @@ def run_rounds(
             found[c.name] for c in comparisons if c.numerator in live and c.denominator in live
         ]
         if not live or (r >= plan.min_rounds and not open_ones):
+            on_stop(DECIDED, r)
             break
         widths = [i.rel_half_width for i in open_ones]
         narrowable = [
@@ -308,9 +315,14 @@ def run_rounds(
             all(w <= plan.rel_ci for w in widths)
             or (all(w <= DECIDED_REL_CI for w in narrowable) and decided(windows, level))
         ):
+            # every gate decided, or only intervals that the processes, not rounds, set
+            on_stop(DECIDED if len(narrowable) == len(widths) else BY_PROCESSES, r)
             break
         if clock() - start >= plan.budget_s:
+            on_stop(BY_BUDGET, r)
             break
+    else:
+        on_stop(BY_MAX_ROUNDS, plan.max_rounds)
     return windows
 
 
