@@ -59,8 +59,11 @@ def why_speedup(
     high: float | None,
     categories: list[CategoryRow],
     off: list[CategoryRow] | None,
+    *,
+    device: str,
 ) -> str:
-    """One or two sentences naming the category that caps this mode, with the rows' numbers."""
+    """One or two sentences naming the category that caps this mode, with the rows' numbers;
+    a remedy the `device` can take."""
     subject = head(mode, speedup, low, high)
     ranked = by_size(categories)
     if not ranked:
@@ -68,7 +71,7 @@ def why_speedup(
     if mode == "off":
         return f"{subject}: {_off_words(categories, ranked)}."
     if ranked[0].category in HOST_CATEGORIES:
-        return f"{subject}: {_host_words(categories)}."
+        return f"{subject}: {_host_words(categories, device)}."
     return f"{subject}: {_kernel_words(ranked[0], categories, off)}."
 
 
@@ -82,12 +85,19 @@ def _off_words(rows: list[CategoryRow], ranked: list[CategoryRow]) -> str:
     return f"{named} of the step; the forward's Python {percent_text(python)}"
 
 
-def _host_words(rows: list[CategoryRow]) -> str:
-    """How much of the step is host work, its two largest parts, and what could remove it."""
+def _host_words(rows: list[CategoryRow], device: str) -> str:
+    """How much of the step is host work, its two largest parts, and what could cut it on this
+    device: a recorded CUDA graph on a GPU; on a CPU, where there is none (reduce-overhead is
+    refused without CUDA), the knobs that move host work: cpp-wrapper and a guard filter."""
     host = percent_text(sum(r.share for r in rows if r.category in HOST_CATEGORIES))
     largest = by_size(rows, HOST_CATEGORIES)[:2]
     parts = ", ".join(f"{r.category} {ms_text(r.ms_per_step)} ms" for r in largest)
-    return f"host work is {host} of the step ({parts}): a recorded graph could remove most of it"
+    if device == "cuda":
+        remedy = "a recorded graph (--modes reduce-overhead) could remove most of it"
+    else:
+        remedy = ("on a CPU, try --try cpp-wrapper,guard-filter (the wrapper in C++, fewer "
+                  "guards a call); a recorded graph removes it on a GPU only")  # fmt: skip
+    return f"host work is {host} of the step ({parts}): {remedy}"
 
 
 def _kernel_words(cap: CategoryRow, rows: list[CategoryRow], off: list[CategoryRow] | None) -> str:
@@ -110,7 +120,9 @@ def words(row: JoinedRow, off: list[CategoryRow] | None) -> str:
     if not row.profiled_step_ms:
         return ""
     mine = list(row.category_rows)
-    said = why_speedup(row.mode, row.speedup, row.speedup_low, row.speedup_high, mine, off)
+    device = row.compiled_row.device if row.compiled_row is not None else "cpu"
+    said = why_speedup(row.mode, row.speedup, row.speedup_low, row.speedup_high, mine, off,
+                       device=device)  # fmt: skip
     if row.fell_back:
         eager = sum(c.ms_per_step for c in mine if c.category in ("eager ops", "forward python"))
         said += (f" It fell back to eager past dynamo's recompile limit: {eager:.2f} ms a "
