@@ -27,15 +27,17 @@ def _num(value, spec: str) -> str:
 
 
 def render_keys(console, rows: list, title: str) -> None:
-    """A line per key: what it compares, the code, its runs in band, their spread and dates."""
+    """A line per key: what it compares, the code, its backend and what tells it from a key
+    that reads alike, its runs in band, their spread and dates."""
     if not rows:
         console.print(f"{title}: no runs recorded yet", markup=False)
         return
-    table = _table(title, ("key", "command", "comparison", "code", "model", "runs", "kept out",
-                           "ratio", "spread", "first", "last"), left=5)  # fmt: skip
+    table = _table(title, ("key", "command", "comparison", "code", "model", "settings", "runs",
+                           "kept out", "ratio", "spread", "first", "last"), left=6)  # fmt: skip
     for r in rows:
         kept = str(r.kept_out) + (f" (+{r.skipped} unreadable)" if r.skipped else "")
-        table.add_row(r.key[:12], r.command, r.comparison, r.code, r.model, str(r.runs), kept,
+        table.add_row(r.key[:12], r.command, r.comparison, r.code, r.model, r.settings or "-",
+                      str(r.runs), kept,
                       _num(r.ratio, ".3f"), _num(r.spread_pct, ".1f") + ("%" if r.spread_pct
                       is not None else ""), r.first or "-", r.last or "-")  # fmt: skip
     console.print(fit_table(console, table))

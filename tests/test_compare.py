@@ -115,7 +115,10 @@ def test_compare_names_the_differing_fact_and_gives_each_timing_its_apart_interv
         "the run: 3 builds, 1 recompile (limit 8)"
     ) in said
     assert "new dynamic: one call: 1 graph, 0 breaks, 0 break sites; the run: 1 build" in said
-    assert "old dynamic: 1 recompile (shape guards); first: 0/1: L['x'].size()[1] == 17" in said
+    assert (
+        "old dynamic: 1 recompile (shape guards); the failed guard: 0/1: L['x'].size()[1] == 17"
+        in said
+    )
     assert "old dynamic: dynamo hit recompile_limit (8)" in said
     assert "the guard that sent it there: 0/1: L['x'].size()[1] == 17" in said
     assert "old dynamic: remedy static: mark the width dynamic" in said

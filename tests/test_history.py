@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -379,3 +380,30 @@ def test_a_run_effect_three_processes_cannot_see_is_covered_once_three_runs_are_
     print(f"coverage of the true ratio: own {own / trials:.0%}, lent {lent / trials:.0%}")
     assert own / trials < 0.60, "the simulation must hold an effect one run cannot see"
     assert lent / trials >= 0.85
+
+
+def test_two_keys_that_read_alike_show_the_backend_and_setting_that_tell_them_apart(
+    tmp_path, monkeypatch
+):
+    """A user saw two "static speedup" keys of one target and hash with ratios 0.967 and 2.217,
+    one eager-backend and one Inductor, and nothing on either line told them apart."""
+    from typer.testing import CliRunner
+
+    from nanobench.cli import app
+
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path))
+    store = RunHistory(tmp_path)
+    base = facts("static speedup")
+    for backend, y in (("eager", -0.034), ("inductor", 0.796)):
+        settings = {"rows": 1, "backend": backend, "threads": 1}
+        store.record(replace(base, settings=settings), Past(y, 0.001, 10, at(1)))
+    store.record(replace(facts("dynamic speedup"), settings={"backend": "inductor"}),
+                 Past(0.1, 0.001, 10, at(2)))  # fmt: skip
+    result = CliRunner().invoke(app, ["history", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = {(r["comparison"], r["settings"]) for r in json.loads(result.stdout)["keys"]}
+    assert shown == {("static speedup", "backend eager"), ("static speedup", "backend inductor"),
+                     ("dynamic speedup", "backend inductor")}  # fmt: skip
+    table = CliRunner().invoke(app, ["history"], env={"COLUMNS": "200"})
+    lines = [ln for ln in table.output.splitlines() if "static speedup" in ln]
+    assert len(lines) == 2 and {"eager" in ln for ln in lines} == {True, False}

@@ -12,7 +12,7 @@ folder or a saved run with no history file is a `BadInput` naming it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,9 @@ class KeyRow:
     spread_pct: float | None  # their standard deviation in log, as a percentage
     first: str
     last: str
+    # its backend, and each setting or machine fact that tells it from a key that reads alike
+    # (the same command, comparison, code and model): "backend inductor, threads 1"
+    settings: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,30 @@ def key_row(store: RunHistory, key: str) -> KeyRow:
 
 
 def key_rows(store: RunHistory, target: str | None = None) -> list[KeyRow]:
-    """Every key in the folder (those of `target` alone, where given: maybe none), newest last."""
+    """Every key in the folder (those of `target` alone, where given: maybe none), newest last,
+    each with what tells it from the keys that read alike."""
     rows = [key_row(store, k) for k in of_target(store, target)]
+    told = telling({r.key: store.facts(r.key) for r in rows})
+    rows = [replace(r, settings=told.get(r.key, "")) for r in rows]
     return sorted(rows, key=lambda r: (r.last, r.key))
+
+
+def telling(facts: dict) -> dict[str, str]:
+    """By key: its backend, then every setting or machine fact whose value differs among the
+    keys of the same command, comparison, code and model (two keys that print alike)."""
+    alike: dict[tuple, list[str]] = {}
+    for key, f in facts.items():
+        if f is not None:
+            alike.setdefault((f.command, f.comparison, f.target, f.code, f.model), []).append(key)
+    told = {}
+    for keys in alike.values():
+        flat = {k: {**facts[k].machine, **facts[k].settings} for k in keys}
+        names = sorted({n for d in flat.values() for n in d})
+        differ = [n for n in names if len({str(d.get(n)) for d in flat.values()}) > 1]
+        for k in keys:
+            shown = ["backend", *(n for n in differ if n != "backend")]
+            told[k] = ", ".join(f"{n} {flat[k][n]}" for n in shown if n in flat[k])
+    return told
 
 
 def of_target(store: RunHistory, target: str | None) -> list[str]:

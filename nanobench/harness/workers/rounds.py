@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 from nanobench.harness.errors import BadInput
 from nanobench.harness.statistics.pooling import ProcessPool, process_pool
@@ -290,7 +291,6 @@ def run_rounds(
     systems = {as_member(k): v for k, v in systems.items()}
     live = list(systems)
     windows: list[Window] = []
-    schedule = looks(plan)
     for r in range(1, plan.max_rounds + 1):
         for name in rotation(live, r - 1):
             window = systems[name](r)
@@ -304,26 +304,33 @@ def run_rounds(
         open_ones = [
             found[c.name] for c in comparisons if c.numerator in live and c.denominator in live
         ]
-        if not live or (r >= plan.min_rounds and not open_ones):
-            on_stop(DECIDED, r)
-            break
-        widths = [i.rel_half_width for i in open_ones]
-        narrowable = [
-            i.rel_half_width for i in open_ones if i.rel_half_width_unshrinkable <= DECIDED_REL_CI
-        ]
-        if r in schedule and (
-            all(w <= plan.rel_ci for w in widths)
-            or (all(w <= DECIDED_REL_CI for w in narrowable) and decided(windows, level))
-        ):
-            # every gate decided, or only intervals that the processes, not rounds, set
-            on_stop(DECIDED if len(narrowable) == len(widths) else BY_PROCESSES, r)
-            break
-        if clock() - start >= plan.budget_s:
-            on_stop(BY_BUDGET, r)
+        why = stop_reason(r, plan, live, open_ones, partial(decided, windows, level))
+        why = why or (BY_BUDGET if clock() - start >= plan.budget_s else None)
+        if why:
+            on_stop(why, r)
             break
     else:
         on_stop(BY_MAX_ROUNDS, plan.max_rounds)
     return windows
+
+
+def stop_reason(r: int, plan: RoundPlan, live: list, open_ones: list,
+                decided: Callable[[], bool]) -> str | None:  # fmt: skip
+    """Why the rounds stop after round r by the evidence (`run_rounds`), or None: nothing live
+    or open; or at a look, every open interval tight, or every one more rounds could narrow
+    narrow enough and every gate decided (BY_PROCESSES where some the processes set remain)."""
+    if not live or (r >= plan.min_rounds and not open_ones):
+        return DECIDED
+    widths = [i.rel_half_width for i in open_ones]
+    narrowable = [
+        i.rel_half_width for i in open_ones if i.rel_half_width_unshrinkable <= DECIDED_REL_CI
+    ]
+    if r in looks(plan) and (
+        all(w <= plan.rel_ci for w in widths)
+        or (all(w <= DECIDED_REL_CI for w in narrowable) and decided())
+    ):
+        return DECIDED if len(narrowable) == len(widths) else BY_PROCESSES
+    return None
 
 
 def describe(name: str, interval: Interval) -> str:
