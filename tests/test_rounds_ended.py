@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 from nanobench.harness.runs.rounds_ended import Ended, ended_lines
-from nanobench.harness.statistics.stats import Interval, rounds_to_decide
+from nanobench.harness.statistics.stats import Interval, processes_bind, rounds_to_decide
 from nanobench.harness.workers.rounds import (
     BY_BUDGET,
     BY_MAX_ROUNDS,
@@ -46,11 +46,16 @@ def test_a_budget_stopped_run_says_so_and_how_many_more_rounds_would_decide():
     assert lines[0] == ("rounds: the round budget (--budget-s 120) ended them after 5, not the "
                         "evidence: 1 still can't tell")  # fmt: skip
     more = rounds_to_decide(near, 1.0)  # what a gate's hint says of the same interval
-    assert more and f"about {more} more rounds likely would" in lines[1]
+    assert more and f"about {more} more rounds would likely decide" in lines[1]
     assert f"--max-rounds {5 + more} --budget-s {(5 + more) * 24}" in lines[1]
     # nothing is said where the evidence ended the rounds, or nothing was open
     assert ended_lines(Ended(DECIDED, 5, 1.0, (("x", near),)), plan) == []
     assert ended_lines(Ended(BY_BUDGET, 5, 1.0, ()), plan) == []
+    spread = Interval(estimate=1.05, low=0.8, high=1.4, rounds=5, processes=3, within_share=0.1)
+    assert processes_bind(spread, 1.0)  # the processes, not the rounds, set its width
+    said = ended_lines(Ended(BY_BUDGET, 5, 1.0, (("x", spread),)), plan)[1]
+    assert "more --processes would narrow it, more rounds would not" in said
+    assert "--max-rounds" not in said
     on_one = Interval(estimate=1.0, low=0.9, high=1.1, rounds=5)
     assert "its estimate sits on 1" in ended_lines(Ended(BY_BUDGET, 5, 1.0, (("x", on_one),)),
                                                      plan)[1]  # fmt: skip

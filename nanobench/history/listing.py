@@ -80,8 +80,8 @@ def _keys(store: RunHistory) -> list[str]:
         raise BadInput(f"history folder {root} cannot be read: {e.strerror or e}") from None
 
 
-def key_row(store: RunHistory, key: str) -> KeyRow:
-    facts = store.facts(key)
+def key_row(store: RunHistory, key: str, facts) -> KeyRow:
+    """One key's row, from its facts (`KeyFacts`, None without a facts file) and its runs."""
     pasts, skipped = store.runs(key)
     found = Calibration.of(tuple(pasts), skipped)
     y = [p.log_ratio for p in found.pasts]
@@ -104,8 +104,9 @@ def key_row(store: RunHistory, key: str) -> KeyRow:
 def key_rows(store: RunHistory, target: str | None = None) -> list[KeyRow]:
     """Every key in the folder (those of `target` alone, where given: maybe none), newest last,
     each with what tells it from the keys that read alike."""
-    rows = [key_row(store, k) for k in of_target(store, target)]
-    told = telling({r.key: store.facts(r.key) for r in rows})
+    facts = {k: store.facts(k) for k in of_target(store, target)}
+    rows = [key_row(store, k, f) for k, f in facts.items()]
+    told = telling(facts)
     rows = [replace(r, settings=told.get(r.key, "")) for r in rows]
     return sorted(rows, key=lambda r: (r.last, r.key))
 

@@ -60,11 +60,11 @@ class MeasuredRun:
     _looked: tuple | None = field(default=None, init=False, repr=False)
     where: Path = field(init=False)
     record: object = field(init=False)
-    ended: Ended | None = None  # why the rounds stopped, and what was open then
+    ended: Ended | None = field(default=None, init=False)  # why the rounds stopped, what was open
     _found: dict = field(default_factory=dict, init=False, repr=False)  # the last round's
     _rounds_from: float | None = field(default=None, init=False, repr=False)
-    probed: dict = field(default_factory=dict)  # each side's environment, where one is elsewhere
-    differences: list[str] = field(default_factory=list)  # what differs between them, a line each
+    probed: dict = field(default_factory=dict, init=False)  # each side's environment (elsewhere)
+    differences: list[str] = field(default_factory=list, init=False)  # what differs, a line each
 
     def __post_init__(self) -> None:
         spec = self.kind.spec

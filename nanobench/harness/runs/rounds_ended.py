@@ -48,23 +48,23 @@ def ended_lines(ended: Ended | None, plan: RoundPlan) -> list[str]:
 
 
 def what_decides(interval, per_round_s: float) -> str:
-    """About what would decide one open ratio, in words: `stats.rounds_to_decide` and
-    `processes_bind` against 1 (no change), what a gate's hint reads too."""
+    """About what would decide one open ratio, in words: a gate's own hint against 1 (no
+    change, `gates.undecided_hint` of `stats.rounds_to_decide` and `processes_bind`), with the
+    --max-rounds and --budget-s that allow the rounds it names."""
+    from nanobench.harness.runs.gates import undecided_hint
     from nanobench.harness.statistics.stats import MIN_ROUNDS, processes_bind, rounds_to_decide
 
     if not math.isfinite(interval.low):
         return (f"no interval yet after {interval.rounds} of the {MIN_ROUNDS} rounds one needs: "
                 "give the rounds more time (--budget-s)")  # fmt: skip
-    if processes_bind(interval, 1.0):
-        return "the processes disagree by more than its distance from 1: more --processes would narrow it, more rounds would not"
-    more = rounds_to_decide(interval, 1.0)
-    if more is None:
+    more, bind = rounds_to_decide(interval, 1.0), processes_bind(interval, 1.0)
+    if not bind and more is None:
         return "no number of rounds likely would: its estimate sits on 1 (no change seen)"
-    if more > TOO_FAR * interval.rounds:
+    if not bind and more > TOO_FAR * interval.rounds:
         return (f"only a far longer run (over {TOO_FAR}x the rounds) likely would: "
                 "a change this small may be none")  # fmt: skip
+    said = undecided_hint(more, bind).strip().strip("()")
+    if bind:
+        return said
     total = interval.rounds + more
-    budget = math.ceil(total * per_round_s)
-    return (
-        f"about {more} more rounds likely would (--max-rounds {total} --budget-s {max(budget, 1)})"
-    )
+    return f"{said} (--max-rounds {total} --budget-s {max(math.ceil(total * per_round_s), 1)})"
