@@ -23,11 +23,13 @@ from nanobench.harness.cli.registry import Command
 from nanobench.pool_budget import command as pool_budget
 from nanobench.profile import command as profile
 from nanobench.startup import command as startup
+from nanobench.tune import command as tune
 
 # Each command declares itself (`<package>/command.py`'s `COMMAND`); this is their one list, in
 # the order the CLI shows them.
 COMMANDS = tuple(
-    m.COMMAND for m in (explain, compile_, buckets, capture, pool_budget, decode, startup, profile)
+    m.COMMAND
+    for m in (explain, compile_, buckets, capture, pool_budget, decode, startup, profile, tune)
 )
 __all__ = ["COMMANDS", "Command", "command", "help_of", "kinds"]
 

@@ -1,0 +1,33 @@
+"""The lines to paste for a configuration: its config settings and its torch.compile call.
+
+What it is: `paste_lines(config, backend)`, the Python a user puts in production to run the
+step as the race's workers ran it: each `torch._inductor.config` / `torch._dynamo.config`
+setting its knobs make (as the installed torch typed them, `knobs.checked_side`), then
+`step = torch.compile(step, ...)` with the mode's arguments (`reduce_overhead.compile_kwargs`)
+and a guard filter where a knob hands one (`knobs.compile_options`); eager off is no call.
+What it is not: what a worker applies (`knobs.applied`, `dynamo.compiler_for`): these lines are
+made from the same settings, and a test executes them against what a worker sets.
+Invariant: a line names only what the worker's own settings name: nothing added, nothing left.
+"""
+
+from __future__ import annotations
+
+from nanobench.compile.reduce_overhead import compile_kwargs
+from nanobench.harness.step.knobs import checked_side, parse_side
+from nanobench.tune.space import OFF, Config
+
+
+def paste_lines(config: Config, backend: str) -> list[str]:
+    """The lines that run the step as `config` did: `step` is the user's decode step."""
+    if config.mode == OFF:
+        return ["# eager: no torch.compile call (step stays as it is)"]
+    lines = ["import torch"]
+    for s in checked_side(config.knobs) if config.knobs else ():
+        lines.append(f"torch._{s.config}.config.{s.key} = {s.value!r}")
+    args = [f"{k}={v!r}" for k, v in compile_kwargs(config.mode, backend).items()]
+    filters = [k.guard_filter for k in parse_side(config.knobs) if k.guard_filter] if \
+        config.knobs else []  # fmt: skip
+    if filters:
+        args.append(f'options={{"guard_filter_fn": torch.compiler.{filters[0]}}}')
+    lines.append(f"step = torch.compile(step, {', '.join(args)})")
+    return lines

@@ -1,0 +1,125 @@
+"""One `nanobench tune` run: the space built, the race run, its answer written and reported.
+
+What it is: `run_tune(spec, status, json_mode=, check=)`, the command's work once its spec
+validated: the space (each knob held against the installed torch; its size, what was set
+aside and the estimate said before any worker), the model resolved as `compile` resolves it,
+the race (`bench.Race`, its progress a line a round), then `tune.csv` (a row per
+configuration), `tune-rounds.csv` (who was alive each round), `tune-race.png`, `tune-env.json`,
+the gates `--check` reads and the table or the JSON document.
+What it is not: the options (`tune.command`), the race or its rule, or the table.
+Invariant: nothing reaches a worker before the space and the model are checked; an interrupt
+keeps the rows and rounds measured so far on disk.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, replace
+from functools import partial
+
+from nanobench.harness.cli.console import interrupted, stdout_console
+from nanobench.harness.cli.validate import out_dir
+from nanobench.harness.runs.env_record import collect_env, write_env
+from nanobench.harness.runs.eta import announce
+from nanobench.harness.runs.gates import Gate
+from nanobench.harness.runs.output import finish
+from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.statistics.verdicts import INCONCLUSIVE, PASS
+from nanobench.tune.bench import DROPPED, EQUIVALENT, ONE_LEFT, Race, RaceResult
+from nanobench.tune.paste import paste_lines
+from nanobench.tune.race import Look
+from nanobench.tune.rows import ConfigRow, RoundRow, answer
+from nanobench.tune.space import OFF, Config, Space, build_space, knob_settings
+from nanobench.tune.spec import TuneSpec
+from nanobench.tune.words import decision_lines, phases_line, reason_lines, space_lines, stop_line
+from reports.csvio import write_rows
+from reports.tune import draw_race, render_tune
+
+DEFAULT = Config("dynamic")  # what --check holds against the best: plain torch.compile
+
+
+def set_up(spec: TuneSpec, status) -> tuple[Space, dict, str]:
+    """The space and each side's worker spec, all checked; the run's dtype."""
+    from nanobench.compile.sides import resolve
+
+    space = build_space(spec.modes, spec.knobs, spec.max_knobs, device=spec.device,
+                        backend=spec.backend, settings=knob_settings)  # fmt: skip
+    compiled = spec.compile_spec()
+    dtype, directory = resolve(compiled, len(space.configs))
+    workers = {c.side: replace(compiled, knob=c.knobs).worker(directory, dtype)
+               for c in space.configs}  # fmt: skip
+    if not getattr(status, "quiet", False):
+        sys.stderr.write("".join(f"{line}\n" for line in space_lines(space)))
+    return space, workers, dtype
+
+
+def progress(status, names: dict, r: int, found: RaceResult, seen: Look | None) -> None:
+    alive = ", ".join(names[m] for m in found.alive())
+    out = f"; dropped {', '.join(names[m] for m in seen.dropped)}" if seen and seen.dropped else ""
+    status(f"round {r}: racing {alive}{out}")
+
+
+def gates(found: RaceResult, rows: list[ConfigRow], margin: float) -> list[Gate]:
+    """--check's: plain dynamic not decided slower than the best by more than the margin; the
+    race decided."""
+    out = []
+    plain = next((r for r in rows if r.config == DEFAULT.name), None)
+    if plain is not None and plain.outcome in ("survivor", DROPPED):
+        dropped = plain.outcome == DROPPED
+        out.append(Gate("dynamic within the margin of the best", not dropped,
+                        plain.reason if dropped else f"not told from the best within {margin:g}"))  # fmt: skip
+    decided = found.stop in (ONE_LEFT, EQUIVALENT)
+    out.append(Gate("race decided", decided, f"stopped: {found.stop}",
+                    PASS if decided else INCONCLUSIVE))  # fmt: skip
+    return out
+
+
+def written(spec: TuneSpec, space: Space, found: RaceResult, where) -> tuple:
+    """The answer derived and on disk: (config rows, round rows, decision, paste lines)."""
+    rows, rounds, decided, _ = answer(found, space, spec.steps_per_start)
+    rows += [ConfigRow(s.config.name, s.config.mode, s.config.knobs,
+                       "merged" if s.into is not None else "pruned", s.reason)
+             for s in space.set_aside]  # fmt: skip
+    write_rows(where / "tune.csv", as_dicts(rows), columns(ConfigRow))
+    write_rows(where / "tune-rounds.csv", as_dicts(rounds), columns(RoundRow))
+    chosen = next((c for c in space.configs if decided and c.name == decided.choice), None)
+    paste = paste_lines(chosen, spec.backend) if chosen else []
+    return rows, rounds, decided, paste
+
+
+def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
+    """Build the space, race it, write and report the answer; the gates' exit code."""
+    where = out_dir(spec.out)
+    space, workers, dtype = set_up(spec, status)
+    record = collect_env(spec.threads, sys.argv)
+    write_env(where / "tune-env.json", record)
+    timer = announce("tune", spec, partial(spec.plan, len(space.configs), space.compiled), status)
+    names = {c.member: c.name for c in space.configs}
+    race = Race(spec, space, workers, dtype, status, partial(progress, status, names))
+    started = time.monotonic()
+    try:
+        found = race.run()
+    except KeyboardInterrupt:
+        written(spec, space, race.found, where)
+        raise interrupted(len(race.found.rows), len(race.found.windows), [],
+                          where / "tune.csv", where / "tune-rounds.csv") from None  # fmt: skip
+    total_s = time.monotonic() - started
+    rows, rounds, decided, paste = written(spec, space, found, where)
+    head = f"tune: {dtype} {spec.model if not spec.target else spec.target} on {spec.device}, " \
+           f"rows {spec.rows}, steps {spec.steps} a window"  # fmt: skip
+    png = draw_race(as_dicts(rounds), where / "tune-race.png", head)
+    lines = (space_lines(space) + stop_line(found, spec, names) + [phases_line(found, total_s)]
+             + decision_lines(decided, paste) + reason_lines(rows))  # fmt: skip
+    outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),
+               "png": str(png), "env": str(where / "tune-env.json")}  # fmt: skip
+    extra = {"race": {"stop": found.stop, "rounds": found.rounds, "seconds": round(total_s, 1),
+                      **{k: round(v, 1) for k, v in asdict(found.phases).items()}},
+             "decision": asdict(decided) if decided else None, "paste": paste, "lines": lines}  # fmt: skip
+    off = next(r for r in rows if r.mode == OFF)
+    code = finish("tune", as_dicts(rows), gates(found, rows, spec.margin), outputs,
+                  json_mode=json_mode, check=check, failed=off.step_ms is None,
+                  render=partial(render_tune, stdout_console(), as_dicts(rows), lines, head),
+                  env=asdict(record), extra=extra)  # fmt: skip
+    timer.done(code == 0)
+    return code

@@ -1,0 +1,105 @@
+"""What `tune` says under its table: the space, why the race stopped, the decision, the paste.
+
+What it is: `space_lines` (what races and what was set aside, each with its reason),
+`stop_line` (why the race stopped, and where a limit stopped it, about how many more rounds
+would decide each open survivor), `phases_line` (compiles, process starts, rounds),
+`decision_lines` (the choice at --steps-per-start on the verdict line, the horizons where it
+changes, the lines to paste) and `reason_lines` (each configuration out of the race and why,
+each unsafe knob named).
+What it is not: the table (`reports.tune`) or any statistic: it words rows already derived.
+Invariant: the horizon is on the verdict line; an undecided race says what would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from nanobench.tune.bench import BY_BUDGET, BY_MAX_ROUNDS, EQUIVALENT, ONE_LEFT, RaceResult
+from nanobench.tune.race import Look
+from nanobench.tune.rows import ConfigRow, Decision
+from nanobench.tune.space import Space
+
+
+def space_lines(space: Space) -> list[str]:
+    out = [f"space: {space.line()}"]
+    for s in space.set_aside:
+        what = f"merged into {s.into.name}" if s.into is not None else "pruned"
+        out.append(f"  {s.config.name}: {what}: {s.reason}")
+    return out
+
+
+def more_rounds(look: Look, margin: float, names: dict) -> list[str]:
+    """Each open survivor with about how many more rounds would decide it at this alpha:
+    n (half-width / distance to 1 + margin)^2 - n, on the log scale."""
+    out, edge = [], math.log(1 + margin)
+    for e in look.evidence:
+        if e.member in look.dropped or e.low == e.high:
+            continue
+        half = (math.log(e.high) - math.log(e.low)) / 2
+        distance = abs(math.log(e.estimate) - edge)
+        more = math.ceil(e.rounds * (half / distance) ** 2 - e.rounds) if distance > 1e-9 else 0
+        need = f"about {max(1, more)}" if more else "many"
+        out.append(f"{names[e.member]}: {e.estimate:.3f}x [{e.low:.3f}, "
+                   f"{e.high:.3f}] after {e.rounds} rounds: {need} more rounds")  # fmt: skip
+    return out
+
+
+def stop_line(found: RaceResult, spec, names: dict) -> list[str]:
+    """Why the race stopped, in words; a limit's stop with what stays open."""
+    r = found.rounds
+    if found.stop == ONE_LEFT:
+        return [f"race: decided after {r} rounds: one configuration left"]
+    if found.stop == EQUIVALENT:
+        return [f"race: decided after {r} rounds: every survivor within --margin "
+                f"{spec.margin:g} of the best (equivalent)"]  # fmt: skip
+    limit = {BY_BUDGET: f"--budget-s {spec.budget_s:g}", BY_MAX_ROUNDS:
+             f"--max-rounds {spec.max_rounds}"}.get(found.stop, found.stop)  # fmt: skip
+    out = [f"race: undecided: stopped by {limit} after {r} rounds"]
+    if found.looks:
+        out += [f"  {line}" for line in more_rounds(found.looks[-1], spec.margin, names)]
+        out.append("  raise --budget-s or --max-rounds to decide them")
+    return out
+
+
+def phases_line(found: RaceResult, total_s: float) -> str:
+    p = found.phases
+    return (f"time: {total_s:.0f} s: compiles {p.compiles_s:.0f} s (a first worker each, "
+            f"alone), process starts {p.starts_s:.0f} s ({p.later} later workers), rounds "
+            f"{p.rounds_s:.0f} s ({found.rounds} rounds, "
+            f"{len([w for w in found.windows if w.round >= 1])} windows)")  # fmt: skip
+
+
+def decision_lines(decision: Decision | None, paste: list[str]) -> list[str]:
+    """The verdict line with its horizon, the first start's choice where it differs, where the
+    choice changes with the horizon, and the lines to paste."""
+    if decision is None:
+        return ["decision: none: no configuration finished the race ok"]
+    n = decision.steps_per_start
+    warm = "a restart's warm compile" if decision.warm_measured else \
+        "a cold compile (no warm start measured)"  # fmt: skip
+    out = [f"at {n:,} steps a start (--steps-per-start): ship {decision.choice}: "
+           f"{decision.cost_s:,.1f} s a start, priced at {warm}"]  # fmt: skip
+    if decision.cold_choice != decision.choice:
+        out.append(f"  a first start, on a cold cache: {decision.cold_choice} "
+                   f"({decision.cold_cost_s:,.1f} s)")  # fmt: skip
+    if len(decision.changes) > 1:
+        spans = [f"from {at:,.0f}: {name}" if at else f"below {decision.changes[1][0]:,.0f}: "
+                 f"{name}" for at, name in decision.changes]  # fmt: skip
+        out.append("the choice changes with the steps a start serves: " + "; ".join(spans))
+    out.append(f"paste ({decision.choice}):")
+    return out + [f"    {line}" for line in paste]
+
+
+def reason_lines(rows: list[ConfigRow]) -> list[str]:
+    out = []
+    for r in rows:
+        if r.outcome in ("dropped", "disqualified"):
+            at = f" at round {r.dropped_round}" if r.dropped_round else ""
+            out.append(f"{r.outcome}{at}: {r.config}: {r.reason}")
+    for r in rows:
+        if r.compiled_by:
+            out.append(f"{r.config}: its graphs came from {r.compiled_by}'s cold compile (the "
+                       f"same Inductor settings, one cache): cold {r.compile_s:.1f} s is that "
+                       f"compile's; its own read of the cache took {r.compile_read_s:.1f} s")  # fmt: skip
+    unsafe = dict.fromkeys(u for r in rows for u in r.unsafe.split("; ") if u)
+    return out + [f"note: {u}" for u in unsafe]

@@ -1,0 +1,92 @@
+"""`nanobench tune`'s table and figure: the race's configurations, its decision, its rounds.
+
+What it is: `render_tune(console, rows, lines, title)` (a line per configuration: outcome, step
+ms, the ratio to eager and to the best with intervals, compile seconds, breakeven, a start's
+cost; then the lines the command words: the space, why the race stopped, the decision, the
+lines to paste, each reason) and `draw_race(rounds, path, title)` (each configuration's ratio
+to the best at every look, its interval narrowing, a dropped one marked where it dropped).
+What it is not: the race or its statistics: every cell and point is a plain row's field.
+Invariant: handed plain dicts (`ConfigRow`, `RoundRow` as written), never imports nanobench.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from reports.style import fit_table
+
+
+def _num(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _ratio(r: dict, name: str) -> str:
+    value, low, high = r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high")
+    if value is None:
+        return "-"
+    if low is None or high is None or low == high:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x [{low:.2f}, {high:.2f}]"
+
+
+def _compile(r: dict) -> str:
+    cold, warm = r.get("compile_s"), r.get("compile_warm_s")
+    if r.get("mode") == "off" or cold is None:
+        return "-"
+    return f"{cold:.1f} / {warm:.1f}" if warm is not None else f"{cold:.1f} / -"
+
+
+def render_tune(console, rows: list[dict], lines: list[str], title: str) -> None:
+    """The configurations, best first among the survivors, then the lines under the table."""
+    table = Table(title=Text(title), title_justify="left")
+    for col, justify in (("configuration", "left"), ("outcome", "left"), ("step ms", "right"),
+                         ("vs eager [95%]", "right"), ("vs best [95%]", "right"),
+                         ("compile s cold / warm", "right"), ("breakeven steps", "right"),
+                         ("a start s", "right")):  # fmt: skip
+        table.add_column(col, justify=justify)
+    for r in rows:
+        outcome = r["outcome"] + (f" (round {r['dropped_round']})"
+                                  if r.get("dropped_round") else "")  # fmt: skip
+        table.add_row(r["config"], outcome, _num(r.get("step_ms"), ".3f"), _ratio(r, "vs_off"),
+                      _ratio(r, "vs_best"), _compile(r), _num(r.get("breakeven_steps"), ",.0f"),
+                      _num(r.get("cost_per_start_s"), ",.1f"))  # fmt: skip
+    console.print(fit_table(console, table))
+    for line in lines:
+        console.print(line, markup=False)
+
+
+def draw_race(rounds: list[dict], path: Path, title: str) -> Path:
+    """Each configuration's ratio to the best at every look, its interval as a band; a
+    dropped configuration's last point marked with an x."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from reports.figure_text import fit_title
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name in dict.fromkeys(r["config"] for r in rounds):
+        seen = [r for r in rounds if r["config"] == name and r.get("vs_best") is not None]
+        if not seen:
+            continue
+        x = [r["round"] for r in seen]
+        (line,) = ax.plot(x, [r["vs_best"] for r in seen], marker=".", label=name)
+        ax.fill_between(x, [r["vs_best_low"] for r in seen], [r["vs_best_high"] for r in seen],
+                        color=line.get_color(), alpha=0.15)  # fmt: skip
+        if not seen[-1]["alive"]:
+            ax.plot([x[-1]], [seen[-1]["vs_best"]], marker="x", markersize=12,
+                    color=line.get_color())  # fmt: skip
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("round (a look after each)")
+    ax.set_ylabel("step time / the best survivor's")
+    ax.legend(fontsize="small")
+    fit_title(ax, title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
