@@ -6,7 +6,7 @@ holds every compiled output to eager off's and disqualifies what fell back, then
 every survivor one window a round in rotating order, a look after each (`race.look`) dropping
 the ones the evidence puts beyond the margin, until one is left, the rest are equivalent, the
 rounds run out or --budget-s has passed. A survivor gets one more process after each
-`race.FIRST_TEST` rounds (up to --processes); a dropped one is killed and gets none.
+`GROW_EVERY` rounds (up to --processes); a dropped one is killed and gets none.
 `RaceResult` is what it found: each configuration's first-pass row, every window, each
 outcome, every look, why it stopped and the seconds spent compiling, starting and timing.
 What it is not: the rule (`tune.race`), the answer (`tune.rows`) or the report.
@@ -34,6 +34,12 @@ from nanobench.tune.space import OFF, Config, Space
 from nanobench.tune.spec import TuneSpec
 
 SURVIVOR, DROPPED, DISQUALIFIED = "survivor", "dropped", "disqualified"
+# Rounds between one more process for every survivor. A round costs a window (0.05 to 0.3 s on
+# the built-in model), a process a warm start (8 to 35 s): on this project's 2-core box a window's
+# log scatter is 0.07 and a process's offset 0.02 (tests/data/tune_noise.csv), so the rounds'
+# standard error of a log ratio (0.1 / sqrt(n)) reaches the processes' spread (0.028) near round
+# 13: before it, rounds buy more than a process does.
+GROW_EVERY = 15
 # Why the race stopped
 ONE_LEFT, EQUIVALENT = "one left", "equivalent"
 BY_BUDGET, BY_MAX_ROUNDS, NONE_LEFT = "budget", "max rounds", "nothing left to race"
@@ -177,7 +183,7 @@ class Race:
             found.stop = self.stopped(r, seen)
             if found.stop:
                 return
-            if r % FIRST_TEST == 0:
+            if r % GROW_EVERY == 0:
                 self.more_processes([m for m in found.alive()
                                      if len(self.fleet.workers[m]) < spec.processes])  # fmt: skip
         found.stop = BY_MAX_ROUNDS

@@ -33,7 +33,7 @@ class TuneSpec:
     prompt_len: int = C.prompt_len
     steps: int = C.steps
     processes: int = 3  # the most a configuration gets: it starts with one
-    max_rounds: int = 30
+    max_rounds: int = 45  # rounds are cheap beside processes (`bench.GROW_EVERY`)
     margin: float = 0.02  # a configuration within 2% of the best cannot be told from it
     budget_s: float = 900.0  # the whole race, compiles included
     compile_budget_s: float = 240.0  # one configuration's cold compile

@@ -1,0 +1,105 @@
+"""`nanobench tune` as a user runs it: a real race on the built-in model (eager backend: dynamo
+traces, nothing is generated, so it is quick), read in the table and in --json, its figures
+held to what its own files say computed another way; --check's gates on races whose ends are
+set."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections import defaultdict
+
+import pytest
+from typer.testing import CliRunner
+
+from nanobench.cli import app
+from nanobench.harness.workers.member import Member
+from nanobench.tune.bench import DROPPED, SURVIVOR, Outcome, RaceResult
+from nanobench.tune.rows import ConfigRow
+from nanobench.tune.run import gates
+
+RACE = ["tune", "--backend", "eager", "--knobs", "guard-filter", "--rows", "2", "--steps", "6",
+        "--max-rounds", "8", "--processes", "2"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune")
+    result = CliRunner().invoke(app, [*RACE, "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_the_json_names_every_configuration_and_a_decision(raced):
+    out, doc = raced
+    names = [r["config"] for r in doc["rows"]]
+    assert names == ["off", "dynamic", "dynamic + guard-filter"]
+    assert doc["race"]["stop"] in ("one left", "equivalent", "max rounds", "budget")
+    decision = doc["decision"]
+    assert decision["steps_per_start"] == 10_000
+    assert decision["choice"] in names
+    # the choice is the cheapest start among off and the survivors, by a plain scan
+    fit = [r for r in doc["rows"] if r["outcome"] == "survivor" or r["mode"] == "off"]
+
+    def start_s(r):
+        paid = r["compile_warm_s"] if r["compile_warm_s"] is not None else r["compile_s"] or 0
+        return paid + 10_000 * r["step_ms"] / 1e3
+
+    assert decision["choice"] == min(fit, key=start_s)["config"]
+    assert doc["paste"] and (decision["choice"] == "off") == ("torch.compile" not in
+                                                              "".join(doc["paste"]))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_ratios_match_the_rounds_file(raced):
+    """vs eager from the rounds CSV's window medians, paired by round, geometric mean."""
+    out, doc = raced
+    by = defaultdict(dict)
+    with (out / "tune-rounds.csv").open() as f:
+        for row in csv.DictReader(f):
+            by[row["config"]][int(row["round"])] = float(row["window_ms"])
+    for r in doc["rows"]:
+        if r["config"] == "off" or r["step_ms"] is None:
+            continue
+        rounds = sorted(set(by["off"]) & set(by[r["config"]]))
+        logs = [math.log(by[r["config"]][k] / by["off"][k]) for k in rounds]
+        assert r["vs_off"] == pytest.approx(math.exp(statistics.mean(logs)), rel=1e-3)
+        assert r["vs_off_low"] <= r["vs_off"] <= r["vs_off_high"]
+        assert r["step_ms"] == pytest.approx(statistics.median(by[r["config"]].values()), rel=1e-3)
+
+
+@pytest.mark.slow
+def test_the_table_says_the_horizon_the_race_and_the_paste(tmp_path):
+    result = CliRunner().invoke(app, [*RACE, "--out", str(tmp_path), "--steps-per-start", "500"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "configuration" in text and "vs eager" in text
+    verdict = next(line for line in text.splitlines() if "--steps-per-start" in line)
+    assert verdict.startswith("at 500 steps a start (--steps-per-start): ship ")
+    assert "race: " in text and "paste (" in text and "time: " in text
+    assert "guard-filter: unsafe" in text
+    assert (tmp_path / "tune-race.png").stat().st_size > 10_000
+
+
+def race_ended(stop: str, dynamic: str) -> tuple[RaceResult, list[ConfigRow]]:
+    found = RaceResult(stop=stop, outcomes={Member("plain", "dynamic"): Outcome(dynamic)})
+    rows = [ConfigRow("dynamic", "dynamic", "", dynamic, "1.30x the best's step" if dynamic ==
+                      DROPPED else "")]  # fmt: skip
+    return found, rows
+
+
+@pytest.mark.parametrize(
+    "stop, dynamic, verdicts",
+    [
+        ("one left", DROPPED, ["fail", "pass"]),
+        ("equivalent", SURVIVOR, ["pass", "pass"]),
+        ("budget", SURVIVOR, ["pass", "inconclusive"]),
+        ("max rounds", DROPPED, ["fail", "inconclusive"]),
+    ],
+)
+def test_check_fails_a_dropped_dynamic_and_cannot_tell_an_undecided_race(stop, dynamic, verdicts):
+    found, rows = race_ended(stop, dynamic)
+    assert [g.verdict for g in gates(found, rows, 0.02)] == verdicts
