@@ -50,7 +50,8 @@ def render_tune(console, rows: list[dict], lines: list[str], title: str) -> None
     for r in rows:
         outcome = r["outcome"] + (f" (round {r['dropped_round']})"
                                   if r.get("dropped_round") else "")  # fmt: skip
-        table.add_row(r["config"], outcome, _num(r.get("step_ms"), ".3f"), _ratio(r, "vs_off"),
+        unsafe = " (unsafe)" if "unsafe (" in (r.get("unsafe") or "") else ""
+        table.add_row(r["config"] + unsafe, outcome, _num(r.get("step_ms"), ".3f"), _ratio(r, "vs_off"),
                       _ratio(r, "vs_best"), _compile(r), _num(r.get("breakeven_steps"), ",.0f"),
                       _num(r.get("cost_per_start_s"), ",.1f"))  # fmt: skip
     console.print(fit_table(console, table))
@@ -80,10 +81,15 @@ def draw_race(rounds: list[dict], path: Path, title: str) -> Path:
         if not seen[-1]["alive"]:
             ax.plot([x[-1]], [seen[-1]["vs_best"]], marker="x", markersize=12,
                     color=line.get_color())  # fmt: skip
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
-    ax.set_xlabel("round (a look after each)")
-    ax.set_ylabel("step time / the best survivor's")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2f}x"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2f}x"))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round (a look after each; x: dropped there)")
+    ax.set_ylabel("step time / the best survivor's [interval]")
     ax.legend(fontsize="small")
     fit_title(ax, title)
     fig.tight_layout()

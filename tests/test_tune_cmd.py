@@ -27,7 +27,8 @@ RACE = ["tune", "--backend", "eager", "--knobs", "guard-filter", "--rows", "2", 
 @pytest.fixture(scope="module")
 def raced(tmp_path_factory):
     out = tmp_path_factory.mktemp("tune")
-    result = CliRunner().invoke(app, [*RACE, "--out", str(out), "--json"])
+    result = CliRunner().invoke(app, [*RACE, "--out", str(out), "--json", "--export-json",
+                                      str(out / "records.json")])  # fmt: skip
     assert result.exit_code == 0, result.output
     return out, json.loads(result.stdout)
 
@@ -82,6 +83,46 @@ def test_the_table_says_the_horizon_the_race_and_the_paste(tmp_path):
     assert "race: " in text and "paste (" in text and "time: " in text
     assert "guard-filter: unsafe" in text
     assert (tmp_path / "tune-race.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_the_records_carry_each_timed_configurations_figures(raced):
+    out, doc = raced
+    records = json.loads((out / "records.json").read_text())
+    by = {(r["benchmark"]["extra_info"]["config"], r["metric"]["name"]): r for r in records}
+    for row in doc["rows"]:
+        if row["step_ms"] is None:
+            continue
+        step = by[(row["config"], "step_latency_ms")]
+        assert step["metric"]["benchmark_values"] == [row["step_ms"]]
+        assert step["benchmark"]["extra_info"]["outcome"] == row["outcome"]
+        assert step["benchmark"]["extra_info"]["race_stop"] == doc["race"]["stop"]
+        backend = step["model"]["backend"]
+        assert backend == "eager" if row["mode"] == "off" else backend.startswith("eager dynamic")
+
+
+@pytest.mark.slow
+def test_compare_reads_two_saved_races(raced, tmp_path):
+    import shutil
+
+    out, doc = raced
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    # the same race against itself: every step change is exactly 1, every outcome the same
+    result = CliRunner().invoke(app, ["compare", str(old), str(out), "--out", str(tmp_path / "c"),
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    changes = json.loads(result.stdout)["rows"]
+    steps = [c for c in changes if c["column"] == "step_ms" and c["before"] is not None]
+    assert steps and all(c["change"] == 1.0 for c in steps)
+    assert all(c["verdict"] == "same" for c in changes if c["column"] == "outcome")
+    # a configuration one race lacks is said, not dropped silently
+    lines = (old / "tune.csv").read_text().splitlines()
+    (old / "tune.csv").write_text("\n".join(ln for ln in lines if not ln.startswith("dynamic +"))
+                                  + "\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["compare", str(old), str(out), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "only in new: dynamic + guard-filter" in result.stdout
 
 
 def race_ended(stop: str, dynamic: str) -> tuple[RaceResult, list[ConfigRow]]:

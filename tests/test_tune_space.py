@@ -92,7 +92,8 @@ def test_bad_input_is_one_line_exit_2_before_any_worker(args, said, tmp_path, mo
     monkeypatch.setattr(bench.Race, "run", lambda self: pytest.fail("a worker started"))
     result = CliRunner().invoke(app, ["tune", "--out", str(tmp_path / "o"), *args])
     assert result.exit_code == 2, result.output
-    assert said in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], result.stderr
     assert "Traceback" not in result.output
     assert not (tmp_path / "o" / "tune.csv").exists()
 

@@ -60,7 +60,8 @@ def run_compare(old_path: str, new_path: str, *, no_more, no_slower, margin: flo
 
 
 def difference_lines(differences: dict) -> list[str]:
-    """What explain found on one side only: each break with its source line, each value guard."""
+    """What one side has and the other lacks: each break explain found with its source line, each
+    value guard; a member (a race's configuration) one run has and the other lacks."""
     lines = []
     for key, what in (("breaks_gone", "break gone"), ("breaks_new", "break new")):
         for b in differences.get(key, ()):
@@ -69,4 +70,6 @@ def difference_lines(differences: dict) -> list[str]:
                       ("value_guards_new", "value guard new")):  # fmt: skip
         for g in differences.get(key, ()):
             lines.append(f"{what} ({g['member']}): {g['guard']}")
+    for key, what in (("only_old", "only in old"), ("only_new", "only in new")):
+        lines += [f"{what}: {name}" for name in differences.get(key, ())]
     return lines

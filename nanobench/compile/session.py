@@ -136,7 +136,7 @@ class CompileSession(WindowServer):
         self.spec = spec
         guard_kind_expected, expected_guards, self.counts = "shape", [], {}
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
-        if spec.mode != "off" and spec.process == 1:
+        if spec.mode != "off" and spec.process == 1 and spec.probe:
             probe = build_stepper(spec)
             prompts = seeded_prompts(
                 spec.rows, spec.prompt_len, probe.model_config.vocab_size, spec.seed

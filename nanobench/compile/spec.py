@@ -216,6 +216,9 @@ class WorkerSpec:
     trace: str = ""  # the TORCH_TRACE root ("" untraced): each mode traces under root/mode
     process: int = 1  # which of the mode's workers: a later one skips what only the row needs
     knob: str = ""  # the side's --try knob, applied for the whole process ("" plain)
+    # the first worker's guard-kind probe (a target's: and its dry run of dynamo), what compile's
+    # row reports beside its timings; tune's race reads neither, and skips their seconds
+    probe: bool = True
 
     def step_shapes(self) -> list[tuple[int, int]]:
         """(rows, width) each decode step presents: open, or through the bucket ladder."""

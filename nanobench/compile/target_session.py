@@ -129,7 +129,7 @@ class TargetSession(WindowServer):
         self.marked: DryRun | None = None  # the mark-dynamic remedy's dry run, where it applies
         self.stanced: DryRun | None = None  # the fail-fast remedy's, where it applies
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
-        if spec.mode != "off" and spec.process == 1:
+        if spec.mode != "off" and spec.process == 1 and spec.probe:
             # A probe target of its own: explaining runs the forward, which may move its state.
             probe = probe_target(self.make(), 0)
             self.dry = self.dry_check(spec)

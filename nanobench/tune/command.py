@@ -17,7 +17,7 @@ import typer
 from nanobench.harness.cli import options as o
 from nanobench.harness.cli.console import run_command
 from nanobench.harness.cli.registry import Command
-from nanobench.harness.cli.validate import out_dir_tried, step_named
+from nanobench.harness.cli.validate import out_dir_tried, out_file, step_named
 from nanobench.tune.spec import TuneSpec
 
 D = TuneSpec()
@@ -79,6 +79,7 @@ def tune_command(
     timeout: o.Timeout = D.timeout,
     out: o.Out = D.out,
     target: o.Target = D.target,
+    export_json: o.ExportJson = D.export_json,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
@@ -105,9 +106,10 @@ def tune_command(
             max_rounds=max_rounds, margin=margin, budget_s=budget_s,
             compile_budget_s=compile_budget_s, steps_per_start=steps_per_start, cache=cache,
             backend=backend, device=device, dtype=dtype, threads=threads, timeout=timeout,
-            out=out, target=target,
+            out=out, target=target, export_json=export_json,
         ).validate()  # fmt: skip
         out_dir_tried(spec.out)
+        out_file(spec.export_json, "--export-json")
         step_named(spec.model, spec.target, "")
         # Heavy on purpose: torch and the workers' code load once the names are checked.
         from nanobench.tune.run import run_tune
@@ -116,4 +118,11 @@ def tune_command(
     raise typer.Exit(code)
 
 
-COMMAND = Command("tune", tune_command, (), "docs/measuring.md")
+def tune_kind() -> type:
+    """What compare reads of tune's saved races, imported when asked for."""
+    from nanobench.tune.saved import TuneKind
+
+    return TuneKind
+
+
+COMMAND = Command("tune", tune_command, (), "docs/measuring.md", kind=tune_kind, comparable=True)

@@ -13,7 +13,7 @@ Invariant: a line names only what the worker's own settings name: nothing added,
 from __future__ import annotations
 
 from nanobench.compile.reduce_overhead import compile_kwargs
-from nanobench.harness.step.knobs import checked_side, parse_side
+from nanobench.harness.step.knobs import checked_side, parse_side, unsafe_of
 from nanobench.tune.space import OFF, Config
 
 
@@ -21,7 +21,8 @@ def paste_lines(config: Config, backend: str) -> list[str]:
     """The lines that run the step as `config` did: `step` is the user's decode step."""
     if config.mode == OFF:
         return ["# eager: no torch.compile call (step stays as it is)"]
-    lines = ["import torch"]
+    # an unsafe knob is named as such where it is pasted, with what it assumes
+    lines = [f"# {line}" for line in unsafe_of(config.knobs)] + ["import torch"]
     for s in checked_side(config.knobs) if config.knobs else ():
         lines.append(f"torch._{s.config}.config.{s.key} = {s.value!r}")
     args = [f"{k}={v!r}" for k, v in compile_kwargs(config.mode, backend).items()]

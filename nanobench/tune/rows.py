@@ -57,6 +57,7 @@ class ConfigRow:
     rounds: int = 0
     processes: int = 0
     unsafe: str = ""  # why torch calls a knob unsafe, or what it assumes
+    side: str = ""  # "" in a race; old or new where `compare` reads two saved races
 
 
 @dataclass(frozen=True)

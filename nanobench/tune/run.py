@@ -22,9 +22,11 @@ from nanobench.harness.cli.console import interrupted, stdout_console
 from nanobench.harness.cli.validate import out_dir
 from nanobench.harness.runs.env_record import collect_env, write_env
 from nanobench.harness.runs.eta import announce
+from nanobench.harness.runs.export import export_tune
 from nanobench.harness.runs.gates import Gate
 from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
+from nanobench.harness.runs.samples import sample_columns, sample_rows
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE, PASS
 from nanobench.tune.bench import DROPPED, EQUIVALENT, ONE_LEFT, Race, RaceResult
 from nanobench.tune.paste import paste_lines
@@ -47,8 +49,9 @@ def set_up(spec: TuneSpec, status) -> tuple[Space, dict, str]:
                         backend=spec.backend, settings=knob_settings)  # fmt: skip
     compiled = spec.compile_spec()
     dtype, directory = resolve(compiled, len(space.configs))
-    workers = {c.side: replace(compiled, knob=c.knobs).worker(directory, dtype)
-               for c in space.configs}  # fmt: skip
+    # no guard-kind probe or dry run: the race reads the timings and outcomes alone
+    workers = {c.side: replace(replace(compiled, knob=c.knobs).worker(directory, dtype),
+                               probe=False) for c in space.configs}  # fmt: skip
     if not getattr(status, "quiet", False):
         sys.stderr.write("".join(f"{line}\n" for line in space_lines(space)))
     return space, workers, dtype
@@ -83,6 +86,10 @@ def written(spec: TuneSpec, space: Space, found: RaceResult, where) -> tuple:
              for s in space.set_aside]  # fmt: skip
     write_rows(where / "tune.csv", as_dicts(rows), columns(ConfigRow))
     write_rows(where / "tune-rounds.csv", as_dicts(rounds), columns(RoundRow))
+    # every timed step by configuration, as compare reads a command's samples
+    names = {c.member: c.name for c in space.configs}
+    steps = [replace(w, system=names[w.member], side="") for w in found.windows]
+    write_rows(where / "tune-samples.csv", sample_rows(steps, "config"), sample_columns("config"))
     chosen = next((c for c in space.configs if decided and c.name == decided.choice), None)
     paste = paste_lines(chosen, spec.backend) if chosen else []
     return rows, rounds, decided, paste
@@ -112,10 +119,13 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
     lines = (space_lines(space) + stop_line(found, spec, names) + [phases_line(found, total_s)]
              + decision_lines(decided, paste) + reason_lines(rows))  # fmt: skip
     outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),
-               "png": str(png), "env": str(where / "tune-env.json")}  # fmt: skip
+               "samples": str(where / "tune-samples.csv"), "png": str(png),
+               "env": str(where / "tune-env.json")}  # fmt: skip
     extra = {"race": {"stop": found.stop, "rounds": found.rounds, "seconds": round(total_s, 1),
                       **{k: round(v, 1) for k, v in asdict(found.phases).items()}},
              "decision": asdict(decided) if decided else None, "paste": paste, "lines": lines}  # fmt: skip
+    if spec.export_json:
+        outputs["export_json"] = str(export_tune(spec, dtype, as_dicts(rows), record, found.stop))
     off = next(r for r in rows if r.mode == OFF)
     code = finish("tune", as_dicts(rows), gates(found, rows, spec.margin), outputs,
                   json_mode=json_mode, check=check, failed=off.step_ms is None,

@@ -46,6 +46,7 @@ class TuneSpec:
     timeout: int = C.timeout
     out: str = C.out
     target: str = ""
+    export_json: str = ""  # also the configurations as PyTorch OSS benchmark records
 
     def validate(self) -> TuneSpec:
         """The rules across options, and the knobs' names (their settings are held against

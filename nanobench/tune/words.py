@@ -18,6 +18,7 @@ from nanobench.tune.bench import BY_BUDGET, BY_MAX_ROUNDS, EQUIVALENT, ONE_LEFT,
 from nanobench.tune.race import Look
 from nanobench.tune.rows import ConfigRow, Decision
 from nanobench.tune.space import Space
+from reports.style import counted
 
 
 def space_lines(space: Space) -> list[str]:
@@ -63,10 +64,11 @@ def stop_line(found: RaceResult, spec, names: dict) -> list[str]:
 
 def phases_line(found: RaceResult, total_s: float) -> str:
     p = found.phases
+    windows = len([w for w in found.windows if w.round >= 1])
     return (f"time: {total_s:.0f} s: compiles {p.compiles_s:.0f} s (a first worker each, "
-            f"alone), process starts {p.starts_s:.0f} s ({p.later} later workers), rounds "
-            f"{p.rounds_s:.0f} s ({found.rounds} rounds, "
-            f"{len([w for w in found.windows if w.round >= 1])} windows)")  # fmt: skip
+            f"alone), process starts {p.starts_s:.0f} s ({counted(p.later, 'later worker')}), "
+            f"rounds {p.rounds_s:.0f} s ({counted(found.rounds, 'round')}, "
+            f"{counted(windows, 'window')})")  # fmt: skip
 
 
 def decision_lines(decision: Decision | None, paste: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ harness (`benchmarks/dynamo/common.py`, its `<out>.json`) and vLLM's benchmarks
 (`convert_to_pytorch_benchmark_format`) write: `{benchmark: {name, mode, dtype, extra_info},
 model: {name, type, backend, origins}, metric: {name, benchmark_values, extra_info}}`;
 `write_records(path, records)` (a JSON list, atomically); and each timing command's metric
-list (`COMPILE_METRICS`, `DECODE_METRICS`, `STARTUP_METRICS`: the row field, and the unit in
+list (`COMPILE_METRICS`, `DECODE_METRICS`, `STARTUP_METRICS`, `TUNE_METRICS`: the row field, and the unit in
 the metric's name); a startup cell's runs are one record's `benchmark_values`.
 What it is not: an uploader (nothing here reaches the network) or a schema of our own.
 Invariant: every value is a row's field as the run measured it (a row that lacks one has no
@@ -43,6 +43,14 @@ DECODE_METRICS = (
 )
 
 
+TUNE_METRICS = (
+    ("step_ms", "step_latency_ms", ()),
+    ("vs_off", "ratio_vs_eager", ("vs_off_low", "vs_off_high")),
+    ("vs_best", "ratio_vs_best", ("vs_best_low", "vs_best_high")),
+    ("compile_s", "compilation_latency_s", ()),
+    ("compile_warm_s", "compilation_latency_warm_s", ()),
+    ("breakeven_steps", "breakeven_steps", ()),
+)
 STARTUP_METRICS = (
     ("ready_s", "time_to_ready_s", ()),
     ("first_token_s", "time_to_first_token_s", ()),
@@ -183,6 +191,23 @@ def export_decode(spec, sides, dtype: str, rows, record) -> Path:
         label="system",
         by_side=environments_of(record),
     )
+    return write_records(spec.export_json, found)
+
+
+def export_tune(spec, dtype: str, rows: list[Mapping], record, stop: str) -> Path:
+    """A race's timed configurations (its rows as written) as records, each with its outcome;
+    the race's stop in every record's benchmark."""
+    info = run_info(spec, record, cache=spec.cache, race_stop=stop)
+    timed = [{**r, "status": "ok"} for r in rows if r.get("step_ms") is not None]
+    found = records(
+        timed, TUNE_METRICS, command="tune", model_of=lambda r: spec.target or spec.model,
+        dtype=dtype, extra_info=info, label="config",
+        backend_of=lambda r: "eager" if r["mode"] == "off" else
+        " ".join([spec.backend, r["mode"], *r["knobs"].split("+")]).strip(),
+    )  # fmt: skip
+    outcome = {r["config"]: r["outcome"] for r in timed}
+    for f in found:
+        f["benchmark"]["extra_info"]["outcome"] = outcome[f["benchmark"]["extra_info"]["config"]]
     return write_records(spec.export_json, found)
 
 
