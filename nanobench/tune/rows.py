@@ -25,7 +25,7 @@ from nanobench.harness.step.knobs import unsafe_of
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import paired_rounds
 from nanobench.tune.bench import SURVIVOR, Outcome, RaceResult
-from nanobench.tune.race import best_of
+from nanobench.tune.race import best_of, evidence
 from nanobench.tune.space import OFF, Config, Space
 
 NOT_RUN = "not run"  # an interrupt came first
@@ -43,7 +43,9 @@ class ConfigRow:
     vs_off: float | None = None  # its step / eager off's, paired by round
     vs_off_low: float | None = None
     vs_off_high: float | None = None
-    vs_best: float | None = None  # its step / the best survivor's
+    # its step / the best survivor's, by the race's own test (`race.evidence`) at 95%: the
+    # interval that dropped it or kept it, over every round both ran
+    vs_best: float | None = None
     vs_best_low: float | None = None
     vs_best_high: float | None = None
     compile_s: float | None = None  # its cold compile, set up alone
@@ -121,8 +123,19 @@ def shared_cold(row, leader: Config, found: RaceResult) -> tuple[str, float | No
     return leader.name, lead.compile_s
 
 
+def against_best(found: RaceResult, m: Member, best: Member | None, margin: float) -> tuple:
+    """(estimate, low, high) of m / best by the race's test, 2.5% each side; the best's 1."""
+    if best is None or m == best:
+        return 1.0, 1.0, 1.0
+    medians = found.medians()
+    if len(set(medians.get(m, {})) & set(medians.get(best, {}))) < 2:
+        return None, None, None
+    e = evidence(medians, m, best, margin, 0.025)
+    return round(e.estimate, 4), round(e.low, 4), round(e.high, 4)
+
+
 def config_row(config: Config, found: RaceResult, best: Member | None, steps: int,
-               leader: Config) -> ConfigRow:  # fmt: skip
+               leader: Config, margin: float) -> ConfigRow:  # fmt: skip
     m, windows = config.member, [w for w in found.windows if w.round >= 1 and w.status == "ok"]
     row, outcome = found.rows.get(m), found.outcomes.get(m, Outcome(NOT_RUN))
     mine = [w.median_ms() for w in windows if w.member == m and w.median_ms()]
@@ -134,7 +147,7 @@ def config_row(config: Config, found: RaceResult, best: Member | None, steps: in
         return base
     off = Config(OFF).member
     vs_off = interval_of(windows, m, off) if m != off else (1.0, 1.0, 1.0)
-    vs_best = interval_of(windows, m, best) if best and m != best else (1.0, 1.0, 1.0)
+    vs_best = against_best(found, m, best, margin)
     step_ms = statistics.median(mine)
     cold = (row.compile_s or 0.0) if m != off else 0.0
     by, lead_cold = shared_cold(row, leader, found)
@@ -197,12 +210,12 @@ def round_rows(found: RaceResult, configs: tuple[Config, ...]) -> list[RoundRow]
     return out
 
 
-def answer(found: RaceResult, space: Space, steps: int):
+def answer(found: RaceResult, space: Space, steps: int, margin: float):
     """(config rows, round rows, the decision, the best): the race's answer, derived."""
     alive = found.alive()
     medians = found.medians()
     timed = [m for m in alive if m in medians]
     best = found.looks[-1].best if found.looks and found.looks[-1].best in alive else (
         best_of(medians, timed) if timed else None)  # fmt: skip
-    rows = [config_row(c, found, best, steps, space.cache_of(c)) for c in space.configs]
+    rows = [config_row(c, found, best, steps, space.cache_of(c), margin) for c in space.configs]
     return rows, round_rows(found, space.configs), decision(rows, steps), best

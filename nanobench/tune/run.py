@@ -80,7 +80,7 @@ def gates(found: RaceResult, rows: list[ConfigRow], margin: float) -> list[Gate]
 
 def written(spec: TuneSpec, space: Space, found: RaceResult, where) -> tuple:
     """The answer derived and on disk: (config rows, round rows, decision, paste lines)."""
-    rows, rounds, decided, _ = answer(found, space, spec.steps_per_start)
+    rows, rounds, decided, _ = answer(found, space, spec.steps_per_start, spec.margin)
     rows += [ConfigRow(s.config.name, s.config.mode, s.config.knobs,
                        "merged" if s.into is not None else "pruned", s.reason)
              for s in space.set_aside]  # fmt: skip
