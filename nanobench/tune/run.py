@@ -117,7 +117,7 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
            f"rows {spec.rows}, steps {spec.steps} a window"  # fmt: skip
     png = draw_race(as_dicts(rounds), where / "tune-race.png", head)
     lines = (space_lines(space) + stop_line(found, spec, names) + [phases_line(found, total_s)]
-             + decision_lines(decided, paste) + reason_lines(rows))  # fmt: skip
+             + decision_lines(decided, paste, rows) + reason_lines(rows))  # fmt: skip
     outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),
                "samples": str(where / "tune-samples.csv"), "png": str(png),
                "env": str(where / "tune-env.json")}  # fmt: skip

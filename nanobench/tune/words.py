@@ -71,7 +71,8 @@ def phases_line(found: RaceResult, total_s: float) -> str:
             f"{counted(windows, 'window')})")  # fmt: skip
 
 
-def decision_lines(decision: Decision | None, paste: list[str]) -> list[str]:
+def decision_lines(decision: Decision | None, paste: list[str],
+                   rows: list[ConfigRow] = ()) -> list[str]:  # fmt: skip
     """The verdict line with its horizon, the first start's choice where it differs, where the
     choice changes with the horizon, and the lines to paste."""
     if decision is None:
@@ -81,6 +82,9 @@ def decision_lines(decision: Decision | None, paste: list[str]) -> list[str]:
         "a cold compile (no warm start measured)"  # fmt: skip
     out = [f"at {n:,} steps a start (--steps-per-start): ship {decision.choice}: "
            f"{decision.cost_s:,.1f} s a start, priced at {warm}"]  # fmt: skip
+    if any(r.config == decision.choice and r.outcome == "dropped" for r in rows):
+        out.append(f"  {decision.choice} lost the race on its step, but a start at this horizon "
+                   "costs less without a compile")  # fmt: skip
     if decision.cold_choice != decision.choice:
         out.append(f"  a first start, on a cold cache: {decision.cold_choice} "
                    f"({decision.cold_cost_s:,.1f} s)")  # fmt: skip
