@@ -144,9 +144,25 @@ def test_an_a_a_space_ends_with_both_alive(noise):
 
 def test_holm_steps_down_and_stops_at_the_first_kept():
     # m = 3: 0.01 <= 0.05/3, 0.02 <= 0.05/2, 0.06 > 0.05: two rejected
-    assert holm({"a": 0.01, "b": 0.02, "c": 0.06}, 0.05) == {"a", "b"}
+    assert holm({"a": 0.01, "b": 0.02, "c": 0.06}, 0.05) == {"a": 0.05 / 3, "b": 0.05 / 2}
     # the second smallest misses its 0.05/2: the third is kept though it is under 0.05
-    assert holm({"a": 0.01, "b": 0.03, "c": 0.04}, 0.05) == {"a"}
+    assert set(holm({"a": 0.01, "b": 0.03, "c": 0.04}, 0.05)) == {"a"}
+
+
+def test_a_dropped_ones_interval_lies_past_the_margin():
+    from nanobench.tune.race import look
+
+    # seed 6: "d" is dropped at Holm's second step, its interval at alpha / 3 still holds 1.02
+    rng = np.random.default_rng(6)
+    truth = {Member("", "best"): 0.0, Member("", "b"): math.log(1.3), Member("", "c"): 0.005,
+             Member("", "d"): math.log(1.08)}  # fmt: skip
+    medians = {m: {r: (math.exp(t + rng.normal(0, 0.05)), 1) for r in range(1, 11)}
+               for m, t in truth.items()}  # fmt: skip
+    seen = look(medians, list(truth), 10, margin=0.02, max_rounds=30)
+    assert seen.dropped
+    for e in seen.evidence:
+        if e.member in seen.dropped:
+            assert e.low > 1.02, e
 
 
 def test_the_looks_spend_exactly_alpha_over_a_full_race():

@@ -36,7 +36,7 @@ class Evidence:
 
     member: Member
     estimate: float  # exp(mean log(member / best)) over the paired rounds
-    low: float  # the ratio's interval at the look's per-survivor level
+    low: float  # the ratio's interval at the look's per-survivor level (a dropped one's: Holm's)
     high: float
     p_slower: float  # H0: ratio <= 1 + margin; small: slower than the best by more
     p_within: float  # H0: ratio >= 1 + margin; small: within the margin of the best
@@ -95,14 +95,14 @@ def log_mean_se(ys: np.ndarray, labels: list[str]) -> tuple[float, float, float,
     return mean, float(ys.std(ddof=1)) / math.sqrt(n), float(n - 1), "rounds"
 
 
-def holm(p: dict, alpha: float) -> set:
+def holm(p: dict, alpha: float) -> dict:
     """Holm's step-down: the i-th smallest of m p-values is rejected while each so far is at
-    most alpha / (m - i + 1); the keys rejected."""
-    rejected = set()
+    most alpha / (m - i + 1); the keys rejected, each with the alpha it was rejected at."""
+    rejected = {}
     for i, (key, value) in enumerate(sorted(p.items(), key=lambda kv: kv[1])):
         if value > alpha / (len(p) - i):
             break
-        rejected.add(key)
+        rejected[key] = alpha / (len(p) - i)
     return rejected
 
 
@@ -147,6 +147,9 @@ def look(medians: Medians, alive: list[Member], r: int, *, margin: float,
     found = tuple(evidence(medians, m, best, margin, alpha / len(others)) for m in others)
     dropped = holm({e.member: e.p_slower for e in found}, alpha)
     within = holm({e.member: e.p_within for e in found}, alpha)
+    # a dropped one's interval at the level Holm dropped it at: its low end is past 1 + margin
+    found = tuple(evidence(medians, e.member, best, margin, dropped[e.member])
+                  if e.member in dropped else e for e in found)  # fmt: skip
     kept = [e.member for e in found if e.member not in dropped]
     equivalent = all(m in within for m in kept)
     ordered = tuple(m for m in others if m in dropped)
