@@ -125,6 +125,20 @@ def test_compare_reads_two_saved_races(raced, tmp_path):
     assert "only in new: dynamic + guard-filter" in result.stdout
 
 
+@pytest.mark.slow
+def test_a_factory_that_raises_is_one_line_exit_2(tmp_path):
+    step = tmp_path / "boom.py"
+    step.write_text("def factory(*, rows, prompt_len, steps, device, dtype):\n"
+                    "    raise ValueError('no weights here')\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["tune", "--target", f"{step}:factory", "--backend", "eager",
+                                      "--knobs", "guard-filter", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("nanobench: error:")]
+    assert errors == [f"nanobench: error: --target '{step}:factory': the factory raised "
+                      "ValueError: no weights here"]  # fmt: skip
+    assert "Traceback" not in result.output and not (tmp_path / "o" / "tune.csv").exists()
+
+
 def race_ended(stop: str, dynamic: str) -> tuple[RaceResult, list[ConfigRow]]:
     found = RaceResult(stop=stop, outcomes={Member("plain", "dynamic"): Outcome(dynamic)})
     rows = [ConfigRow("dynamic", "dynamic", "", dynamic, "1.30x the best's step" if dynamic ==
