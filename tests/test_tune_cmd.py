@@ -27,15 +27,19 @@ RACE = ["tune", "--backend", "eager", "--knobs", "guard-filter", "--rows", "2", 
 @pytest.fixture(scope="module")
 def raced(tmp_path_factory):
     out = tmp_path_factory.mktemp("tune")
-    result = CliRunner().invoke(app, [*RACE, "--out", str(out), "--json", "--export-json",
-                                      str(out / "records.json")])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return out, json.loads(result.stdout)
+    with pytest.MonkeyPatch.context() as mp:
+        # a module's fixture runs before conftest's own_history: its own history folder
+        mp.setenv("NANOBENCH_HISTORY", str(tmp_path_factory.mktemp("history")))
+        result = CliRunner().invoke(app, [*RACE, "--out", str(out), "--json", "--export-json",
+                                          str(out / "records.json")])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        listed = CliRunner().invoke(app, ["history", "--json"])
+    return out, json.loads(result.stdout), json.loads(listed.stdout)
 
 
 @pytest.mark.slow
 def test_the_json_names_every_configuration_and_a_decision(raced):
-    out, doc = raced
+    out, doc, _ = raced
     names = [r["config"] for r in doc["rows"]]
     assert names == ["off", "dynamic", "dynamic + guard-filter"]
     assert doc["race"]["stop"] in ("one left", "equivalent", "max rounds", "budget")
@@ -57,7 +61,7 @@ def test_the_json_names_every_configuration_and_a_decision(raced):
 @pytest.mark.slow
 def test_the_ratios_match_the_rounds_file(raced):
     """vs eager from the rounds CSV's window medians, paired by round, geometric mean."""
-    out, doc = raced
+    out, doc, _ = raced
     by = defaultdict(dict)
     with (out / "tune-rounds.csv").open() as f:
         for row in csv.DictReader(f):
@@ -87,7 +91,7 @@ def test_the_table_says_the_horizon_the_race_and_the_paste(tmp_path):
 
 @pytest.mark.slow
 def test_the_records_carry_each_timed_configurations_figures(raced):
-    out, doc = raced
+    out, doc, _ = raced
     records = json.loads((out / "records.json").read_text())
     by = {(r["benchmark"]["extra_info"]["config"], r["metric"]["name"]): r for r in records}
     for row in doc["rows"]:
@@ -105,7 +109,7 @@ def test_the_records_carry_each_timed_configurations_figures(raced):
 def test_compare_reads_two_saved_races(raced, tmp_path):
     import shutil
 
-    out, doc = raced
+    out, doc, _ = raced
     old = tmp_path / "old"
     shutil.copytree(out, old)
     # the same race against itself: every step change is exactly 1, every outcome the same
@@ -137,6 +141,17 @@ def test_a_factory_that_raises_is_one_line_exit_2(tmp_path):
     assert errors == [f"nanobench: error: --target '{step}:factory': the factory raised "
                       "ValueError: no weights here"]  # fmt: skip
     assert "Traceback" not in result.output and not (tmp_path / "o" / "tune.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_race_is_recorded_in_the_machines_history(raced):
+    out, doc, listed = raced
+    timed = {r["config"] for r in doc["rows"] if r["mode"] != "off" and r["step_ms"] is not None}
+    keys = [k for k in listed["keys"] if k["command"] == "tune"]
+    assert {k["comparison"] for k in keys} == {f"{c} over off" for c in timed}
+    assert all(k["runs"] == 1 for k in keys)
+    assert any(line.startswith("history: 0 earlier races' figures read, "
+                               f"{len(timed)} configurations recorded") for line in doc["lines"])  # fmt: skip
 
 
 def race_ended(stop: str, dynamic: str) -> tuple[RaceResult, list[ConfigRow]]:

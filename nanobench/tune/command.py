@@ -80,6 +80,7 @@ def tune_command(
     out: o.Out = D.out,
     target: o.Target = D.target,
     export_json: o.ExportJson = D.export_json,
+    history: o.History = D.history,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
@@ -106,7 +107,7 @@ def tune_command(
             max_rounds=max_rounds, margin=margin, budget_s=budget_s,
             compile_budget_s=compile_budget_s, steps_per_start=steps_per_start, cache=cache,
             backend=backend, device=device, dtype=dtype, threads=threads, timeout=timeout,
-            out=out, target=target, export_json=export_json,
+            out=out, target=target, export_json=export_json, history=history,
         ).validate()  # fmt: skip
         out_dir_tried(spec.out)
         out_file(spec.export_json, "--export-json")

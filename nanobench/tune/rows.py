@@ -105,11 +105,13 @@ def envelope(costs: list[tuple[str, float, float]]) -> list[tuple[float, str]]:
         found.append((at, current[0]))
 
 
-def interval_of(windows, a: Member, b: Member) -> tuple[float | None, ...]:
+def interval_of(windows, a: Member, b: Member, lent=None) -> tuple[float | None, ...]:
+    """a / b paired by round, hierarchical over processes; `lent`: the machine's earlier races'
+    calibration, where it is the better informed (`stats.ratio_interval`)."""
     num, den, labels = paired_rounds(windows, a, b)
     if len(num) < 2:
         return None, None, None
-    i = ratio_interval(num, den, labels)
+    i = ratio_interval(num, den, labels, history=lent)
     ends = [None if math.isnan(v) else round(v, 4) for v in (i.estimate, i.low, i.high)]
     return tuple(ends)
 
@@ -135,7 +137,7 @@ def against_best(found: RaceResult, m: Member, best: Member | None, margin: floa
 
 
 def config_row(config: Config, found: RaceResult, best: Member | None, steps: int,
-               leader: Config, margin: float) -> ConfigRow:  # fmt: skip
+               leader: Config, margin: float, lent=None) -> ConfigRow:  # fmt: skip
     m, windows = config.member, [w for w in found.windows if w.round >= 1 and w.status == "ok"]
     row, outcome = found.rows.get(m), found.outcomes.get(m, Outcome(NOT_RUN))
     mine = [w.median_ms() for w in windows if w.member == m and w.median_ms()]
@@ -146,7 +148,7 @@ def config_row(config: Config, found: RaceResult, best: Member | None, steps: in
     if row is None or row.status != "ok" or not mine:
         return base
     off = Config(OFF).member
-    vs_off = interval_of(windows, m, off) if m != off else (1.0, 1.0, 1.0)
+    vs_off = interval_of(windows, m, off, lent) if m != off else (1.0, 1.0, 1.0)
     vs_best = against_best(found, m, best, margin)
     step_ms = statistics.median(mine)
     cold = (row.compile_s or 0.0) if m != off else 0.0
@@ -210,12 +212,15 @@ def round_rows(found: RaceResult, configs: tuple[Config, ...]) -> list[RoundRow]
     return out
 
 
-def answer(found: RaceResult, space: Space, steps: int, margin: float):
-    """(config rows, round rows, the decision, the best): the race's answer, derived."""
+def answer(found: RaceResult, space: Space, steps: int, margin: float, lent: dict | None = None):
+    """(config rows, round rows, the decision, the best): the race's answer, derived; `lent`,
+    each configuration's earlier races on this machine (`tune.history.load`)."""
     alive = found.alive()
     medians = found.medians()
     timed = [m for m in alive if m in medians]
     best = found.looks[-1].best if found.looks and found.looks[-1].best in alive else (
         best_of(medians, timed) if timed else None)  # fmt: skip
-    rows = [config_row(c, found, best, steps, space.cache_of(c), margin) for c in space.configs]
+    lent = lent or {}
+    rows = [config_row(c, found, best, steps, space.cache_of(c), margin, lent.get(c.member))
+            for c in space.configs]  # fmt: skip
     return rows, round_rows(found, space.configs), decision(rows, steps), best

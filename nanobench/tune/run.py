@@ -28,6 +28,7 @@ from nanobench.harness.runs.output import finish
 from nanobench.harness.runs.rows import as_dicts, columns
 from nanobench.harness.runs.samples import sample_columns, sample_rows
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE, PASS
+from nanobench.tune import history as tune_history
 from nanobench.tune.bench import DROPPED, EQUIVALENT, ONE_LEFT, Race, RaceResult
 from nanobench.tune.paste import paste_lines
 from nanobench.tune.race import Look
@@ -57,6 +58,27 @@ def set_up(spec: TuneSpec, status) -> tuple[Space, dict, str]:
     return space, workers, dtype
 
 
+def opened_history(spec: TuneSpec, space: Space, workers: dict) -> tuple:
+    """(the store, each configuration's key, what earlier races lend), or Nones: --no-history."""
+    from nanobench.harness.runs.history_store import RunHistory
+
+    if not spec.history:
+        return None, {}, {}
+    store = RunHistory()
+    facts = tune_history.keys(space, workers, spec.processes)
+    return store, facts, tune_history.load(store, facts)
+
+
+def history_lines(store, lent: dict, recorded: int) -> list[str]:
+    """What the race read of the machine's earlier races and what it recorded; the store's
+    problems, each said."""
+    if store is None:
+        return []
+    runs = sum(c.runs for c in lent.values())
+    return [f"history: {runs} earlier races' figures read, {recorded} configurations recorded "
+            f"({store.root})"] + [f"history: {p}" for p in store.problems]  # fmt: skip
+
+
 def progress(status, names: dict, r: int, found: RaceResult, seen: Look | None) -> None:
     alive = ", ".join(names[m] for m in found.alive())
     out = f"; dropped {', '.join(names[m] for m in seen.dropped)}" if seen and seen.dropped else ""
@@ -78,9 +100,9 @@ def gates(found: RaceResult, rows: list[ConfigRow], margin: float) -> list[Gate]
     return out
 
 
-def written(spec: TuneSpec, space: Space, found: RaceResult, where) -> tuple:
+def written(spec: TuneSpec, space: Space, found: RaceResult, where, lent=None) -> tuple:
     """The answer derived and on disk: (config rows, round rows, decision, paste lines)."""
-    rows, rounds, decided, _ = answer(found, space, spec.steps_per_start, spec.margin)
+    rows, rounds, decided, _ = answer(found, space, spec.steps_per_start, spec.margin, lent)
     rows += [ConfigRow(s.config.name, s.config.mode, s.config.knobs,
                        "merged" if s.into is not None else "pruned", s.reason)
              for s in space.set_aside]  # fmt: skip
@@ -103,6 +125,7 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
     write_env(where / "tune-env.json", record)
     timer = announce("tune", spec, partial(spec.plan, len(space.configs), space.compiled), status)
     names = {c.member: c.name for c in space.configs}
+    store, facts, lent = opened_history(spec, space, workers)
     race = Race(spec, space, workers, dtype, status, partial(progress, status, names))
     started = time.monotonic()
     try:
@@ -112,12 +135,14 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
         raise interrupted(len(race.found.rows), len(race.found.windows), [],
                           where / "tune.csv", where / "tune-rounds.csv") from None  # fmt: skip
     total_s = time.monotonic() - started
-    rows, rounds, decided, paste = written(spec, space, found, where)
+    rows, rounds, decided, paste = written(spec, space, found, where, lent)
+    recorded = tune_history.record(store, facts, found) if store else 0
     head = f"tune: {dtype} {spec.model if not spec.target else spec.target} on {spec.device}, " \
            f"rows {spec.rows}, steps {spec.steps} a window"  # fmt: skip
     png = draw_race(as_dicts(rounds), where / "tune-race.png", head)
     lines = (space_lines(space) + stop_line(found, spec, names) + [phases_line(found, total_s)]
-             + decision_lines(decided, paste, rows) + reason_lines(rows))  # fmt: skip
+             + decision_lines(decided, paste, rows) + reason_lines(rows)
+             + history_lines(store, lent, recorded))  # fmt: skip
     outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),
                "samples": str(where / "tune-samples.csv"), "png": str(png),
                "env": str(where / "tune-env.json")}  # fmt: skip

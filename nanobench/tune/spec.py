@@ -47,6 +47,7 @@ class TuneSpec:
     out: str = C.out
     target: str = ""
     export_json: str = ""  # also the configurations as PyTorch OSS benchmark records
+    history: bool = True  # the machine's earlier races lend each ratio to eager their spread
 
     def validate(self) -> TuneSpec:
         """The rules across options, and the knobs' names (their settings are held against
