@@ -24,8 +24,8 @@ from functools import partial
 from nanobench.compile.bench import WORKER, ModePart, member_env
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import WorkerSpec
-from nanobench.harness.errors import BadInput
 from nanobench.harness.step.output_check import output_change
+from nanobench.harness.step.targets import raised_by_target
 from nanobench.harness.workers.fleet import Fleet, live_window, timing_core
 from nanobench.harness.workers.fresh import start_side_by_side
 from nanobench.harness.workers.member import Member
@@ -35,7 +35,6 @@ from nanobench.tune.space import OFF, Config, Space
 from nanobench.tune.spec import TuneSpec
 
 SURVIVOR, DROPPED, DISQUALIFIED = "survivor", "dropped", "disqualified"
-TARGET_FAILED = "error: --target "  # a worker's status where the user's factory or step raised
 # Rounds between one more process for every survivor. A round costs a window (0.05 to 0.3 s on
 # the built-in model), a process a warm start (8 to 35 s): on this project's 2-core box a window's
 # log scatter is 0.07 and a process's offset 0.02 (tests/data/tune_noise.csv), so the rounds'
@@ -133,9 +132,9 @@ class Race:
         self.found.rows[m] = row
         self.found.outcomes[m] = Outcome(SURVIVOR)
         budget = self.spec.compile_budget_s
-        if config.mode == OFF and row.status.startswith(TARGET_FAILED):
-            # the user's own step failed eager, before anything was timed: their input, one line
-            raise BadInput(row.status.removeprefix("error: "))
+        raised = raised_by_target(row.status)
+        if raised is not None:  # the user's own target raised: their input, one line, exit 2
+            raise raised
         if row.status != "ok":
             self.out(m, DISQUALIFIED, row.status, 0)
         elif (row.compile_s or 0) > budget:

@@ -39,6 +39,7 @@ from nanobench.harness.runs.run_kind import RunKind
 from nanobench.harness.runs.samples import sample_columns
 from nanobench.harness.runs.samples import sample_rows as window_samples
 from nanobench.harness.statistics.verdicts import INCONCLUSIVE
+from nanobench.harness.step.targets import raised_by_target
 from nanobench.harness.workers.member import Member
 from nanobench.harness.workers.rounds import RoundPlan, Window, describe, look_confidence
 from reports.csvio import write_rows
@@ -155,9 +156,14 @@ class MeasuredRun:
         return {name: str(self.path(f"-{name}")) for name in self.kind.tables([])}
 
     def on_row(self, row) -> None:
+        """A member's row, kept and on disk; where the user's own target raised in its worker,
+        the run ends there as their bad input (one line, exit 2), what ran before it kept."""
         row = self.kind.arrived(row)
         self.done[self.kind.member(row)] = row
         self.save()
+        raised = raised_by_target(getattr(row, "status", "ok") or "ok")
+        if raised is not None:
+            raise raised
 
     def on_window(self, window: Window) -> None:
         if window.round >= 1 and self._rounds_from is None:

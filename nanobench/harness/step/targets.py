@@ -22,6 +22,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,25 @@ BUILTINS = {
 
 class TargetError(MeasurementFailed):
     """A target that cannot be loaded, built or stepped; the message is one line."""
+
+
+# A worker's status where the user's own target failed: `TargetError`'s line, as a worker
+# reports an error.
+TARGET_FAILED = "error: --target "
+# what its importing, its factory or its step_inputs raising reads as (`TargetError`'s lines)
+RAISED = re.compile(
+    re.escape(TARGET_FAILED)
+    + r"'[^']*': (importing \S+ raised|the factory raised|step_inputs\(\d+\) raised) "
+)
+
+
+def raised_by_target(status: str) -> BadInput | None:
+    """Where the user's own code raised in a worker (importing the target, its factory, its
+    step_inputs): their error as bad input, one line, exit 2. None for any other status, a
+    contract the step broke in a timed window among them (a failed row, what it timed kept)."""
+    if not RAISED.match(status):
+        return None
+    return BadInput(status.removeprefix("error: "))
 
 
 @dataclass(frozen=True)
