@@ -156,7 +156,10 @@ def test_the_apart_interval_holds_its_truth_at_its_level():
     "args, says",
     [
         (["nope", "nope2"], "nope: no such directory or file"),
-        (["{old}", "{empty}"], "no explain.csv, compile.csv, decode.csv, profile.csv, tune.csv here"),
+        (
+            ["{old}", "{empty}"],
+            "no explain.csv, compile.csv, decode.csv, profile.csv, tune.csv here",
+        ),
         (["{old}", "{old}", "--no-more", "ops"], "--no-more ops: this command measures"),
     ],
 )
