@@ -14,6 +14,7 @@ import csv
 import math
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,7 @@ class SimRace(Race):
         drift = self.noise.drift[(self.start + r) % len(self.noise.drift)]
         log_ms = self.truth[m] + drift + self.procs[m][slot] + self.rng.choice(self.noise.within)
         ms = math.exp(log_ms)
-        self.found.windows.append(Window(m.name, r, "ok", (ms,), (0,), (True,), slot + 1, m.side))
+        self.timed(m, r, Window(m.name, r, "ok", (ms,), (0,), (True,), slot + 1, m.side))
 
     def out(self, m: Member, verdict: str, reason: str, r: int) -> None:
         self.found.outcomes[m] = Outcome(verdict, reason, r)
@@ -140,6 +141,26 @@ def test_an_a_a_space_ends_with_both_alive(noise):
                     for r in races])  # fmt: skip
     print(f"\nA/A: both alive in {both:.1%} of {RACES} races")
     assert both >= 0.95
+
+
+def test_a_configuration_with_no_steady_step_is_disqualified_not_raced(noise):
+    """A window whose every step built (static recompiling as it runs) has no median: the
+    race's own check puts it out at once, and the rest race on."""
+
+    class Rebuilding(SimRace):
+        def window(self, m: Member, r: int) -> None:
+            super().window(m, r)
+            if m.name == "static":
+                w = self.found.windows.pop()
+                self.timed(m, r, replace(w, built=(1,), steady=(False,)))
+
+    truth = {Member("plain", "off"): 0.0, Member("plain", "static"): -0.3,
+             Member("plain", "dynamic"): -0.2}  # fmt: skip
+    sim = Rebuilding(truth, noise, np.random.default_rng(2), TuneSpec())
+    sim.rounds()
+    out = sim.found.outcomes[Member("plain", "static")]
+    assert (out.verdict, out.round) == ("disqualified", 1) and "no steady step" in out.reason
+    assert sim.found.rounds >= 5 and Member("plain", "dynamic") in sim.found.alive()
 
 
 def test_holm_steps_down_and_stops_at_the_first_kept():

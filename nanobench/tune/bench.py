@@ -160,10 +160,17 @@ class Race:
         workers = self.fleet.workers[m]
         slot = (r - 1) % len(workers)
         timed = live_window(workers[slot], m, self.spec.timeout, 1, timing_core())(r)
-        timed = replace(timed, process=slot + 1)
+        self.timed(m, r, replace(timed, process=slot + 1))
+
+    def timed(self, m: Member, r: int, timed: Window) -> None:
+        """A window kept; a configuration whose window failed, or timed no steady step, out."""
         self.found.windows.append(timed)
         if timed.status != "ok":
             self.out(m, DISQUALIFIED, f"round {r}: {timed.status}", r)
+        elif timed.median_ms() is None:
+            # compiling inside the timing: a rebuild a step, no steady step to race
+            self.out(m, DISQUALIFIED, f"round {r}: every timed step built a graph (it "
+                                      "recompiles as it runs): no steady step to time", r)  # fmt: skip
 
     def rounds(self) -> None:
         """Rounds until the race is decided or a limit ends it (`stopped`)."""

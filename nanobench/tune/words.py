@@ -36,6 +36,11 @@ def more_rounds(look: Look, margin: float, names: dict) -> list[str]:
     for e in look.evidence:
         if e.member in look.dropped or e.low == e.high:
             continue
+        if e.variance_from == "processes":
+            out.append(f"{names[e.member]}: {e.estimate:.3f}x [{e.low:.3f}, {e.high:.3f}]: its "
+                       "processes disagree by more than the gap: more --processes would narrow "
+                       "it, more rounds would not")  # fmt: skip
+            continue
         half = (math.log(e.high) - math.log(e.low)) / 2
         distance = abs(math.log(e.estimate) - edge)
         more = math.ceil(e.rounds * (half / distance) ** 2 - e.rounds) if distance > 1e-9 else 0
