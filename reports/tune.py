@@ -16,20 +16,15 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from reports.compile import fmt, interval
 from reports.style import fit_table
 
 
-def _num(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _ratio(r: dict, name: str) -> str:
-    value, low, high = r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high")
-    if value is None:
-        return "-"
-    if low is None or high is None or low == high:
-        return f"{value:.2f}x"
-    return f"{value:.2f}x [{low:.2f}, {high:.2f}]"
+    """'0.38x [0.33, 0.52]'; the best's own 1.00x without its degenerate interval."""
+    low, high = r.get(f"{name}_low"), r.get(f"{name}_high")
+    same = low is not None and low == high
+    return interval(r.get(name), None if same else low, None if same else high, unit="x")
 
 
 def _compile(r: dict) -> str:
@@ -51,9 +46,9 @@ def render_tune(console, rows: list[dict], lines: list[str], title: str) -> None
         outcome = r["outcome"] + (f" (round {r['dropped_round']})"
                                   if r.get("dropped_round") else "")  # fmt: skip
         unsafe = " (unsafe)" if "unsafe (" in (r.get("unsafe") or "") else ""
-        table.add_row(r["config"] + unsafe, outcome, _num(r.get("step_ms"), ".3f"), _ratio(r, "vs_off"),
-                      _ratio(r, "vs_best"), _compile(r), _num(r.get("breakeven_steps"), ",.0f"),
-                      _num(r.get("cost_per_start_s"), ",.1f"))  # fmt: skip
+        table.add_row(r["config"] + unsafe, outcome, fmt(r.get("step_ms"), ".3f"), _ratio(r, "vs_off"),
+                      _ratio(r, "vs_best"), _compile(r), fmt(r.get("breakeven_steps"), ",.0f"),
+                      fmt(r.get("cost_per_start_s"), ",.1f"))  # fmt: skip
     console.print(fit_table(console, table))
     for line in lines:
         console.print(line, markup=False)
