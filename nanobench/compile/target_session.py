@@ -27,6 +27,7 @@ from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
+from nanobench.harness.cli.choices import VLLM_MODES
 from nanobench.harness.runs.dry_run import DryRun, dry_steps
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
@@ -40,6 +41,7 @@ from nanobench.harness.step.remedies import (
 )
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
+    SELF_COMPILED,
     TargetError,
     changing_scalars,
     growing_dims,
@@ -74,7 +76,7 @@ def predict_target(
     size, and an int or float argument); a guard the probe saw change with no input behind it
     (a resume function's local) is one build a step. Nothing changing predicts `none`.
     """
-    if mode == "off":
+    if mode == "off" or mode in VLLM_MODES:  # vLLM's: its own guards, nothing of ours predicts
         return "none", False
     dynamic = prediction_mode(mode) == "dynamic"
     changed = changing_scalars([scalars for _, scalars in seen], guarded)
@@ -116,6 +118,7 @@ class TargetSession(WindowServer):
         return make_target(
             spec.target,
             model=spec.model,
+            mode=spec.mode,
             rows=spec.rows,
             prompt_len=spec.prompt_len,
             steps=spec.steps,
@@ -128,8 +131,10 @@ class TargetSession(WindowServer):
         self.dry: DryRun | str | None = None
         self.marked: DryRun | None = None  # the mark-dynamic remedy's dry run, where it applies
         self.stanced: DryRun | None = None  # the fail-fast remedy's, where it applies
+        itself = spec.target in SELF_COMPILED
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
-        if spec.mode != "off" and spec.process == 1 and spec.probe:
+        # A target that compiles itself is probed by nothing of ours: its forward is not dynamo's.
+        if spec.mode != "off" and spec.process == 1 and spec.probe and not itself:
             # A probe target of its own: explaining runs the forward, which may move its state.
             probe = probe_target(self.make(), 0)
             self.dry = self.dry_check(spec)
@@ -139,7 +144,7 @@ class TargetSession(WindowServer):
         target = self.make()
         forward = (
             target.forward
-            if spec.mode == "off"
+            if spec.mode == "off" or itself
             else torch.compile(
                 target.forward,
                 **compile_kwargs(spec.mode, spec.backend),
@@ -152,7 +157,10 @@ class TargetSession(WindowServer):
         self.outputs: list = []
         times, built = self.run(seen, progress)
         self.frames_after_first_pass = counters["frames"]["ok"]
-        return self.ledger(times, built, seen, probe)
+        row = self.ledger(times, built, seen, probe)
+        if itself:  # its compile ran while the factory warmed it up: the target's own clock
+            row |= {"compile_s": round(target.compile_s, 4), "predicted_by": None}
+        return row
 
     def dry_check(self, spec: WorkerSpec) -> DryRun | str:
         """The fall-back prediction checked: the mode's steps through dynamo alone (the eager

@@ -26,6 +26,7 @@ from nanobench.harness.cli.choices import (
     HF_ATTENTION,
     LAUNCHERS,
     MODES,
+    VLLM_MODES,
     REDUCE_OVERHEAD,
     SYSTEMS,
     TIMING_COLUMNS,
@@ -262,7 +263,11 @@ Threads = Annotated[
 Timeout = Annotated[int, typer.Option(min=1, help="Seconds before a worker is killed.")]
 Backend = Annotated[Literal[BACKENDS], typer.Option(help="torch.compile backend.")]
 Modes = Annotated[
-    Names, _names((*MODES, REDUCE_OVERHEAD), "Compile modes, each in its own fresh process.")
+    Names,
+    _names(
+        (*MODES, REDUCE_OVERHEAD, *VLLM_MODES),
+        "Compile modes, each in its own fresh process (--target vllm: off and vLLM's own).",
+    ),
 ]
 Systems = Annotated[Names, _names(SYSTEMS, "Systems compared, each in its own fresh process.")]
 DecodePath = Annotated[

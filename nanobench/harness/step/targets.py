@@ -28,13 +28,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nanobench.harness.cli.choices import VLLM_MODES
 from nanobench.harness.errors import BadInput, MeasurementFailed
 
 PROTOCOL = ("rows", "prompt_len", "steps", "device", "dtype")
 BUILTINS = {
     "hf-static": "nanobench.harness.step.hf_targets:hf_static",
     "hf-dynamic": "nanobench.harness.step.hf_targets:hf_dynamic",
+    "vllm": "nanobench.harness.step.vllm_target:vllm_decode",
 }
+# What a built-in takes beyond the protocol: the checkpoint (--model) and, for one that compiles
+# itself (vllm), the mode its worker runs.
+BUILTIN_EXTRA = ("model", "mode")
+# The modes of a target that compiles itself, by target: vLLM's own (`vllm_target.MODES`), `off`
+# its eager. Every other target is compiled by nanobench, in `choices.MODES`.
+SELF_COMPILED = {"vllm": ("off", *VLLM_MODES)}
 
 
 class TargetError(MeasurementFailed):
@@ -65,6 +73,8 @@ class Target:
     spec: str
     forward: Callable
     step_inputs: Callable[[int], tuple[tuple, dict]]
+    # seconds it compiled for, by its own clock: a target that compiles itself (SELF_COMPILED)
+    compile_s: float | None = None
 
 
 def _load_file(path: Path, spec: str):
@@ -191,7 +201,7 @@ def check_signature(spec: str, factory: Callable) -> None:
         if n not in PROTOCOL
         and p.default is p.empty
         and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-        and not (spec in BUILTINS and n == "model")
+        and not (spec in BUILTINS and n in BUILTIN_EXTRA)
     ]
     if wrong or missing or extra:
         what = "; ".join(
@@ -217,11 +227,13 @@ def target_option(spec: str) -> str:
     return spec
 
 
-def make_target(spec: str, *, model: str = "", **protocol) -> Target:
+def make_target(spec: str, *, model: str = "", mode: str = "off", **protocol) -> Target:
     """Call the factory (in the process that will step it) and check what it returned."""
     factory = load_factory(spec)
     check_signature(spec, factory)
-    extra = {"model": model} if spec in BUILTINS else {}
+    given = {"model": model, "mode": mode}
+    takes = inspect.signature(factory).parameters
+    extra = {k: v for k, v in given.items() if k in takes} if spec in BUILTINS else {}
     try:
         made = factory(**protocol, **extra)
     except BaseException as e:
@@ -232,7 +244,23 @@ def make_target(spec: str, *, model: str = "", **protocol) -> Target:
             f"--target {spec!r}: the factory returned {type(made).__name__}, expected an object "
             "with a callable forward and step_inputs(step)"
         )
-    return Target(spec, forward, step_inputs)
+    return Target(spec, forward, step_inputs, getattr(made, "compile_s", None))
+
+
+def target_modes(spec: str, modes) -> None:
+    """A target that compiles itself runs its own modes and no others; every other step runs
+    nanobench's (BadInput, one line, before any worker)."""
+    own = SELF_COMPILED.get(spec)
+    if own is not None:
+        wrong = [m for m in modes if m not in own]
+        if wrong:
+            raise BadInput(f"--modes {wrong[0]}: --target {spec} compiles itself; its modes are "
+                           f"{', '.join(own)}")  # fmt: skip
+        return
+    theirs = sorted({m for own in SELF_COMPILED.values() for m in own if m != "off"} & set(modes))
+    if theirs:
+        raise BadInput(f"--modes {theirs[0]}: a mode of --target "
+                       f"{', '.join(SELF_COMPILED)}, which compiles itself")  # fmt: skip
 
 
 def inputs_at(target: Target, step: int) -> tuple[tuple, dict]:

