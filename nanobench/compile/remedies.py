@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nanobench.harness.step.targets import SELF_COMPILED
 from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
 from nanobench.harness.step.knobs import VOCABULARY
 from nanobench.harness.step.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
+from nanobench.harness.step.targets import SELF_COMPILED
 
 
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:

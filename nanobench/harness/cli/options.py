@@ -26,10 +26,10 @@ from nanobench.harness.cli.choices import (
     HF_ATTENTION,
     LAUNCHERS,
     MODES,
-    VLLM_MODES,
     REDUCE_OVERHEAD,
     SYSTEMS,
     TIMING_COLUMNS,
+    VLLM_MODES,
 )
 
 
