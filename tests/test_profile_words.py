@@ -75,6 +75,12 @@ def test_host_work_as_the_cap_says_what_the_device_can_take_to_remove_it():
     on_cpu = why_speedup("static", 1.2, None, None, rows(static), rows(OFF), device="cpu")
     assert "on a CPU, try --try cpp-wrapper,guard-filter" in on_cpu
     assert "a recorded graph removes it on a GPU only" in on_cpu
+    # vLLM compiled its own mode: compile refuses --try for it, so none is offered
+    by_vllm = why_speedup(
+        "dynamo-trace-once", 1.2, None, None, rows(static), rows(OFF), device="cpu"
+    )
+    assert "try --try" not in by_vllm and "vLLM compiled it, so no --try reaches it" in by_vllm
+    assert "inductor_compile_config={'cpp_wrapper': True}" in by_vllm
 
 
 def test_off_names_its_two_largest_and_the_forwards_python():

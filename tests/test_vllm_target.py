@@ -66,7 +66,7 @@ def test_the_vllm_target_defaults_to_its_own_modes_and_keeps_a_choice():
 def test_an_interpreter_without_vllm_is_told_how_to_get_it(tmp_path):
     line = refused(["--target", "vllm", "--python", sys.executable, *FAST], tmp_path)
     assert f"{sys.executable} has no vLLM" in line
-    assert "run `make vllm` and pass --python .venv-vllm/bin/python" in line
+    assert "run `make vllm`, then .venv-vllm/bin/nanobench (or pass --python" in line
 
 
 @needs_vllm

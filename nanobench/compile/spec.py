@@ -115,7 +115,7 @@ class CompileSpec(MeasuredSpec):
             )
         if self.path == "unplanned" and self.bucketed:
             raise BadInput("--path unplanned cannot be --bucketed: the unplanned path has no plan")
-        if self.target in SELF_COMPILED and self.modes == CompileSpec.modes:
+        if self.target in SELF_COMPILED and self.modes == type(self).modes:
             # the default's compiled modes are nanobench's: such a target's default is its own
             self = replace(self, modes=o.Names(SELF_COMPILED[self.target]))
         target_modes(self.target, self.modes)

@@ -159,7 +159,10 @@ class TargetSession(WindowServer):
         self.frames_after_first_pass = counters["frames"]["ok"]
         row = self.ledger(times, built, seen, probe)
         if itself:  # its compile ran while the factory warmed it up: the target's own clock
-            row |= {"compile_s": round(target.compile_s, 4), "predicted_by": None}
+            # vLLM's trace-once builds through dynamo's AOT compile, which counts a graph but no
+            # frame: the graphs are its builds
+            builds = max(row["builds"], counters["stats"]["unique_graphs"])
+            row |= {"compile_s": round(target.compile_s, 4), "predicted_by": None, "builds": builds}
         return row
 
     def dry_check(self, spec: WorkerSpec) -> DryRun | str:

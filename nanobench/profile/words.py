@@ -13,6 +13,7 @@ significant digits below 0.1 ms), shares as whole percents, speedups as the rows
 
 from __future__ import annotations
 
+from nanobench.harness.cli.choices import VLLM_MODES
 from nanobench.profile.rows import HOST_CATEGORIES, UNCHANGED_BY_COMPILING, CategoryRow, JoinedRow
 
 PER_CALL = ("guards", "dynamo entry", "wrapper python")  # what compiling adds to every call
@@ -71,7 +72,7 @@ def why_speedup(
     if mode == "off":
         return f"{subject}: {_off_words(categories, ranked)}."
     if ranked[0].category in HOST_CATEGORIES:
-        return f"{subject}: {_host_words(categories, device)}."
+        return f"{subject}: {_host_words(categories, device, mode)}."
     return f"{subject}: {_kernel_words(ranked[0], categories, off)}."
 
 
@@ -85,7 +86,7 @@ def _off_words(rows: list[CategoryRow], ranked: list[CategoryRow]) -> str:
     return f"{named} of the step; the forward's Python {percent_text(python)}"
 
 
-def _host_words(rows: list[CategoryRow], device: str) -> str:
+def _host_words(rows: list[CategoryRow], device: str, mode: str) -> str:
     """How much of the step is host work, its two largest parts, and what could cut it on this
     device: a recorded CUDA graph on a GPU; on a CPU, where there is none (reduce-overhead is
     refused without CUDA), the knobs that move host work: cpp-wrapper and a guard filter."""
@@ -94,6 +95,10 @@ def _host_words(rows: list[CategoryRow], device: str) -> str:
     parts = ", ".join(f"{r.category} {ms_text(r.ms_per_step)} ms" for r in largest)
     if device == "cuda":
         remedy = "a recorded graph (--modes reduce-overhead) could remove most of it"
+    elif mode in VLLM_MODES:  # vLLM compiles it: no --try reaches it, its own config does
+        remedy = ("vLLM compiled it, so no --try reaches it; its compilation_config's "
+                  "inductor_compile_config={'cpp_wrapper': True} is the C++ wrapper (not "
+                  "measured here)")  # fmt: skip
     else:
         remedy = ("on a CPU, try --try cpp-wrapper,guard-filter (the wrapper in C++, fewer "
                   "guards a call); a recorded graph removes it on a GPU only")  # fmt: skip

@@ -38,7 +38,7 @@ from nanobench.harness.runs.rows import rebuild  # noqa: E402
 from nanobench.harness.step.dynamo_explain import seeded_prompts  # noqa: E402
 from nanobench.harness.step.knobs import applied, compile_options  # noqa: E402
 from nanobench.harness.step.target_bench import call_step  # noqa: E402
-from nanobench.harness.step.targets import inputs_at, make_target  # noqa: E402
+from nanobench.harness.step.targets import SELF_COMPILED, inputs_at, make_target  # noqa: E402
 from nanobench.harness.workers.finite import FiniteWatch  # noqa: E402
 from nanobench.harness.workers.fresh import serve_main  # noqa: E402
 from nanobench.harness.workers.threads import apply_threads  # noqa: E402
@@ -78,6 +78,7 @@ class Stepper:
             self.target = make_target(
                 job.target,
                 model=job.model,
+                mode=job.mode,
                 rows=job.rows,
                 prompt_len=job.prompt_len,
                 steps=job.steps,
@@ -85,7 +86,9 @@ class Stepper:
                 dtype=job.dtype,
             )
             fn = self.target.forward
-            self.forward = fn if job.mode == "off" else torch.compile(
+            # a target that compiles itself did so in its factory, in this mode
+            itself = job.mode == "off" or job.target in SELF_COMPILED
+            self.forward = fn if itself else torch.compile(
                 fn, **compile_kwargs(job.mode, job.backend), **compile_options(job.knob))  # fmt: skip
             self.engine = None
         else:

@@ -93,7 +93,7 @@ class StartupSpec(MeasuredSpec):
     def checked(self) -> StartupSpec:
         """Rules across options (ranges and choices are the options' own); the run's width."""
         # The step's rules are compile's: rows within the batch, the width, the device, modes.
-        width = self.as_compile().validate().max_model_len
+        compiled = self.as_compile().validate()  # and a self-compiled target's default modes
         if self.starts and "cold" not in self.starts and not self.artifacts:
             if "warm" in self.starts:
                 raise BadInput(
@@ -105,7 +105,7 @@ class StartupSpec(MeasuredSpec):
                 "cold, or name a saved artifact file with --artifacts"
             )
         check_sides(self.vs, None, self.target)
-        return replace(self, max_model_len=width)
+        return replace(self, max_model_len=compiled.max_model_len, modes=compiled.modes)
 
     def as_compile(self) -> CompileSpec:
         """The same step as `compile` would sweep it: its model resolution and worker shape."""

@@ -18,6 +18,7 @@ from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option
 from nanobench.harness.errors import BadInput
 from nanobench.harness.step.knobs import parse_side
+from nanobench.harness.step.targets import SELF_COMPILED
 
 C = CompileSpec()
 
@@ -64,6 +65,10 @@ class TuneSpec:
         if self.max_rounds < 5:
             raise BadInput(f"--max-rounds {self.max_rounds}: the race's first test is after 5 "
                            "rounds; expected at least 5")  # fmt: skip
+        if self.target in SELF_COMPILED:
+            raise BadInput(f"--target {self.target}: it compiles itself (vLLM's compilation_config), "
+                           "and tune races nanobench's torch.compile configurations; compare its "
+                           f"modes with nanobench compile --target {self.target}")  # fmt: skip
         for knob in self.knobs:
             parse_side(knob)
         device_option(self.device)

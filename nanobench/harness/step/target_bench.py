@@ -64,7 +64,12 @@ def _explain_steps(target: Target, step: int):
         outs = []
         for k in (step, step + 1):
             args, kwargs = inputs_at(target, k)
-            outs.append(call_step(target, k, partial(trace_call, target.forward), args, kwargs))
+            traced = (
+                partial(target.explained, trace_call)
+                if target.explained
+                else partial(trace_call, target.forward)
+            )
+            outs.append(call_step(target, k, traced, args, kwargs))
     return outs
 
 

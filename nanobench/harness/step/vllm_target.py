@@ -126,11 +126,30 @@ class VLLMDecode:
         # (B, 1): each row's sampled token, what the output check holds modes to.
         return torch.tensor(output.sampled_token_ids, dtype=torch.long)
 
+    def explained(self, trace, planned):
+        """The step with vLLM's model forward traced by `trace`, inside the runner, where the
+        forward context (attention metadata, slot mapping) is set: what dynamo sees of it."""
+        runner = self.core.model_executor.driver_worker.worker.model_runner
+        model, found = runner.model, []
+
+        def traced(*args, **kwargs):
+            found.append(trace(model.__class__.forward.__get__(model), *args, **kwargs))
+            # trace ran the forward once (writing this step's K and V); the runner's own call
+            # writes the same values to the same slots and returns what the step goes on with
+            return model.__class__.forward(model, *args, **kwargs)
+
+        model.forward = traced
+        try:
+            self.forward(planned)
+        finally:
+            del model.forward
+        return found[0]
+
 
 def import_vllm():
     """vLLM's `LLM`, its engine in this process; an interpreter without it is told how to get it."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its INFO lines are a page a start
     # vLLM's compile cache follows the run's Inductor cache: cold is a fresh one for each mode,
     # warm one shared (--cache); its default, ~/.cache/vllm, would be warm across every run.
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -140,8 +159,8 @@ def import_vllm():
         from vllm import LLM
     except ImportError as e:
         raise RuntimeError(
-            f"{sys.executable} has no vLLM ({e}): run `make vllm` and pass "
-            "--python .venv-vllm/bin/python"
+            f"{sys.executable} has no vLLM ({e}): run `make vllm`, then .venv-vllm/bin/nanobench "
+            "(or pass --python .venv-vllm/bin/python)"
         ) from None
     return LLM
 
