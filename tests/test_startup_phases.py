@@ -78,6 +78,15 @@ def test_a_starts_phases_add_up_to_its_wall_clock_and_the_rest_is_unattributed()
     assert sum(p.values()) == pytest.approx(115.1 - 100.0 - 0.12)
 
 
+def test_a_target_that_compiles_itself_has_its_warm_up_taken_out_of_make():
+    # vLLM compiles while its factory builds the step, timed by the target's own clock
+    plain = start_phases(ready_of(), launched=100.0)
+    p = start_phases(ready_of() | {"target_compile_s": 1.1}, launched=100.0)
+    assert plain["warm_up"] == 0.0
+    assert p["warm_up"] == pytest.approx(1.1) and p["make"] == pytest.approx(1.4 - 1.1)
+    assert sum(p.values()) == pytest.approx(sum(plain.values()))
+
+
 def row(kind: str, run: int, ready_s: float, **over) -> StartRow:
     return StartRow(mode="static", kind=kind, run=run, ready_s=ready_s, **over)
 

@@ -144,3 +144,34 @@ def test_compile_measures_vllms_modes_in_the_table_and_json(tmp_path):
     assert rows["off"]["status"] == rows["dynamo-trace-once"]["status"] == "ok"
     assert rows["off"]["compile_s"] == 0 and rows["dynamo-trace-once"]["compile_s"] > 0
     assert rows["dynamo-trace-once"]["step_ms"] > 0
+
+
+EXPLAINED = """
+import json, sys, torch
+from nanobench.harness.step.targets import inputs_at, make_target
+t = make_target("vllm", model=sys.argv[1], mode="off", rows=4, prompt_len=16, steps=2,
+                device="cpu", dtype="float32")
+# dynamo's own explain of vLLM's model forward, called where the runner calls it
+out = t.explained(lambda fn, *a, **k: torch._dynamo.explain(fn)(*a, **k), *inputs_at(t, 0)[0])
+print("@@" + json.dumps({"graphs": out.graph_count, "graph_breaks": out.graph_break_count,
+                         "ops": out.op_count, "guards": len(out.out_guards)}))
+"""
+
+
+@needs_vllm
+def test_explain_of_vllms_step_is_what_dynamo_explains_of_its_model_forward(tmp_path):
+    from nanobench.harness.cli.validate import model_option
+
+    model = str(model_option("tiny")[0])
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    done = subprocess.run([str(VLLM_PYTHON), "-c", EXPLAINED, model], capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    dynamo = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("@@"))[2:])
+    ours = subprocess.run([str(VLLM_PYTHON.parent / "nanobench"), "explain", "--target", "vllm",
+                           "--json", "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    row = json.loads(ours.stdout)["rows"][0]
+    assert {k: row[k] for k in dynamo} == dynamo
+    assert dynamo["ops"] > 50  # the whole model's forward, not the runner's wrapper

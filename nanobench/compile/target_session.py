@@ -27,7 +27,6 @@ from nanobench.compile.reduce_overhead import compile_kwargs, prediction_mode
 from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
-from nanobench.harness.cli.choices import VLLM_MODES
 from nanobench.harness.runs.dry_run import DryRun, dry_steps
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
@@ -42,6 +41,7 @@ from nanobench.harness.step.remedies import (
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
     SELF_COMPILED,
+    VLLM_MODES,
     TargetError,
     changing_scalars,
     growing_dims,

@@ -210,6 +210,7 @@ def run_start(job: StartJob, progress: Callable[[dict], None]) -> dict:
         "artifact_bytes_saved": saved,
         "kernels_built": kernels_on_disk(cache_dir) - so_before,
         "pgo_state_found": pgo_found,
+        "target_compile_s": getattr(getattr(stepper, "target", None), "compile_s", None),
         "step_ms": steady_ms(stepper, job, sync),
         "torch_version": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

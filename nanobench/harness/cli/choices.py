@@ -10,9 +10,6 @@ Invariant: imports nothing; each name is defined here once.
 
 MODES = ("off", "dynamic", "static")
 REDUCE_OVERHEAD = "reduce-overhead"
-# vLLM's CompilationMode 1 and 2 (guards kept; traced once, every guard dropped), the modes of
-# `--target vllm`, which compiles itself (`harness.step.vllm_target`).
-VLLM_MODES = ("stock-torch-compile", "dynamo-trace-once")
 BACKENDS = ("inductor", "aot_eager", "eager")
 SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
 DEVICES = ("cpu", "cuda")

@@ -29,8 +29,8 @@ from nanobench.harness.cli.choices import (
     REDUCE_OVERHEAD,
     SYSTEMS,
     TIMING_COLUMNS,
-    VLLM_MODES,
 )
+from nanobench.harness.step.targets import VLLM_MODES
 
 
 class Ints(tuple):

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanobench.harness.cli.choices import VLLM_MODES
 from nanobench.harness.errors import BadInput, MeasurementFailed
 
 PROTOCOL = ("rows", "prompt_len", "steps", "device", "dtype")
@@ -40,8 +39,10 @@ BUILTINS = {
 # What a built-in takes beyond the protocol: the checkpoint (--model) and, for one that compiles
 # itself (vllm), the mode its worker runs.
 BUILTIN_EXTRA = ("model", "mode")
-# The modes of a target that compiles itself, by target: vLLM's own (`vllm_target.MODES`), `off`
-# its eager. Every other target is compiled by nanobench, in `choices.MODES`.
+# vLLM's CompilationMode 1 and 2 (guards kept; traced once, every guard dropped): the modes of
+# `--target vllm` (`vllm_target`), which compiles itself. The modes of each target that compiles
+# itself, `off` its eager; every other step is compiled by nanobench, in `cli.choices.MODES`.
+VLLM_MODES = ("stock-torch-compile", "dynamo-trace-once")
 SELF_COMPILED = {"vllm": ("off", *VLLM_MODES)}
 
 
