@@ -32,6 +32,8 @@ COLOURS = {
     "engine-captured": "tab:green",
     "hf-eager": "tab:brown",
     "hf-static-compiled": "tab:red",
+    "vllm-eager": "tab:pink",
+    "vllm-compiled": "tab:cyan",
     "reference": "tab:blue",
     "triton": "tab:green",
 }

@@ -175,3 +175,20 @@ def test_explain_of_vllms_step_is_what_dynamo_explains_of_its_model_forward(tmp_
     row = json.loads(ours.stdout)["rows"][0]
     assert {k: row[k] for k in dynamo} == dynamo
     assert dynamo["ops"] > 50  # the whole model's forward, not the runner's wrapper
+
+
+@needs_vllm
+def test_decode_sets_vllm_beside_transformers_and_its_tokens_match(tmp_path):
+    # the decode workers run under vLLM's interpreter, transformers' system among them
+    result = runner.invoke(app, [
+        "decode", "--python", str(VLLM_PYTHON), "--systems", "hf-eager,vllm-eager,vllm-compiled",
+        "--steps", "6", "--threads", "1", "--rounds", "2", "--max-rounds", "2", "--out",
+        str(tmp_path), "--json"])  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    rows = {r["system"]: r for r in json.loads(result.stdout)["rows"]}
+    for name in ("vllm-eager", "vllm-compiled"):
+        r = rows[name]
+        assert r["status"] == "ok", r["status"]
+        assert r["tokens_ref"] == "hf-eager" and r["tokens_match"] is True, r["first_mismatch"]
+        assert r["ms_per_step"] > 0 and r["ratio_vs_floor"] > 0 and r["vllm_version"] == "0.32.0"
+    assert rows["vllm-eager"]["compile_s"] is None and rows["vllm-compiled"]["compile_s"] > 0

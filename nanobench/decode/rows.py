@@ -75,6 +75,7 @@ class SystemRow:
     attention: str | None = None
     linear_layout: str | None = None  # engine systems
     hf_version: str | None = None  # transformers systems
+    vllm_version: str | None = None  # vLLM's systems
     recorder: str | None = None  # engine-captured
     capture_s: float | None = None  # engine-captured
     captured_shapes: int | None = None  # engine-captured
@@ -167,6 +168,7 @@ class DecodeRow:
     model: str | None = None
     torch_version: str | None = None
     hf_version: str | None = None
+    vllm_version: str | None = None
     worker_s: float | None = None
     setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
     later_setup_s: float | None = None  # a later worker's, median: what each process costs

@@ -31,9 +31,11 @@ from engine.engine import Engine
 from engine.recorders import eager_recorder
 from engine.weights import DTYPES
 from nanobench.decode.bench import ENGINE_SYSTEMS, DecodeGateFailed
+from nanobench.decode.clock import TokenClock
 from nanobench.decode.roofline import PROBE, ProbeSession
 from nanobench.decode.rows import RunSpec
 from nanobench.decode.samples import text_prompts, tokenizer_for
+from nanobench.harness.cli.choices import VLLM_SYSTEMS
 from nanobench.harness.runs.rows import rebuild
 from nanobench.harness.step.dynamo_explain import seeded_prompts
 from nanobench.harness.step.knobs import applied, compile_options
@@ -41,58 +43,6 @@ from nanobench.harness.workers.finite import FiniteWatch
 from nanobench.harness.workers.fresh import serve_main
 from nanobench.harness.workers.rounds import Window
 from nanobench.harness.workers.slices import SlicedGeneration, slice_bounds
-
-# -- timing -----------------------------------------------------------------------------------
-
-
-class TokenClock:
-    """Wall and thread-CPU time at the start of a generation and at every token on the host.
-
-    For transformers it is the streamer `generate` calls: once with the prompt, then once per
-    generated token after it has been picked and copied to the host.
-    """
-
-    def __init__(self, frames: Callable[[], int] = lambda: 0) -> None:
-        self.start = self.start_cpu = 0.0
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-        # dynamo's frames built so far, read at every token: what each step built
-        self.frames = frames
-        self.built: list[int] = []
-        self.puts = 0
-
-    def begin(self) -> None:
-        self.start, self.start_cpu = time.perf_counter(), time.thread_time()
-
-    def token(self) -> None:
-        self.wall.append(time.perf_counter())
-        self.cpu.append(time.thread_time())
-        self.built.append(self.frames())
-
-    # the transformers streamer protocol
-    def put(self, value) -> None:
-        self.puts += 1
-        if self.puts > 1:  # the first put is the prompt
-            self.token()
-
-    def end(self) -> None:
-        pass
-
-    def summary(self) -> dict:
-        """prefill ms (start to first token) and the decode phase (every later token)."""
-        if len(self.wall) < 2:
-            raise DecodeGateFailed(f"{len(self.wall)} tokens timed: a decode phase needs two")
-        steps = [(b - a) * 1e3 for a, b in zip(self.wall, self.wall[1:])]
-        n = len(steps)
-        return {
-            "prefill_ms": (self.wall[0] - self.start) * 1e3,
-            "step_ms": steps,
-            "built": [b - a for a, b in zip(self.built, self.built[1:])],
-            "median_ms": statistics.median(steps),
-            "mean_ms": (self.wall[-1] - self.wall[0]) * 1e3 / n,
-            "cpu_ms": (self.cpu[-1] - self.cpu[0]) * 1e3 / n,
-        }
-
 
 # -- systems ----------------------------------------------------------------------------------
 
@@ -241,6 +191,25 @@ def hf_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
     return generate, info
 
 
+def vllm_system(spec: RunSpec) -> tuple[Callable[[TokenClock], list], dict]:
+    """vLLM's engine in this process (`harness.step.vllm_target`): enforce_eager, or its default
+    compile (on a CPU its platform makes it dynamo-trace-once), timed by vLLM's own clock."""
+    from nanobench.harness.step.vllm_target import built_llm, generate_tokens, import_vllm
+
+    mode = "off" if spec.system == "vllm-eager" else None
+    llm, compile_s = built_llm(
+        spec.model, mode, spec.rows, spec.prompt_len + spec.steps, spec.dtype
+    )
+    prompts = prompts_for(spec, llm.llm_engine.model_config.get_vocab_size())
+
+    def generate(clock: TokenClock) -> list:
+        clock.begin()
+        return generate_tokens(llm, prompts, spec.steps, clock.token)
+
+    info = {"vllm_version": import_vllm().__version__}
+    return generate, info | ({"compile_s": round(compile_s, 4)} if mode is None else {})
+
+
 class DecodeSession:
     def __init__(self, spec: RunSpec, progress: Callable[[dict], None] = lambda e: None) -> None:
         quiet_libraries()
@@ -252,6 +221,7 @@ class DecodeSession:
         self.spec = spec
         system = spec.system
         build = engine_system if system in ENGINE_SYSTEMS else hf_system
+        build = vllm_system if system in VLLM_SYSTEMS else build
         started = time.perf_counter()
         self.generate, info = build(spec)
         build_s = time.perf_counter() - started

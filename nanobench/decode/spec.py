@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from nanobench.decode.roofline import PROBE
-from nanobench.harness.cli.choices import SYSTEMS
+from nanobench.harness.cli.choices import DEFAULT_SYSTEMS
 from nanobench.harness.cli.options import Names
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.run_spec import MeasuredSpec
 
 # The systems torch.compile builds: the ones a --try knob acts on.
 COMPILED_SYSTEMS = ("engine-compiled", "hf-static-compiled")
-EAGER_SYSTEMS = ("engine-eager", "hf-eager")
+EAGER_SYSTEMS = ("engine-eager", "hf-eager", "vllm-eager")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class DecodeSpec(MeasuredSpec):
     """`nanobench decode`'s options: the one place their defaults live."""
 
     model: str = "tiny"
-    systems: Names = Names(SYSTEMS)
+    systems: Names = Names(DEFAULT_SYSTEMS)
     rows: int = 4
     prompt_len: int = 16
     steps: int = 128  # greedy tokens per row: the prefill's first, then decode steps

@@ -11,7 +11,13 @@ Invariant: imports nothing; each name is defined here once.
 MODES = ("off", "dynamic", "static")
 REDUCE_OVERHEAD = "reduce-overhead"
 BACKENDS = ("inductor", "aot_eager", "eager")
-SYSTEMS = ("engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled")
+# decode's default systems; vLLM's two (its eager and its default compile) run where it is
+# installed (`make vllm`), so they are named, never the default
+DEFAULT_SYSTEMS = (
+    "engine-eager", "engine-compiled", "engine-captured", "hf-eager", "hf-static-compiled",
+)  # fmt: skip
+VLLM_SYSTEMS = ("vllm-eager", "vllm-compiled")
+SYSTEMS = (*DEFAULT_SYSTEMS, *VLLM_SYSTEMS)
 DEVICES = ("cpu", "cuda")
 CACHES = ("cold", "warm")
 HF_ATTENTION = ("sdpa", "eager")

@@ -10,7 +10,7 @@ seeded tokens are prefilled outside any timed call, then each step is the runner
 bookkeeping (`update_from_output`) done in `step_inputs`, outside the timed call.
 What it is not: vLLM's generate loop or a server, and not a compile of nanobench's: vLLM compiles
 its model itself while it warms up, and `compile_s` is the clock around that warm-up
-(`CPUModelRunner.warming_up_model`), 0 where the mode compiles nothing.
+(`runner_class.warming_up_model`), 0 where the mode compiles nothing.
 Invariant: step k plans B running sequences at context prompt_len + 1 + k, in the first pass and
 in every timed window (step 0 aborts what ran and prefills afresh); the KV cache vLLM reserves is
 sized to this step (`kv_cache_memory_bytes`), not to most of the machine, unless the user set
@@ -40,16 +40,8 @@ class VLLMDecode:
                  device: str, dtype: str) -> None:  # fmt: skip
         if device != "cpu":
             raise ValueError(f"--device {device}: the vllm target runs vLLM's CPU backend")
-        llm_class = import_vllm()
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(model, local_files_only=True)
-        check_head_dim(config)
-        self.compile_s = 0.0
         # max_tokens is steps + 2 (the prefill's token, the steps, one spare): the model length too
-        width = prompt_len + steps + 2
-        kv = kv_cache_bytes(config, rows, width, dtype)
-        self.llm = self._built(llm_class, model, mode, rows, width, dtype, kv)
+        self.llm, self.compile_s = built_llm(model, mode, rows, prompt_len + steps + 2, dtype)
         self.engine = self.llm.llm_engine
         self.core = self.engine.engine_core.engine_core  # the in-process EngineCore
         g = torch.Generator().manual_seed(0)
@@ -58,41 +50,15 @@ class VLLMDecode:
         self.prompts = torch.randint(0, vocab, (rows, prompt_len), generator=g).tolist()
         self.steps, self.window, self.pending = steps, 0, None
 
-    def _built(self, llm_class, model: str, mode: str, rows: int, width: int, dtype: str,
-               kv: dict):  # fmt: skip
-        """vLLM's engine for this step, its warm-up (where it compiles) timed by the clock."""
-        from vllm.v1.worker.cpu_model_runner import CPUModelRunner
-
-        warm_up = CPUModelRunner.warming_up_model
-
-        def timed(runner):
-            t0 = time.perf_counter()
-            warm_up(runner)
-            self.compile_s = time.perf_counter() - t0
-
-        kwargs = (
-            {"enforce_eager": True}
-            if mode == "off"
-            else {"compilation_config": {"mode": MODES[mode]}}
-        )
-        CPUModelRunner.warming_up_model = timed
-        try:
-            return llm_class(
-                model=model, skip_tokenizer_init=True, dtype=dtype, max_model_len=width,
-                max_num_seqs=rows, enable_prefix_caching=False, seed=0, **kv, **kwargs,
-            )  # fmt: skip
-        finally:
-            CPUModelRunner.warming_up_model = warm_up
-
     def _restart(self) -> None:
         """Abort what the last window left running and prefill the prompts afresh."""
-        from vllm import SamplingParams
-
         self._settle()
         if self.window:
             self.engine.abort_request([f"{self.window}-{i}" for i in range(len(self.prompts))])
         self.window += 1
-        params = SamplingParams(max_tokens=self.steps + 2, temperature=0.0, ignore_eos=True)
+        params = import_vllm().SamplingParams(
+            max_tokens=self.steps + 2, temperature=0.0, ignore_eos=True
+        )
         for i, prompt in enumerate(self.prompts):
             self.engine.add_request(f"{self.window}-{i}", {"prompt_token_ids": prompt}, params)
         self.core.step()  # the prefill: B prompts in, one token each out
@@ -146,8 +112,58 @@ class VLLMDecode:
         return found[0]
 
 
+def built_llm(model: str, mode: str | None, rows: int, width: int, dtype: str):
+    """(vLLM's engine for `rows` sequences of `width` tokens, the seconds of its compile warm-up
+    by the clock around `runner_class.warming_up_model`). `mode` None is vLLM's default (on a
+    CPU its platform makes it dynamo-trace-once)."""
+    vllm = import_vllm()
+    from transformers import AutoConfig
+
+    runner_class = vllm.v1.worker.cpu_model_runner.CPUModelRunner
+    config = AutoConfig.from_pretrained(model, local_files_only=True)
+    check_head_dim(config, vllm)
+    warm_up, took = runner_class.warming_up_model, [0.0]
+
+    def timed(runner):
+        t0 = time.perf_counter()
+        warm_up(runner)
+        took[0] = time.perf_counter() - t0
+
+    kwargs = {"enforce_eager": True} if mode == "off" else {}
+    if mode in MODES:
+        kwargs = {"compilation_config": {"mode": MODES[mode]}}
+    runner_class.warming_up_model = timed
+    try:
+        llm = vllm.LLM(
+            model=model, skip_tokenizer_init=True, dtype=dtype, max_model_len=width,
+            max_num_seqs=rows, enable_prefix_caching=False, seed=0,
+            **kv_cache_bytes(config, rows, width, dtype), **kwargs,
+        )  # fmt: skip
+    finally:
+        runner_class.warming_up_model = warm_up
+    return llm, took[0]
+
+
+def generate_tokens(llm, prompts: list[list[int]], steps: int, on_token) -> list[list[int]]:
+    """`steps` greedy tokens for each prompt through vLLM's engine, its rows in one batch;
+    `on_token()` after each engine step that gave every row a token (the first: the prefill's)."""
+    engine = llm.llm_engine
+    params = import_vllm().SamplingParams(max_tokens=steps, temperature=0.0, ignore_eos=True)
+    ids = [f"g{time.perf_counter_ns()}-{i}" for i in range(len(prompts))]
+    for rid, prompt in zip(ids, prompts):
+        engine.add_request(rid, {"prompt_token_ids": prompt}, params)
+    tokens: dict[str, list[int]] = {}
+    while engine.has_unfinished_requests():
+        outputs = engine.step()
+        if outputs:
+            on_token()
+        for out in outputs:
+            tokens[out.request_id] = list(out.outputs[0].token_ids)  # cumulative
+    return [tokens[rid] for rid in ids]
+
+
 def import_vllm():
-    """vLLM's `LLM`, its engine in this process; an interpreter without it is told how to get it."""
+    """vLLM, its engine in this process; an interpreter without it is told how to get it."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its INFO lines are a page a start
     # vLLM's compile cache follows the run's Inductor cache: cold is a fresh one for each mode,
@@ -155,14 +171,16 @@ def import_vllm():
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if inductor:
         os.environ.setdefault("VLLM_CACHE_ROOT", os.path.join(inductor, "vllm"))
-    try:
-        from vllm import LLM
+    try:  # every part of vLLM this module reads, here: where it is absent, one line says so
+        import vllm
+        import vllm.v1.attention.backends.cpu_attn
+        import vllm.v1.worker.cpu_model_runner
     except ImportError as e:
         raise RuntimeError(
             f"{sys.executable} has no vLLM ({e}): run `make vllm`, then .venv-vllm/bin/nanobench "
             "(or pass --python .venv-vllm/bin/python)"
         ) from None
-    return LLM
+    return vllm
 
 
 def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
@@ -177,9 +195,7 @@ def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
             config) * torch.tensor([], dtype=getattr(torch, dtype)).element_size()  # fmt: skip
         # 128: a CPU block's tokens, the most a row's last block can leave unused
         return {"kv_cache_memory_bytes": max(32 << 20, 2 * rows * (width + 128) * per_token)}
-    import psutil  # vLLM's
-
-    free = psutil.virtual_memory().available / GIB
+    free = available_bytes() / GIB
     try:
         gib = float(asked)
     except ValueError:
@@ -193,17 +209,22 @@ def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
     return {}
 
 
+def available_bytes() -> int:
+    """The memory the kernel says can be had without swapping (/proc/meminfo's MemAvailable)."""
+    with open("/proc/meminfo") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    return kib * 1024
+
+
 def head_dim_of(config) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def check_head_dim(config) -> None:
+def check_head_dim(config, vllm) -> None:
     """vLLM's CPU attention refuses some head dims only at the first step, after the load and the
     compile: said before either, from its own list."""
-    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
-
     head_dim = head_dim_of(config)
-    supported = CPUAttentionBackend.get_supported_head_sizes()
+    supported = vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend.get_supported_head_sizes()
     if head_dim not in supported:
         raise ValueError(
             f"head dim {head_dim}: vLLM's CPU attention takes {', '.join(map(str, supported))}; "

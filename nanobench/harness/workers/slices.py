@@ -52,7 +52,7 @@ def slices_for(round_s: float, budget_s: float, decode_steps: int) -> int:
 class SlicedGeneration:
     """`generate(clock)` in a daemon thread, stopped after each slice's last decode step.
 
-    `clock` is a `decode_session.TokenClock` (wall, cpu and built lists, appended by `token()`;
+    `clock` is a `decode.clock.TokenClock` (wall, cpu and built lists, appended by `token()`;
     wall[0] is the prefill's token, wall[i] decode step i's). `next_slice()` lets the thread
     run to the end of the next slice and returns that slice's (ms, built) per step; after the
     last, `result()` is the generation's return value. An error in the thread is raised there.
