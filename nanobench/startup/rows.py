@@ -231,6 +231,12 @@ def rows_of(
     steps = ready["steps"]
     first = steps[0]["ended"] - steps[0]["began"] + ready["stamps"]["prefilled"] if steps else None
     misses = [f"graph {g.graph} ({g.name}): {g.missed}" for g in graphs if g.missed]
+    own = counts["fx_misses"] + counts["aot_misses"]
+    if not graphs and own and ready["kind"] != "cold":
+        # a target that compiles itself (vllm) builds before the first step: no graph of the
+        # steps names the miss, torch's counters do
+        misses.append(f"its own warm-up, before the first step: {counts['fx_misses']} FX and "
+                      f"{counts['aot_misses']} AOTAutograd cache misses")  # fmt: skip
     row = StartRow(
         mode=ready["mode"],
         kind=ready["kind"],
