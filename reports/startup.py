@@ -24,6 +24,7 @@ from reports.csvio import save_figure
 from reports.style import counted, gate_mark, interval_sources
 
 LABELS = {
+    "warm_up": "warm up",
     "cache_key": "cache key",
     "cache_load": "cache load",
     "runtime": "first replay",
