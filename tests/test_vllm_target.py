@@ -6,6 +6,7 @@ environment `make vllm` builds (.venv-vllm) and skip with that reason where it i
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -56,9 +57,12 @@ def test_modes_that_belong_to_another_step_are_refused_before_any_worker(args, s
 
 
 def test_the_vllm_target_defaults_to_its_own_modes_and_keeps_a_choice():
-    assert CompileSpec(target="vllm").validate().modes == (
+    # --python: the workers' interpreter, checked for vLLM by its worker, not here
+    assert CompileSpec(target="vllm", python=sys.executable).validate().modes == (
         "off", "stock-torch-compile", "dynamo-trace-once")  # fmt: skip
-    chosen = CompileSpec(target="vllm", modes=("off", "dynamo-trace-once")).validate()
+    chosen = CompileSpec(
+        target="vllm", modes=("off", "dynamo-trace-once"), python=sys.executable
+    ).validate()
     assert chosen.modes == ("off", "dynamo-trace-once")
     assert CompileSpec().validate().modes == ("off", "dynamic", "static")
 
@@ -67,6 +71,26 @@ def test_an_interpreter_without_vllm_is_told_how_to_get_it(tmp_path):
     line = refused(["--target", "vllm", "--python", sys.executable, *FAST], tmp_path)
     assert f"{sys.executable} has no vLLM" in line
     assert "run `make vllm`, then .venv-vllm/bin/nanobench (or pass --python" in line
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["compile", "--target", "vllm"], "--target vllm"),
+        (["startup", "--target", "vllm"], "--target vllm"),
+        (["decode", "--systems", "hf-eager,vllm-eager"], "--systems vllm-eager"),
+    ],
+)
+def test_vllm_asked_of_an_interpreter_without_it_is_refused_before_any_worker(args, what, tmp_path):
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("this interpreter has vLLM")
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"nanobench: error: {what}: {sys.executable} has no vLLM: run `make vllm`, then "
+        ".venv-vllm/bin/nanobench (or pass --python .venv-vllm/bin/python)"
+    ]
+    assert not (tmp_path / "decode.csv").exists() and not (tmp_path / "compile.csv").exists()
 
 
 @needs_vllm

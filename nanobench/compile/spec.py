@@ -23,7 +23,7 @@ from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_sides
 from nanobench.harness.runs.run_spec import MeasuredSpec
 from nanobench.harness.step.knobs import parse_side
-from nanobench.harness.step.targets import SELF_COMPILED, target_modes
+from nanobench.harness.step.targets import SELF_COMPILED, target_modes, vllm_reachable
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ class CompileSpec(MeasuredSpec):
             raise BadInput("--target: --bucketed and --path apply to the engine, not to a target")
         check_sides(self.vs, self.vs_path, self.target)
         knob_rules(self)
+        if self.target in SELF_COMPILED:  # after every rule of the options themselves
+            vllm_reachable(f"--target {self.target}", self.python)
         return replace(self, max_model_len=width)
 
     def heading(self, sides, dtype: str, rows: list) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from nanobench.decode.roofline import PROBE
-from nanobench.harness.cli.choices import DEFAULT_SYSTEMS
+from nanobench.harness.cli.choices import DEFAULT_SYSTEMS, VLLM_SYSTEMS
 from nanobench.harness.cli.options import Names
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.run_spec import MeasuredSpec
+from nanobench.harness.step.targets import vllm_reachable
 
 # The systems torch.compile builds: the ones a --try knob acts on.
 COMPILED_SYSTEMS = ("engine-compiled", "hf-static-compiled")
@@ -101,6 +102,9 @@ class DecodeSpec(MeasuredSpec):
                 f"--max-model-len {self.max_model_len}"
             )
         self.round_plan()
+        wanted = [s for s in self.systems if s in VLLM_SYSTEMS]
+        if wanted:
+            vllm_reachable(f"--systems {wanted[0]}", self.python)
         if self.processes < 1:
             raise BadInput(f"--processes {self.processes}: expected a positive integer")
         return self

@@ -269,6 +269,16 @@ def target_modes(spec: str, modes) -> None:
                        f"{', '.join(SELF_COMPILED)}, which compiles itself")  # fmt: skip
 
 
+def vllm_reachable(what: str, python: str) -> None:
+    """vLLM's steps run in an interpreter that has it: where the workers run under this one
+    (no --python), it is checked here, before any worker starts (BadInput, one line); another
+    interpreter's worker says so itself (`vllm_target.import_vllm`)."""
+    if python or importlib.util.find_spec("vllm") is not None:
+        return
+    raise BadInput(f"{what}: {sys.executable} has no vLLM: run `make vllm`, then "
+                   ".venv-vllm/bin/nanobench (or pass --python .venv-vllm/bin/python)")  # fmt: skip
+
+
 def inputs_at(target: Target, step: int) -> tuple[tuple, dict]:
     """step_inputs(step), checked to be (args tuple, kwargs dict)."""
     try:
