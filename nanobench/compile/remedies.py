@@ -20,7 +20,7 @@ from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
 from nanobench.harness.step.knobs import VOCABULARY
 from nanobench.harness.step.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
-from nanobench.harness.step.targets import SELF_COMPILED
+from nanobench.harness.step.self_compiled import SELF_COMPILED
 
 
 def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:

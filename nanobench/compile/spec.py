@@ -23,7 +23,7 @@ from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.change import check_sides
 from nanobench.harness.runs.run_spec import MeasuredSpec
 from nanobench.harness.step.knobs import parse_side
-from nanobench.harness.step.targets import SELF_COMPILED, target_modes, vllm_reachable
+from nanobench.harness.step.self_compiled import SELF_COMPILED, target_modes, vllm_reachable
 
 
 @dataclass(frozen=True)

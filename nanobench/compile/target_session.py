@@ -38,10 +38,9 @@ from nanobench.harness.step.remedies import (
     remedies_for,
     value_guard,
 )
+from nanobench.harness.step.self_compiled import SELF_COMPILED, VLLM_MODES
 from nanobench.harness.step.target_bench import call_step, probe_target
 from nanobench.harness.step.targets import (
-    SELF_COMPILED,
-    VLLM_MODES,
     TargetError,
     changing_scalars,
     growing_dims,

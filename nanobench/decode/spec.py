@@ -15,7 +15,7 @@ from nanobench.harness.cli.choices import DEFAULT_SYSTEMS, VLLM_SYSTEMS
 from nanobench.harness.cli.options import Names
 from nanobench.harness.errors import BadInput
 from nanobench.harness.runs.run_spec import MeasuredSpec
-from nanobench.harness.step.targets import vllm_reachable
+from nanobench.harness.step.self_compiled import vllm_reachable
 
 # The systems torch.compile builds: the ones a --try knob acts on.
 COMPILED_SYSTEMS = ("engine-compiled", "hf-static-compiled")

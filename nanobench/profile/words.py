@@ -13,7 +13,7 @@ significant digits below 0.1 ms), shares as whole percents, speedups as the rows
 
 from __future__ import annotations
 
-from nanobench.harness.step.targets import VLLM_MODES
+from nanobench.harness.step.self_compiled import VLLM_MODES
 from nanobench.profile.rows import HOST_CATEGORIES, UNCHANGED_BY_COMPILING, CategoryRow, JoinedRow
 
 PER_CALL = ("guards", "dynamo entry", "wrapper python")  # what compiling adds to every call

@@ -37,8 +37,9 @@ from nanobench.compile.session import build_stepper  # noqa: E402
 from nanobench.harness.runs.rows import rebuild  # noqa: E402
 from nanobench.harness.step.dynamo_explain import seeded_prompts  # noqa: E402
 from nanobench.harness.step.knobs import applied, compile_options  # noqa: E402
+from nanobench.harness.step.self_compiled import SELF_COMPILED  # noqa: E402
 from nanobench.harness.step.target_bench import call_step  # noqa: E402
-from nanobench.harness.step.targets import SELF_COMPILED, inputs_at, make_target  # noqa: E402
+from nanobench.harness.step.targets import inputs_at, make_target  # noqa: E402
 from nanobench.harness.workers.finite import FiniteWatch  # noqa: E402
 from nanobench.harness.workers.fresh import serve_main  # noqa: E402
 from nanobench.harness.workers.threads import apply_threads  # noqa: E402

@@ -18,7 +18,7 @@ from nanobench.harness.cli import options as o
 from nanobench.harness.cli.validate import device_option
 from nanobench.harness.errors import BadInput
 from nanobench.harness.step.knobs import parse_side
-from nanobench.harness.step.targets import SELF_COMPILED
+from nanobench.harness.step.self_compiled import SELF_COMPILED
 
 C = CompileSpec()
 

@@ -30,7 +30,7 @@ from nanobench.harness.cli.choices import (
     SYSTEMS,
     TIMING_COLUMNS,
 )
-from nanobench.harness.step.targets import VLLM_MODES
+from nanobench.harness.step.self_compiled import VLLM_MODES
 
 
 class Ints(tuple):

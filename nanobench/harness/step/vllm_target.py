@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from nanobench.harness.step.targets import VLLM_MODES
+from nanobench.harness.step.self_compiled import VLLM_MODES
 
 # vLLM's CompilationMode for each of nanobench's names for it; off is enforce_eager.
 MODES = dict(zip(VLLM_MODES, (1, 2)))
