@@ -220,8 +220,11 @@ class DecodeSession:
         clear_compilation_metrics()
         self.spec = spec
         system = spec.system
-        build = engine_system if system in ENGINE_SYSTEMS else hf_system
-        build = vllm_system if system in VLLM_SYSTEMS else build
+        build = (
+            engine_system if system in ENGINE_SYSTEMS
+            else vllm_system if system in VLLM_SYSTEMS
+            else hf_system
+        )  # fmt: skip
         started = time.perf_counter()
         self.generate, info = build(spec)
         build_s = time.perf_counter() - started

@@ -110,7 +110,8 @@ def start_phases(ready: dict, launched: float) -> dict:
     """The start's seconds by phase, from `launched` (the parent's clock at spawn) to ready.
 
     python = started - launched; import = imported - started; artifacts, make and prefill are
-    the worker's stamps in turn, warm_up the part of make a self-compiled target compiled in; the first pass (its steps' spans) holds every graph's phases,
+    the worker's stamps in turn, warm_up the part of make a self-compiled target compiled in
+    (its own clock); the first pass (its steps' spans) holds every graph's phases,
     steps = its steps at the steady step's time, and unattributed = the rest of it.
     """
     s = ready["stamps"]

@@ -93,6 +93,7 @@ class Stepper:
                 fn, **compile_kwargs(job.mode, job.backend), **compile_options(job.knob))  # fmt: skip
             self.engine = None
         else:
+            self.target = None
             self.engine = build_stepper(
                 job,
                 compile_decode=job.mode,
@@ -211,7 +212,7 @@ def run_start(job: StartJob, progress: Callable[[dict], None]) -> dict:
         "artifact_bytes_saved": saved,
         "kernels_built": kernels_on_disk(cache_dir) - so_before,
         "pgo_state_found": pgo_found,
-        "target_compile_s": getattr(getattr(stepper, "target", None), "compile_s", None),
+        "target_compile_s": stepper.target.compile_s if stepper.target is not None else None,
         "step_ms": steady_ms(stepper, job, sync),
         "torch_version": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -10,7 +10,7 @@ seeded tokens are prefilled outside any timed call, then each step is the runner
 bookkeeping (`update_from_output`) done in `step_inputs`, outside the timed call.
 What it is not: vLLM's generate loop or a server, and not a compile of nanobench's: vLLM compiles
 its model itself while it warms up, and `compile_s` is the clock around that warm-up
-(`runner_class.warming_up_model`), 0 where the mode compiles nothing.
+(`CPUModelRunner.warming_up_model`), 0 where the mode compiles nothing.
 Invariant: step k plans B running sequences at context prompt_len + 1 + k, in the first pass and
 in every timed window (step 0 aborts what ran and prefills afresh); the KV cache vLLM reserves is
 sized to this step (`kv_cache_memory_bytes`), not to most of the machine, unless the user set
@@ -114,7 +114,7 @@ class VLLMDecode:
 
 def built_llm(model: str, mode: str | None, rows: int, width: int, dtype: str):
     """(vLLM's engine for `rows` sequences of `width` tokens, the seconds of its compile warm-up
-    by the clock around `runner_class.warming_up_model`). `mode` None is vLLM's default (on a
+    by the clock around `CPUModelRunner.warming_up_model`). `mode` None is vLLM's default (on a
     CPU its platform makes it dynamo-trace-once)."""
     vllm = import_vllm()
     from transformers import AutoConfig
@@ -184,8 +184,8 @@ def import_vllm():
 
 
 def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
-    """vLLM's KV cache argument: by default it reserves most of the machine (20.9 of 23.5 GiB
-    here), in every worker of a run; sized to this step instead, unless the user set
+    """vLLM's KV cache argument: by default it reserves most of the machine (20.9 of 23.5 GiB on
+    a box like this one, shared/reference/vllm-cpu.md), in every worker of a run; sized to this step instead, unless the user set
     VLLM_CPU_KVCACHE_SPACE, which must leave the machine room.
     bytes = max(32 MiB, 2 x rows x (width + 128) x layers x 2 x kv_heads x head_dim x dtype bytes)
     """
