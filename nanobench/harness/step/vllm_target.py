@@ -26,6 +26,7 @@ import time
 
 import torch
 
+from engine.weights import DTYPES, available_memory_bytes
 from nanobench.harness.step.self_compiled import VLLM_MODES
 
 # vLLM's CompilationMode for each of nanobench's names for it; off is enforce_eager.
@@ -185,21 +186,22 @@ def import_vllm():
 
 def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
     """vLLM's KV cache argument: by default it reserves most of the machine (20.9 of 23.5 GiB on
-    a box like this one, shared/reference/vllm-cpu.md), in every worker of a run; sized to this step instead, unless the user set
-    VLLM_CPU_KVCACHE_SPACE, which must leave the machine room.
+    a box like this one, shared/reference/vllm-cpu.md), in every worker of a run; sized to this
+    step instead, unless the user set VLLM_CPU_KVCACHE_SPACE, which must leave the machine room
+    (unchecked where the free memory cannot be read).
     bytes = max(32 MiB, 2 x rows x (width + 128) x layers x 2 x kv_heads x head_dim x dtype bytes)
     """
     asked = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
     if asked is None:
         per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim_of(
-            config) * torch.tensor([], dtype=getattr(torch, dtype)).element_size()  # fmt: skip
+            config) * DTYPES[dtype].itemsize  # fmt: skip
         # 128: a CPU block's tokens, the most a row's last block can leave unused
         return {"kv_cache_memory_bytes": max(32 << 20, 2 * rows * (width + 128) * per_token)}
-    free = available_bytes() / GIB
     try:
         gib = float(asked)
     except ValueError:
         raise ValueError(f"VLLM_CPU_KVCACHE_SPACE={asked}: expected GiB, a number") from None
+    free = (available_memory_bytes("cpu") or float("inf")) / GIB
     if gib > 0.5 * free:
         raise ValueError(
             f"VLLM_CPU_KVCACHE_SPACE={asked} GiB: more than half of the {free:.1f} GiB this "
@@ -207,13 +209,6 @@ def kv_cache_bytes(config, rows: int, width: int, dtype: str) -> dict:
             "sliver of; unset it (nanobench sizes it to the step) or give less"
         )
     return {}
-
-
-def available_bytes() -> int:
-    """The memory the kernel says can be had without swapping (/proc/meminfo's MemAvailable)."""
-    with open("/proc/meminfo") as f:
-        kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
-    return kib * 1024
 
 
 def head_dim_of(config) -> int:
