@@ -9,6 +9,7 @@ types with a budget too short for any interval prints what ended it, in the tabl
 from __future__ import annotations
 
 import itertools
+import re
 
 from nanobench.harness.runs.rounds_ended import Ended, ended_lines
 from nanobench.harness.statistics.stats import Interval, processes_bind, rounds_to_decide
@@ -99,6 +100,7 @@ def test_a_run_the_budget_ended_says_so_in_its_table_and_its_json(tmp_path):
     assert (
         "rounds: the round budget (--budget-s 0.001) ended them after 1, not the evidence" in text
     )
-    assert "dynamic 0." in text and "x: no interval yet after 1 of the 5 rounds one needs" in text
+    # the words, whatever one round of a noisy box measured (dynamo's overhead is not always slower)
+    assert re.search(r"dynamic \d+\.\d+x: no interval yet after 1 of the 5 rounds one needs", text)
     doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert doc["rounds_ended"][0].startswith("rounds: the round budget (--budget-s 0.001)")
