@@ -150,6 +150,13 @@ SHAPE_REASONS = [
     "0/1: 2 <= plan.slot_mapping.size()[1]  # def f(plan, x): return plan.slot_mapping.sum() + x"
     "  # mp/rr.py:7 in f (user code shown is first use of this value--the guard itself is not due"
     " user code but due to 0/1 specialization in the framework)",
+    # torch 2.13's note goes on "; to avoid specialization try ..." inside its parentheses: that
+    # "; " joins no second guard (vLLM's evaluate_guards, a decode step of one row)
+    "0/0: 2 <= input_ids.size()[0]  # return self.quant_method.embedding(self, input_.long())  #"
+    " vllm/model_executor/layers/vocab_parallel_embedding.py:525 in forward (user code shown is"
+    " first use of this value--the guard itself is not due user code but due to 0/1"
+    " specialization in the framework; to avoid specialization try"
+    " torch._dynamo.decorators.mark_unbacked(tensor, dim))",
 ]
 VALUE_REASONS = [
     "kwargs['cache'].cache.tables[0].num_tokens == 13",

@@ -95,6 +95,26 @@ def test_a_target_that_compiles_itself_has_its_warm_up_taken_out_of_make():
     assert sum(p.values()) == pytest.approx(sum(plain.values()))
 
 
+def test_a_warm_up_s_graphs_are_phased_and_its_import_is_the_start_s_import():
+    # vLLM: imported in the factory (0.3 s), then a 1.1 s warm-up that compiled one graph whose
+    # ledger says 0.4 s (frame_s): the warm-up's own phase is the 0.7 s left, make the load
+    made = {"frames": [frame(frame_s=0.4, aot_s=0.3, inductor_s=0.2, codegen_s=0.1,
+                             pre_grad_s=0.0, joint_graph_s=0.0, post_grad_s=0.0)],
+            "build_s": 0.05, "guards_s": 0.0, "cache_key_s": 0.0, "kernels_built": 1,
+            "began": 102.6, "ended": 104.0}  # fmt: skip
+    plain = start_phases(ready_of(), launched=100.0)
+    ready = ready_of() | {"target_compile_s": 1.1, "target_import_s": 0.3, "made": made}
+    p = start_phases(ready, launched=100.0)
+    assert p["import"] == pytest.approx(2.0 + 0.3)
+    assert p["warm_up"] == pytest.approx(1.1 - 0.4)
+    assert p["make"] == pytest.approx(1.4 - 0.3 - 1.1)
+    assert p["build"] == pytest.approx(3.0 + 0.05) and p["trace"] == pytest.approx(2.0 - 0.5 + 0.1)
+    assert p["unattributed"] == pytest.approx(plain["unattributed"])  # the first pass's alone
+    assert sum(p.values()) == pytest.approx(sum(plain.values()))
+    graphs = graph_rows(ready | {"mode": "dynamo-trace-once", "kind": "cold", "run": 0})
+    assert [g.step for g in graphs] == [0, 1] and graphs[0].frame_s == 0.4
+
+
 def row(kind: str, run: int, ready_s: float, **over) -> StartRow:
     return StartRow(mode="static", kind=kind, run=run, ready_s=ready_s, **over)
 

@@ -43,7 +43,7 @@ def refused(args: list[str], out) -> str:
     [
         (["--target", "vllm", "--modes", "off,dynamic"],
          "--modes dynamic: --target vllm compiles itself; its modes are off, "
-         "stock-torch-compile, dynamo-trace-once"),
+         "stock-torch-compile, dynamo-trace-once, evaluate-guards"),
         (["--modes", "off,dynamo-trace-once"],
          "--modes dynamo-trace-once: a mode of --target vllm, which compiles itself"),
         (["--target", "hf-static", "--modes", "stock-torch-compile"],
@@ -59,7 +59,7 @@ def test_modes_that_belong_to_another_step_are_refused_before_any_worker(args, s
 def test_the_vllm_target_defaults_to_its_own_modes_and_keeps_a_choice():
     # --python: the workers' interpreter, checked for vLLM by its worker, not here
     assert CompileSpec(target="vllm", python=sys.executable).validate().modes == (
-        "off", "stock-torch-compile", "dynamo-trace-once")  # fmt: skip
+        "off", "stock-torch-compile", "dynamo-trace-once", "evaluate-guards")  # fmt: skip
     chosen = CompileSpec(
         target="vllm", modes=("off", "dynamo-trace-once"), python=sys.executable
     ).validate()
@@ -114,18 +114,20 @@ def test_a_kv_cache_asking_for_most_of_the_machine_is_refused(tmp_path, monkeypa
 STEPS = """
 import json, sys
 from nanobench.harness.step.targets import inputs_at, make_target
-t = make_target("vllm", model=sys.argv[1], mode=sys.argv[2], rows=2, prompt_len=5, steps=6,
-                device="cpu", dtype="float32")
+t = make_target("vllm", model=sys.argv[1], mode=sys.argv[2], rows=int(sys.argv[3]), prompt_len=5,
+                steps=6, device="cpu", dtype="float32")
 windows = []
 for _ in range(2):  # a window replays steps 0..5 from a fresh prefill
     windows.append([t.forward(*inputs_at(t, i)[0]).flatten().tolist() for i in range(6)])
-print("@@" + json.dumps({"windows": windows, "compile_s": t.compile_s}))
+found = [r.text() for r in t.findings()]
+print("@@" + json.dumps({"windows": windows, "compile_s": t.compile_s, "findings": found}))
 """
 
 
-def vllm_steps(model: str, mode: str) -> dict:
-    done = subprocess.run([str(VLLM_PYTHON), "-c", STEPS, model, mode], capture_output=True,
-                          text=True, timeout=600, env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
+def vllm_steps(model: str, mode: str, rows: int = 2) -> dict:
+    done = subprocess.run([str(VLLM_PYTHON), "-c", STEPS, model, mode, str(rows)],
+                          capture_output=True, text=True, timeout=600,
+                          env=os.environ | {"OMP_NUM_THREADS": "1"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(next(x for x in done.stdout.splitlines() if x.startswith("@@"))[2:])
 
@@ -151,6 +153,25 @@ def test_vllm_steps_are_transformers_greedy_tokens_in_every_window(mode):
     assert got["windows"][0] == expected
     assert got["windows"][1] == expected
     assert (got["compile_s"] > 0) == (mode != "off")
+
+
+@needs_vllm
+def test_evaluated_guards_say_where_one_row_leaves_the_one_trace():
+    # vLLM traces with a batch of tokens; a decode step of one row presents input_ids of size 1,
+    # which fails the 0/1 specialisation trace-once drops: every step, not the prefill. Two rows
+    # hold every guard.
+    from nanobench.harness.cli.validate import model_option
+
+    model = str(model_option("tiny")[0])
+    one = vllm_steps(model, "evaluate-guards", rows=1)
+    (said,) = one["findings"]
+    assert said.startswith("specialised: dynamo-trace-once drops every guard"), said
+    assert "2 <= input_ids.size()[0] failed at steps 0-5:" in said, said
+    assert "vocab_parallel_embedding.py:" in said, said
+    two = vllm_steps(model, "evaluate-guards", rows=2)
+    (held,) = two["findings"]
+    assert held.startswith("guards-held: ") and "held over the 6 steps" in held, held
+    assert two["windows"][0] == two["windows"][1]
 
 
 @needs_vllm

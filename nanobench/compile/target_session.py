@@ -230,6 +230,8 @@ class TargetSession(WindowServer):
             remedies = [quote_marked(r, m.builds, m.steps, m.fell_back) for r in remedies]
         if self.stanced is not None:
             remedies = [quote_fail_fast(r, 1, self.stanced.raised_at) for r in remedies]
+        if self.target.findings is not None:  # a target that compiles itself says what it found
+            remedies += self.target.findings()
         return {
             **asdict(found),
             "target": self.spec.target,

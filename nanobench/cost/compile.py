@@ -149,13 +149,25 @@ _COMPILE_ID = re.compile(r"^\s*(\[[^\]]*\]\s*)?\d+/\d+:\s*")
 _COMMENT = re.compile(r"\s+#.*$")
 
 
+def _top_level(line: str) -> list[str]:
+    """`line` split at each "; " outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and line.startswith("; ", i):
+            parts.append(line[start:i])
+            start = i + 2
+    return [*parts, line[start:]]
+
+
 def _guard_parts(reason: str) -> list[str]:
     head = reason.split("User stack trace:", 1)[0]
     parts: list[str] = []
     for line in head.splitlines():
         line = _COMPILE_ID.sub("", line)
-        # Several failed guards of one entry are joined with "; ".
-        for part in line.split("; "):
+        # Several failed guards of one entry are joined with "; "; a "; " inside parentheses
+        # is a comment's (the 0/1-specialization note's "...; to avoid specialization try").
+        for part in _top_level(line):
             part = _COMMENT.sub("", part).strip()
             if part:
                 parts.append(part)

@@ -83,7 +83,9 @@ def graph_phases(frame: dict, build_s: float, guards_s: float, cache_key_s: floa
 def step_graphs(step: dict) -> list[dict]:
     """Each compiled graph of one first-pass step, its share of the step's regions beside it."""
     frames = [f for f in step["frames"] if not f["failed"]]
-    n = max(1, len(frames))
+    if not frames:
+        return []
+    n = len(frames)
     shares = {k: step[k] / n for k in ("build_s", "guards_s", "cache_key_s")}
     return [
         {
@@ -109,28 +111,34 @@ def first_pass_s(ready: dict) -> tuple[float, float]:
 def start_phases(ready: dict, launched: float) -> dict:
     """The start's seconds by phase, from `launched` (the parent's clock at spawn) to ready.
 
-    python = started - launched; import = imported - started; artifacts, make and prefill are
-    the worker's stamps in turn, warm_up the part of make a self-compiled target compiled in
-    (its own clock); the first pass (its steps' spans) holds every graph's phases,
-    steps = its steps at the steady step's time, and unattributed = the rest of it.
+    python = started - launched; import = imported - started, plus what a target's factory
+    imported (vLLM, its own clock); artifacts, make and prefill are the worker's stamps in turn,
+    make less what it imported and compiled; the graphs compiled while the step was made (a self-compiled target's warm-up) and in the
+    first pass hold every graph's phases; warm_up = the target's own compile clock less the
+    phases of the graphs made in it; steps = the first pass's steps at the steady step's time,
+    and unattributed = the rest of the first pass.
     """
     s = ready["stamps"]
     out = {k: 0.0 for k in START_PHASES}
     out["python"] = s["started"] - launched
-    out["import"] = s["imported"] - s["started"]
+    out["import"] = s["imported"] - s["started"] + (ready.get("target_import_s") or 0.0)
     out["artifacts"] = s["artifacts"] - s["imported"]
-    # a target that compiles itself (vllm) did so inside make, by its own clock: taken out of it
-    out["warm_up"] = ready.get("target_compile_s") or 0.0
-    out["make"] = s["built"] - s["artifacts"] - out["warm_up"]
-    out["prefill"] = s["prefilled"] - s["built"]
-    graphs = [g for step in ready["steps"] for g in step_graphs(step)]
-    for g in graphs:
+    made = step_graphs(ready["made"]) if ready.get("made") else []
+    for g in made + [g for step in ready["steps"] for g in step_graphs(step)]:
         for k, v in g["phases"].items():
             out[k] += v
+    # a target that compiles itself did so inside make, by its own clock: its graphs' phases
+    # are taken out of that clock, the rest (running its warm-up steps) is warm_up
+    in_make = sum(sum(g["phases"].values()) for g in made)
+    out["warm_up"] = max(0.0, (ready.get("target_compile_s") or 0.0) - in_make)
+    out["make"] = s["built"] - s["artifacts"] - (ready.get("target_import_s") or 0.0)
+    out["make"] -= out["warm_up"] + in_make
+    out["prefill"] = s["prefilled"] - s["built"]
     out["runtime"] = sum(step.get("runtime_s", 0.0) for step in ready["steps"])
     first_pass, _ = first_pass_s(ready)
     steps = (ready["step_ms"] or 0.0) * len(ready["steps"]) / 1e3
     named = sum(out[k] for k in (*GRAPH_PHASES, "runtime"))
+    named -= in_make  # inside make, not the first pass
     out["steps"] = min(steps, max(0.0, first_pass - named))
     out["unattributed"] = first_pass - named - out["steps"]
     return {k: round(v, 6) for k, v in out.items()}

@@ -138,7 +138,8 @@ CACHE_COUNTS = {
 
 def graph_rows(ready: dict, side: str = "") -> list[GraphRow]:
     out = []
-    for step, found in enumerate(ready["steps"], 1):
+    # step 0: the graphs compiled while the step was made (a self-compiled target's warm-up)
+    for step, found in enumerate([ready.get("made") or {"frames": []}, *ready["steps"]]):
         for g in step_graphs(found):
             out.append(
                 GraphRow(

@@ -16,10 +16,12 @@ import sys
 
 from nanobench.harness.errors import BadInput
 
-# vLLM's CompilationMode 1 and 2 (guards kept; traced once, every guard dropped): the modes of
+# vLLM's CompilationMode 1 and 2 (guards kept; traced once, every guard dropped), and 2 with its
+# evaluate_guards debug mode (the shape guards kept and evaluated each call): the modes of
 # `--target vllm` (`vllm_target`), which compiles itself. The modes of each target that compiles
 # itself, `off` its eager; every other step is compiled by nanobench, in `cli.choices.MODES`.
-VLLM_MODES = ("stock-torch-compile", "dynamo-trace-once")
+EVALUATE_GUARDS = "evaluate-guards"
+VLLM_MODES = ("stock-torch-compile", "dynamo-trace-once", EVALUATE_GUARDS)
 SELF_COMPILED = {"vllm": ("off", *VLLM_MODES)}
 
 

@@ -71,10 +71,15 @@ class Target:
     step_inputs: Callable[[int], tuple[tuple, dict]]
     # seconds it compiled for, by its own clock: a target that compiles itself (SELF_COMPILED)
     compile_s: float | None = None
+    # seconds its factory spent importing what it runs on (vLLM), by its own clock
+    import_s: float | None = None
     # `explained(trace, *args, **kwargs)`: the step with the module dynamo should see traced by
     # `trace` (what it returns); None: `forward` is that module (every target but one that
     # compiles itself, whose forward drives a runner)
     explained: Callable | None = None
+    # `findings()`: what a target that compiles itself found of its own compile over the first
+    # pass, as `Remedy` rows (vLLM's evaluated guards); None for every other target
+    findings: Callable | None = None
 
 
 def _load_file(path: Path, spec: str):
@@ -244,8 +249,8 @@ def make_target(spec: str, *, model: str = "", mode: str = "off", **protocol) ->
             f"--target {spec!r}: the factory returned {type(made).__name__}, expected an object "
             "with a callable forward and step_inputs(step)"
         )
-    return Target(spec, forward, step_inputs, getattr(made, "compile_s", None),
-                  getattr(made, "explained", None))  # fmt: skip
+    hooks = {k: getattr(made, k, None) for k in ("compile_s", "import_s", "explained", "findings")}
+    return Target(spec, forward, step_inputs, **hooks)
 
 
 def inputs_at(target: Target, step: int) -> tuple[tuple, dict]:

@@ -27,10 +27,15 @@ import time
 import torch
 
 from engine.weights import DTYPES, available_memory_bytes
-from nanobench.harness.step.self_compiled import VLLM_MODES
+from nanobench.harness.step import vllm_guards
+from nanobench.harness.step.vllm_guards import GuardWatch, compiled_module
 
-# vLLM's CompilationMode for each of nanobench's names for it; off is enforce_eager.
-MODES = dict(zip(VLLM_MODES, (1, 2)))
+# vLLM's compilation_config for each of nanobench's names for it; off is enforce_eager.
+CONFIGS = {
+    "stock-torch-compile": {"mode": 1},
+    "dynamo-trace-once": {"mode": 2},
+    vllm_guards.MODE: vllm_guards.CONFIG,
+}
 GIB = 1024**3
 
 
@@ -42,6 +47,9 @@ class VLLMDecode:
         if device != "cpu":
             raise ValueError(f"--device {device}: the vllm target runs vLLM's CPU backend")
         # max_tokens is steps + 2 (the prefill's token, the steps, one spare): the model length too
+        t0 = time.perf_counter()
+        import_vllm()
+        self.import_s = time.perf_counter() - t0  # startup's import phase: vLLM's, first here
         self.llm, self.compile_s = built_llm(model, mode, rows, prompt_len + steps + 2, dtype)
         self.engine = self.llm.llm_engine
         self.core = self.engine.engine_core.engine_core  # the in-process EngineCore
@@ -50,6 +58,8 @@ class VLLMDecode:
         # (B, prompt_len): each request's prompt tokens.
         self.prompts = torch.randint(0, vocab, (rows, prompt_len), generator=g).tolist()
         self.steps, self.window, self.pending = steps, 0, None
+        runner = self.core.model_executor.driver_worker.worker.model_runner
+        self.watch = GuardWatch(compiled_module(runner)) if mode == vllm_guards.MODE else None
 
     def _restart(self) -> None:
         """Abort what the last window left running and prefill the prompts afresh."""
@@ -62,7 +72,17 @@ class VLLMDecode:
         )
         for i, prompt in enumerate(self.prompts):
             self.engine.add_request(f"{self.window}-{i}", {"prompt_token_ids": prompt}, params)
+        self._at("the prefill")
         self.core.step()  # the prefill: B prompts in, one token each out
+
+    def _at(self, where: str) -> None:
+        """Where the next call of the model is, for a guard that fails in it."""
+        if self.watch is not None:
+            self.watch.at = where
+
+    def findings(self) -> list:
+        """What evaluating the kept guards found (`vllm_guards`); nothing in another mode."""
+        return self.watch.findings(self.steps) if self.watch is not None else []
 
     def _settle(self) -> None:
         """The scheduler told what the last timed step produced."""
@@ -75,6 +95,7 @@ class VLLMDecode:
         if step == 0:
             self._restart()
         self._settle()
+        self._at(f"step {step}")
         planned = self.core.scheduler.schedule()
         if planned.total_num_scheduled_tokens != len(self.prompts):
             raise RuntimeError(
@@ -131,8 +152,10 @@ def built_llm(model: str, mode: str | None, rows: int, width: int, dtype: str):
         took[0] = time.perf_counter() - t0
 
     kwargs = {"enforce_eager": True} if mode == "off" else {}
-    if mode in MODES:
-        kwargs = {"compilation_config": {"mode": MODES[mode]}}
+    if mode in CONFIGS:
+        kwargs = {"compilation_config": CONFIGS[mode]}
+    if mode == vllm_guards.MODE:
+        vllm_guards.set_environment()
     runner_class.warming_up_model = timed
     try:
         llm = vllm.LLM(
