@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import t
 
 from nanobench.startup.gates import caches_hit
+from nanobench.startup.ledger import COUNTS, US, aot_compiled
 from nanobench.startup.phases import START_PHASES, graph_phases, start_phases
 from nanobench.startup.rows import (
     StartRow,
@@ -113,6 +114,31 @@ def test_a_warm_up_s_graphs_are_phased_and_its_import_is_the_start_s_import():
     assert sum(p.values()) == pytest.approx(sum(plain.values()))
     graphs = graph_rows(ready | {"mode": "dynamo-trace-once", "kind": "cold", "run": 0})
     assert [g.step for g in graphs] == [0, 1] and graphs[0].frame_s == 0.4
+
+
+def record(**over) -> dict:
+    base = {**{k: 0.0 for k in US}, **{k: 0 for k in COUNTS}, "graph": "None:None",
+            "compile_id": "0/0", "failed": False, "runtime": False}  # fmt: skip
+    return {**base, **over}
+
+
+def test_an_ahead_of_time_compile_is_one_graph_from_its_regions_and_its_runtime_record():
+    # torch 2.13 under vLLM's trace-once (dynamo's aot_compile), as a warm-up recorded it: one
+    # record with 0.5 ms of AOTAutograd and no frame time, one marked runtime holding Inductor's
+    # 19.1 s; the regions: 25.9 s of capture, 23.1 s of it AOTAutograd's dispatcher
+    records = [record(aot_s=0.000527, aot_misses=1),
+               record(inductor_s=19.109, codegen_s=18.012, pre_grad_s=0.068, joint_graph_s=0.634,
+                      post_grad_s=0.287, runtime=True)]  # fmt: skip
+    (g,) = aot_compiled(records, {"capture_s": 25.917, "aot_dispatch_s": 23.144})
+    assert g["frame_s"] == 25.917 and g["aot_s"] == 23.144 and g["inductor_s"] == 19.109
+    assert g["aot_misses"] == 1 and not g["failed"]
+    p = graph_phases(g, build_s=14.9, guards_s=0.0, cache_key_s=0.8)
+    assert p["trace"] == pytest.approx(25.917 - 23.144)
+    assert p["lowering"] == pytest.approx(19.109 - 18.012 - 0.287)
+    assert sum(p.values()) == pytest.approx(25.917)
+    # a span dynamo compiled frame by frame keeps its records, the runtime ones left out
+    plain = [record(frame_s=2.0, aot_s=1.0), record(runtime=True)]
+    assert aot_compiled(plain, {"capture_s": 0.0}) == plain[:1]
 
 
 def row(kind: str, run: int, ready_s: float, **over) -> StartRow:

@@ -18,6 +18,10 @@ REGIONS = {
     "build_s": ("compile_file",),  # the C++ compiler (CPU); Triton's is triton_compile_time_us
     "guards_s": ("build_guards",),
     "cache_key_s": ("inductor_codecache_torch_key", "CacheBase.get_system.triton_key"),
+    # dynamo's AOT compile (vLLM's trace-once): its whole capture and its AOTAutograd region,
+    # which its per-frame records leave out
+    "capture_s": ("fullgraph_capture",),
+    "aot_dispatch_s": ("create_aot_dispatcher_function",),
 }
 
 US = {
@@ -50,7 +54,21 @@ def frame_record(m) -> dict:
     record["graph"] = f"{m.co_name}:{m.co_firstlineno}"
     record["compile_id"] = str(m.compile_id)
     record["failed"] = m.fail_type is not None
+    record["runtime"] = bool(m.is_runtime)
     return record
+
+
+def aot_compiled(records: list[dict], since: dict) -> list[dict]:
+    """The frames of a span as one graph where dynamo compiled it ahead of time
+    (`torch._dynamo.aot_compile`, vLLM's trace-once): its records carry no frame time and its
+    Inductor figures sit on a record torch marks as runtime, so the graph is their sum, its
+    frame the capture region and its AOTAutograd the dispatcher region. Other spans: as given."""
+    if not since.get("capture_s") or any(r["frame_s"] for r in records):
+        return [r for r in records if not r.get("runtime")]
+    merged = {k: sum(r[k] for r in records) for k in (*US, *COUNTS)}
+    merged.update(frame_s=since["capture_s"], aot_s=since["aot_dispatch_s"], failed=False,
+                  graph="ahead of time (dynamo aot_compile)", compile_id=records[0]["compile_id"])  # fmt: skip
+    return [merged]
 
 
 class StepLedger:

@@ -43,7 +43,12 @@ from nanobench.harness.step.targets import inputs_at, make_target  # noqa: E402
 from nanobench.harness.workers.finite import FiniteWatch  # noqa: E402
 from nanobench.harness.workers.fresh import serve_main  # noqa: E402
 from nanobench.harness.workers.threads import apply_threads  # noqa: E402
-from nanobench.startup.ledger import HASH_DETAILS, StepLedger, frame_record  # noqa: E402
+from nanobench.startup.ledger import (  # noqa: E402
+    HASH_DETAILS,
+    StepLedger,
+    aot_compiled,
+    frame_record,
+)
 from nanobench.startup.spec import StartJob  # noqa: E402
 
 IMPORTED = time.time()
@@ -135,7 +140,8 @@ def recorded(work: Callable[[], object], cache_dir: str) -> tuple[object, dict]:
     result = work()
     ended = time.time()
     added = list(get_compilation_metrics())[frames:]
-    record = ledger.since([frame_record(m) for m in added if not m.is_runtime])
+    record = ledger.since([])
+    record["frames"] = aot_compiled([frame_record(m) for m in added], record)
     record["runtime_s"] = sum(runtime_s(m) for m in added if m.is_runtime)
     record["kernels_built"] = kernels_on_disk(cache_dir) - kernels
     return result, {**record, "began": began, "ended": ended}

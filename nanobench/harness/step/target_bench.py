@@ -3,11 +3,13 @@
 What it is: `explain_target` / `probe_target` (steps 0..K-1 eagerly, then
 `torch._dynamo.explain` of `forward` at step K and K+1: a guard on a Python value whose text
 differs between the two is one that changes every step) and `call_step` (one call of a
-target's forward, a raise made a `TargetError` naming the step).
+target's forward, a raise made a `TargetError` naming the step, in the user's terms:
+`forward_raised`).
 What it is not: compiling or timing a target (`nanobench.compile.target_session`, which
 imports this; harness sits below the commands and imports none of them).
-Invariant: step inputs are built outside the traced region; a step that raises is a failed
-row (`TargetError`), never a traceback.
+Invariant: step inputs are built outside the traced region; a step that raises is a
+`TargetError` of one line (the user's error where their own forward raised, a failed row where
+the compiler alone failed or a timed window broke the contract), never a traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 from nanobench.harness.step.dynamo_call import trace_call
 from nanobench.harness.step.dynamo_explain import ExplainRow, break_table, explained_counts
+from nanobench.harness.step.forward_raised import forward_raised
 from nanobench.harness.step.remedies import (
     ValueGuard,
     in_user_terms,
@@ -74,15 +77,14 @@ def _explain_steps(target: Target, step: int):
 
 
 def call_step(target: Target, step: int, fn: Callable, args, kwargs):
+    """`fn(*args, **kwargs)`, the target's forward at `step` (compiled or not); what it raised, a
+    `TargetError` in the user's terms (`forward_raised`: their error, their file:line)."""
     try:
         return fn(*args, **kwargs)
     except TargetError:
         raise
     except Exception as e:
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise TargetError(
-            f"--target {target.spec!r}: forward at step {step} raised {type(e).__name__}: {first}"
-        ) from None
+        raise forward_raised(target, step, fn, e, args, kwargs) from None
 
 
 def explain_target(target: Target, step: int) -> ExplainRow:

@@ -48,17 +48,21 @@ class TargetError(MeasurementFailed):
 # A worker's status where the user's own target failed: `TargetError`'s line, as a worker
 # reports an error.
 TARGET_FAILED = "error: --target "
-# what its importing, its factory or its step_inputs raising reads as (`TargetError`'s lines)
+# what its importing, its factory, its step_inputs or its forward raising reads as
+# (`TargetError`'s lines; a forward's in the user's terms, `forward_raised`). A timed window's
+# line starts `timed window N` and a compiler's failure `compiling forward`: neither matches.
 RAISED = re.compile(
     re.escape(TARGET_FAILED)
-    + r"'[^']*': (importing \S+ raised|the factory raised|step_inputs\(\d+\) raised) "
+    + r"'[^']*': (importing \S+ raised|the factory raised|step_inputs\(\d+\) raised"
+    r"|forward at step \d+ raised) "
 )
 
 
 def raised_by_target(status: str) -> BadInput | None:
     """Where the user's own code raised in a worker (importing the target, its factory, its
-    step_inputs): their error as bad input, one line, exit 2. None for any other status, a
-    contract the step broke in a timed window among them (a failed row, what it timed kept)."""
+    step_inputs, its forward in the first pass): their error as bad input, one line, exit 2.
+    None for any other status, a contract the step broke in a timed window or a compiler's
+    failure among them (a failed row, what it timed kept)."""
     if not RAISED.match(status):
         return None
     return BadInput(status.removeprefix("error: "))

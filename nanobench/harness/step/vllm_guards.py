@@ -56,12 +56,12 @@ def kept_guards(module) -> list[str]:
     return [line.split("_GUARD: ", 1)[1] for line in lines if "_GUARD: " in line]
 
 
-def compiled_module(runner):
+def compiled_module(runner, vllm):
     """The module of vLLM's model runner that vLLM compiled (its `TorchCompileWithNoGuardsWrapper`,
-    which calls `_compiled_callable` under the stance `fail_on_recompile`)."""
-    from vllm.compilation.wrapper import TorchCompileWithNoGuardsWrapper
-
-    found = [m for m in runner.model.modules() if isinstance(m, TorchCompileWithNoGuardsWrapper)]
+    which calls `_compiled_callable` under the stance `fail_on_recompile`); `vllm` as
+    `vllm_target.import_vllm` gave it."""
+    wrapper = vllm.compilation.wrapper.TorchCompileWithNoGuardsWrapper
+    found = [m for m in runner.model.modules() if isinstance(m, wrapper)]
     if not found:
         raise RuntimeError("vLLM's model has no compiled forward to watch")
     return found[0]

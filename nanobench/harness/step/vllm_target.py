@@ -59,7 +59,8 @@ class VLLMDecode:
         self.prompts = torch.randint(0, vocab, (rows, prompt_len), generator=g).tolist()
         self.steps, self.window, self.pending = steps, 0, None
         runner = self.core.model_executor.driver_worker.worker.model_runner
-        self.watch = GuardWatch(compiled_module(runner)) if mode == vllm_guards.MODE else None
+        watched = mode == vllm_guards.MODE
+        self.watch = GuardWatch(compiled_module(runner, import_vllm())) if watched else None
 
     def _restart(self) -> None:
         """Abort what the last window left running and prefill the prompts afresh."""
@@ -197,6 +198,7 @@ def import_vllm():
         os.environ.setdefault("VLLM_CACHE_ROOT", os.path.join(inductor, "vllm"))
     try:  # every part of vLLM this module reads, here: where it is absent, one line says so
         import vllm
+        import vllm.compilation.wrapper
         import vllm.v1.attention.backends.cpu_attn
         import vllm.v1.worker.cpu_model_runner
     except ImportError as e:

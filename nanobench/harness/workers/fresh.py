@@ -129,7 +129,9 @@ class LiveWorker:
         tail = self._stderr_tail
         last = next((ln for ln in reversed(tail) if ln.startswith("nanobench-worker:")), None)
         detail = (last or (tail[-1] if tail else f"exit {code}")).replace("nanobench-worker: ", "")
-        return f"error: {detail[:300]}"
+        # bounded, yet long enough for a target's error line whole: its spec, the user's
+        # exception and the file:line that raised it (`forward_raised`)
+        return f"error: {detail[:600]}"
 
     def answered(self) -> bool:
         """Whether an answer (or the end of the process) waits to be read: `start` would not block."""
