@@ -54,9 +54,12 @@ def render_tune(console, rows: list[dict], lines: list[str], title: str) -> None
         console.print(line, markup=False)
 
 
-def draw_race(rounds: list[dict], path: Path, title: str) -> Path:
+def draw_race(rounds: list[dict], path: Path, title: str) -> Path | None:
     """Each configuration's ratio to the best at every look, its interval as a band; a
-    dropped configuration's last point marked with an x."""
+    dropped configuration's last point marked with an x. None, and no file, where no look
+    measured a ratio (every compiled configuration out before the first test)."""
+    if not any(r.get("vs_best") is not None for r in rounds):
+        return None
     import matplotlib
 
     matplotlib.use("Agg")

@@ -173,3 +173,23 @@ def race_ended(stop: str, dynamic: str) -> tuple[RaceResult, list[ConfigRow]]:
 def test_check_fails_a_dropped_dynamic_and_cannot_tell_an_undecided_race(stop, dynamic, verdicts):
     found, rows = race_ended(stop, dynamic)
     assert [g.verdict for g in gates(found, rows, 0.02)] == verdicts
+
+
+@pytest.mark.slow
+def test_a_cold_compile_past_its_budget_is_stopped_while_it_compiles(tmp_path):
+    # Inductor's cold compile of the built-in model takes seconds; a 1 s budget must stop it
+    # then, not once it has finished and been timed ("took N s, past ..."), and with nothing to
+    # race no figure is drawn
+    result = CliRunner().invoke(app, ["tune", "--knobs", "guard-filter", "--rows", "2", "--steps",
+                                      "6", "--compile-budget-s", "1", "--budget-s", "30",
+                                      "--max-rounds", "5", "--out", str(tmp_path), "--json"])  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    rows = {r["config"]: r for r in json.loads(result.stdout)["rows"]}
+    for name in ("dynamic", "dynamic + guard-filter"):
+        assert rows[name]["outcome"] == "disqualified", rows[name]
+        assert rows[name]["reason"].startswith(
+            "its cold compile passed --compile-budget-s 1: stopped while compiling"
+        ), rows[name]["reason"]
+        assert rows[name]["compile_s"] is None  # killed before it could say
+    assert not (tmp_path / "tune-race.png").exists()
+    assert "No artists" not in result.output

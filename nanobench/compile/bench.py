@@ -109,8 +109,9 @@ class ModePart:
     def payload(self, process: int) -> dict:
         return asdict(replace(self.spec, mode=self.member.name, process=process))
 
-    def start(self, fleet: Fleet) -> dict:
-        """The first worker, set up alone (the only one traced): its first pass is the row."""
+    def start(self, fleet: Fleet, timeout: float | None = None) -> dict:
+        """The first worker, set up alone (the only one traced): its first pass is the row;
+        past `timeout` (the fleet's by default) it is killed and its row says timeout."""
         env = self.env
         if self.spec.trace:
             env = {**env, "TORCH_TRACE": os.path.join(self.spec.trace, self.member.label)}
@@ -120,7 +121,7 @@ class ModePart:
             self.on_status(f"{self.member}: first pass, step {e.get('step')}/{e.get('steps')}"
                            f"{built}")  # fmt: skip
 
-        return fleet.first(self.member, self.payload(1), env, on_progress=progress)
+        return fleet.first(self.member, self.payload(1), env, timeout, on_progress=progress)
 
     def first(self, ready: dict) -> CompileRow:
         return annotate(ready, self.spec, self.member)

@@ -127,19 +127,39 @@ class Race:
         part = ModePart(m, spec, self.env(config), self.on_status)
         self.parts[m] = part
         t0 = time.monotonic()
-        row = part.first(part.start(self.fleet))
-        self.found.phases.compiles_s += time.monotonic() - t0
+        deadline = self.compile_deadline_s(config)
+        row = part.first(part.start(self.fleet, deadline))
+        took = time.monotonic() - t0
+        self.found.phases.compiles_s += took
         self.found.rows[m] = row
         self.found.outcomes[m] = Outcome(SURVIVOR)
         budget = self.spec.compile_budget_s
         raised = raised_by_target(row.status)
         if raised is not None:  # the user's own target raised: their input, one line, exit 2
             raise raised
-        if row.status != "ok":
+        if row.status == "timeout" and deadline < self.spec.timeout:
+            self.out(m, DISQUALIFIED, f"its cold compile passed --compile-budget-s {budget:g}: "
+                                      f"stopped while compiling, {took:.0f} s after its start "
+                                      f"(eager off set up in {self.off_setup_s():.0f} s)", 0)  # fmt: skip
+        elif row.status != "ok":
             self.out(m, DISQUALIFIED, row.status, 0)
         elif (row.compile_s or 0) > budget:
             self.out(m, DISQUALIFIED, f"its cold compile took {row.compile_s:.0f} s, past "
                                       f"--compile-budget-s {budget:g}", 0)  # fmt: skip
+
+    def off_setup_s(self) -> float:
+        """Eager off's first worker's seconds from spawn to ready (0 before it is)."""
+        return self.fleet.setup_s.get(Config(OFF).member, {}).get(1, 0.0)
+
+    def compile_deadline_s(self, config: Config) -> float:
+        """How long a compiled configuration's first worker may set up before its cold compile
+        is past --compile-budget-s: what off's took, with a tenth more for its noise, plus the
+        budget and a twentieth more; off itself, and a run with no off yet, the --timeout.
+        deadline_s = min(timeout_s, 1.1 x off_setup_s + 1.05 x compile_budget_s)"""
+        off = self.off_setup_s()
+        if config.mode == OFF or not off:
+            return self.spec.timeout
+        return min(self.spec.timeout, 1.1 * off + 1.05 * self.spec.compile_budget_s)
 
     def held_to_eager(self) -> None:
         """Correct first: a compiled output that left eager off's, or a step that fell back to

@@ -144,8 +144,8 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
              + decision_lines(decided, paste, rows) + reason_lines(rows)
              + history_lines(store, lent, recorded))  # fmt: skip
     outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),
-               "samples": str(where / "tune-samples.csv"), "png": str(png),
-               "env": str(where / "tune-env.json")}  # fmt: skip
+               "samples": str(where / "tune-samples.csv"), "env": str(where / "tune-env.json"),
+               **({"png": str(png)} if png else {})}  # fmt: skip
     extra = {"race": {"stop": found.stop, "rounds": found.rounds, "seconds": round(total_s, 1),
                       **{k: round(v, 1) for k, v in asdict(found.phases).items()}},
              "decision": asdict(decided) if decided else None, "paste": paste, "lines": lines}  # fmt: skip

@@ -125,9 +125,13 @@ class Fleet:
         self.workers.setdefault(name, []).append(worker)
         return worker
 
-    def first(self, name: Member, payload: dict, env: dict[str, str], **spawn_args) -> dict:
-        """A member's first worker, set up alone: its ready row."""
-        ready = self.spawn(name, 1, payload, env, **spawn_args).start(self.timeout)
+    def first(self, name: Member, payload: dict, env: dict[str, str], timeout: float | None = None,
+              **spawn_args) -> dict:  # fmt: skip
+        """A member's first worker, set up alone: its ready row (`{"status": "timeout"}` past
+        `timeout`, the fleet's own by default)."""
+        ready = self.spawn(name, 1, payload, env, **spawn_args).start(
+            self.timeout if timeout is None else timeout
+        )
         self.ready(name, 1)
         return ready
 
