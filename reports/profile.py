@@ -178,6 +178,7 @@ def kernel_table(r, kernels: list, top: int) -> Table | None:
     for col in (*columns, "GFLOP/s", "floor ratio"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("source", no_wrap=True)
+    table.add_column("user line", no_wrap=True)
     for rank, k in enumerate(heaviest, 1):
         device = (fmt(k.device_ms_per_step, ".3f"),) if on_gpu else ()
         table.add_row(
@@ -191,6 +192,7 @@ def kernel_table(r, kernels: list, top: int) -> Table | None:
             fmt(k.gflops, ",.1f"),
             fmt(k.floor_ratio, ".1f") + ("x" if k.floor_ratio is not None else ""),
             Text(fmt(k.source)),
+            Text(fmt(k.user_line)),
         )
     return table
 

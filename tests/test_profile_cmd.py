@@ -106,6 +106,81 @@ def test_the_kernels_csv_holds_the_gemms_bytes_and_flops_from_their_shapes(profi
     assert (mm["flops"] == 2 * 4 * 32 * 96).any(), mm[["name", "flops", "bytes"]]
 
 
+# The model the corpus's step runs, read here as text: what each user line must point at.
+MODEL = Path("tests/corpus/gptfast.py").read_text().splitlines()
+
+
+def line_with(text: str) -> int:
+    """The one line (1-based) of the model's file holding `text`."""
+    (found,) = [i for i, line in enumerate(MODEL, 1) if text in line]
+    return found
+
+
+def named(user_line: str) -> set[int]:
+    """The model's lines a row's `user_line` names: "gptfast.py:31,32" -> {31, 32}."""
+    file, _, lines = user_line.partition(":")
+    assert file == "gptfast.py", user_line  # one file, the model's, and never a reason
+    return {int(n) for n in lines.split(",")}
+
+
+# An op Inductor names a fused kernel after -> the text of a model line that calls it.
+CALLS = {
+    "embedding": "self.tok_embeddings(",
+    "index_put": "_cache[:, :, input_pos] =",
+    "index": "self.causal_mask[None, None, input_pos]",
+    "scaled_dot_product": "F.scaled_dot_product_attention(",
+}
+
+
+@pytest.mark.slow
+def test_a_compiled_modes_kernels_name_the_model_lines_their_fx_nodes_came_from(profiled):
+    out, result = profiled
+    kernels = pd.read_csv(out / "profile-kernels.csv")
+    dynamic = kernels[kernels["mode"] == "dynamic"]
+    fused = dynamic[dynamic["kind"] == "fused kernels"]
+    defs = {i for i, line in enumerate(MODEL, 1) if line.lstrip().startswith("def ")}
+    checked = set()
+    for name, user_line in zip(fused["name"], fused["user_line"]):
+        lines = named(user_line)
+        assert not lines & defs, (name, user_line)
+        # each op the kernel's name says it fused is called on a line it names
+        for op, text in CALLS.items():
+            if f"_{op}_" in name.partition("cpp_fused")[2] + "_":
+                assert any(text in MODEL[n - 1] for n in lines), (name, op, user_line)
+                checked.add(op)
+    assert {"embedding", "index_put"} <= checked, list(fused["name"])
+    # the embedding's kernel names the embedding's line alone
+    (embedding,) = fused[fused["name"].str.endswith("cpp_fused_embedding_0")]["user_line"]
+    assert named(embedding) == {line_with("self.tok_embeddings(")}
+    # the GEMMs Inductor calls as they are: the Linears' lines, each from its own
+    gemms = [named(u) for u in dynamic[dynamic["name"] == "aten::mm"]["user_line"]]
+    assert sorted(map(len, gemms)) == [1, 1, 1]
+    assert set().union(*gemms) == {line_with("self.wqkv("), line_with("self.wo(")}
+    assert "user line" in result.stdout
+
+
+@pytest.mark.slow
+def test_an_eager_op_names_the_line_that_called_it_not_its_functions_def(profiled):
+    out, _ = profiled
+    kernels = pd.read_csv(out / "profile-kernels.csv")
+    off = kernels[kernels["mode"] == "off"]
+    defs = {i for i, line in enumerate(MODEL, 1) if line.lstrip().startswith("def ")}
+    for name, user_line in zip(off["name"], off["user_line"]):
+        assert not named(user_line) & defs, (name, user_line)
+    lines = {
+        name: set().union(*map(named, rows["user_line"])) for name, rows in off.groupby("name")
+    }
+    # the cache writes are subscripts inside update(): no call of their own, yet their lines
+    assert lines["aten::index_put_"] == {
+        line_with("self.k_cache[:, :, input_pos] = k"),
+        line_with("self.v_cache[:, :, input_pos] = v"),
+    }
+    assert lines["aten::index"] == {line_with("self.causal_mask[None, None, input_pos]")}
+    assert lines["aten::embedding"] == {line_with("self.tok_embeddings(")}
+    assert lines["aten::mm"] == {line_with("self.wqkv("), line_with("self.wo(")}
+    assert lines["aten::scaled_dot_product_attention"] == {line_with("F.scaled_dot_product_")}
+
+
 def test_net_of_the_profiler_each_category_loses_what_was_charged_and_the_rest_is_unattributed():
     profiled = [CategoryRow("eager ops", 1.0, 0.5, 100.0, profiler_ms_per_step=0.2),
                 CategoryRow("guards", 0.05, 0.1, 1.0, profiler_ms_per_step=0.002),

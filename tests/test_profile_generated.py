@@ -57,9 +57,15 @@ def test_a_profiled_name_finds_its_origin_by_kernel_or_by_its_first_frame():
         # a line below the mm's call: the mm's comment is not its own
         Event("aten::copy_", 4.0, 5.0, stack=(f"{FILE}:{LINE_OF_MM + 1}",)),
     ]
+    # by kernel row (`attribution.group_key`): a fused kernel's name, an op's name and shapes
     assert kernel_sources(events, {FILE: MODULE}) == {
-        "graph_1_cpp_fused__unsafe_view_mul_silu_split_4": "nodes: gate_up, split, silu, mul_8",
-        "aten::mm": "nodes: x, rms_norm, qkv",
-        "aten::argmax": "engine.py:251",
-        "aten::copy_": f"{FILE}:{LINE_OF_MM + 1}",
+        ("graph_1_cpp_fused__unsafe_view_mul_silu_split_4",): "nodes: gate_up, split, silu, mul_8",
+        ("aten::mm", (), ()): "nodes: x, rms_norm, qkv",
+        ("aten::argmax", (), ()): "engine.py:251",
+        ("aten::copy_", (), ()): f"{FILE}:{LINE_OF_MM + 1}",
     }
+    # one op on two shapes is two rows, each with its own line
+    other = Event("aten::mm", 5.0, 6.0, shapes=((4, 8), (8, 2)), stack=("model.py:7",))
+    assert kernel_sources([*events, other], {FILE: MODULE})[other.name, other.shapes, ()] == (
+        "model.py:7"
+    )

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from nanobench.harness.runs.gates import Gate
 from nanobench.profile.rows import CATEGORIES, CategoryRow, KernelRow, ProfileRow
+from nanobench.profile.user_lines import NO_NODE
 from reports.profile import CATEGORY_COLOURS, draw_profile, profile_figure, render_profile
 
 LONG = "triton_per_fused__to_copy_add_embedding_mean_mul_pow_rsqrt_0"  # 61 characters
@@ -59,7 +60,7 @@ def profile_row(mode: str, **fields) -> ProfileRow:
 
 
 def kernel(name: str, ms: float, mode: str = "dynamic", **fields) -> KernelRow:
-    fields = {"kind": "fused kernels", **fields}
+    fields = {"kind": "fused kernels", "user_line": "model.py:12", **fields}
     return KernelRow(name=name, calls_per_step=2.0, ms_per_step=ms, mode=mode, **fields)
 
 
@@ -109,6 +110,7 @@ def run():
             gbs=0.05,
             floor_ratio=12.34,
             source="model.py:41",
+            user_line="model.py:40,41",
         ),
         kernel(
             "aten::addmm",
@@ -118,7 +120,7 @@ def run():
             gflops=320.0,
             kind="extern kernels",
         ),
-        kernel("aten::copy_", 0.04, kind="copies and allocation"),
+        kernel("aten::copy_", 0.04, kind="copies and allocation", user_line=NO_NODE),
         kernel("aten::mm", 0.9, mode="off", bytes=2_000_000, flops=8_000_000, gflops=17.7),
     ]
     gates = [
@@ -198,11 +200,13 @@ def test_the_top_kernels_are_the_heaviest_printed_whole(run):
     assert "mm_small" not in text  # the 4th heaviest of dynamic's four, though listed first
     assert "top 3 of 4 kernels" in text
     cells = line_of(text, f"1 {LONG}")
-    assert cells == ["fused", "kernels", "2.0", "0.300", "0.1", "0.1", "12.3x", "model.py:41"]
-    # no GB/s, no floor ratio, no source: dashes
+    assert cells == ["fused", "kernels", "2.0", "0.300", "0.1", "0.1", "12.3x", "model.py:41",
+                     "model.py:40,41"]  # fmt: skip
+    # no GB/s, no floor ratio, no source: dashes; the user line after the source
     assert line_of(text, "2 aten::addmm") == ["extern", "kernels", "2.0", "0.200", "-", "320.0",
-                                              "-", "-"]  # fmt: skip
-    assert line_of(text, "3 aten::copy_")[-5:] == ["0.040", "-", "-", "-", "-"]
+                                              "-", "-", "model.py:12"]  # fmt: skip
+    # no user line: why, in its cell
+    assert " ".join(line_of(text, "3 aten::copy_")).endswith(f"0.040 - - - - {NO_NODE}")
     assert "mm_small" in rendered(run, top=4)
 
 
@@ -214,7 +218,8 @@ def test_a_gpu_rows_device_side_prints_and_a_cpu_run_prints_none(run):
                   cudagraph_skips="skipping cudagraphs due to mutated inputs (1 instances)")  # fmt: skip
     gpu_kernels = [replace(k, device_ms_per_step=0.0075) if k.name == "aten::addmm" else k
                    for k in kernels]  # fmt: skip
-    text = rendered(([rows[0], dyn], categories, gpu_kernels, gates))
+    # wide enough for the device column beside the source and the user line on one line each
+    text = rendered(([rows[0], dyn], categories, gpu_kernels, gates), width=240)
     # off has no device figures: a dash in each of its cells, never 0
     assert line_of(text, "device ms (busy / host step)") == ["-", "(-)", "0.90", "(64%)"]
     assert line_of(text, "launches / graph replays") == ["-", "41", "/", "2"]

@@ -18,6 +18,7 @@ import os
 import re
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Mapping
 
 from nanobench.profile.device import device_time
 from nanobench.profile.op_cost import floor_ms, op_cost
@@ -49,6 +50,8 @@ COPY_NAMES = frozenset(
 )
 # A driver or runtime call (a launch, a sync): part of the op that made it.
 RUNTIME_CALL = re.compile(r"cuda[A-Z_]|cu[A-Z]|hip[A-Z]")
+# A kernel row whose ops no pass with stacks saw (or none ran): `user_lines` says the rest.
+NOT_TRACED = "none: not in the pass with stacks"
 FRAME = re.compile(r"^(?P<path>.+?\.py)\((?P<line>\d+)\)")
 
 
@@ -152,12 +155,15 @@ def attribute(
     steady: list[bool],
     peaks: tuple[float, float] | None = None,
     cost: tuple[float, float] = (0.0, 0.0),
+    lines: Mapping[tuple, str] | None = None,
+    sources: Mapping[tuple, str] | None = None,
 ) -> tuple[list[CategoryRow], list[KernelRow], dict]:
     """(CategoryRows in CATEGORIES' order, KernelRows by ms a step, the step's facts). A category's
     calls are its events: for "forward python" the FORWARD_RANGEs, for "outside the forward" the
     STEP_RANGE and each op outside the forward; "unattributed" has none. `cost` is the profiler's
     (inside, outside) µs an event (`overhead.charged_us`): each category carries what it was
-    charged, and each kernel's time is net of it."""
+    charged, and each kernel's time is net of it. `lines` and `sources`: each kernel's user line
+    and origin by its `group_key` (`user_lines.kernel_lines`, `generated.kernel_sources`)."""
     device = [e for e in events if e.device]
     events = [e for e in events if not e.device]
     steps = steady_steps(events, steady)
@@ -178,7 +184,8 @@ def attribute(
     step_us = sum(s.end_us - s.start_us for s in steps) / n
     forward_us = sum(f.end_us - f.start_us for f in forwards) / n
     rows = category_rows([(c, us, paid) for _, c, us, paid, _ in attributed], n, step_us)
-    kernels = kernel_rows([(e, c, us - paid, dev) for e, c, us, paid, dev in attributed], n, peaks)
+    net = [(e, c, us - paid, dev) for e, c, us, paid, dev in attributed]
+    kernels = kernel_rows(net, n, peaks, lines or {}, sources or {})
     share, ms = {r.category: r.share for r in rows}, {r.category: r.ms_per_step for r in rows}
     facts = {
         "profiled_step_ms": step_us / 1e3,
@@ -212,24 +219,34 @@ def category_rows(attributed: list[tuple], n: int, step_us: float) -> list[Categ
     ]  # fmt: skip
 
 
-def kernel_rows(attributed: list[tuple], n: int, peaks: tuple[float, float] | None):
-    """One row per fused kernel name, and per (name, shapes, dtypes) for the other ops."""
+def group_key(e: Event) -> tuple:
+    """The kernel row an event's time goes to: a fused kernel's name, another op's name, shapes
+    and dtypes (one op on two shapes is two kernels)."""
+    return (e.name,) if FUSED.match(e.name) else (e.name, e.shapes, e.dtypes)
+
+
+def kernel_rows(attributed: list[tuple], n: int, peaks: tuple[float, float] | None,
+                lines: Mapping[tuple, str], sources: Mapping[tuple, str]):  # fmt: skip
+    """One row per fused kernel name, and per (name, shapes, dtypes) for the other ops; each
+    with its origin from `sources` (else its first event's frame) and its user line from
+    `lines`, or why it has none."""
     groups: dict[tuple, tuple] = {}
     for e, cat, us, dev in attributed:
         if cat not in KERNEL_CATEGORIES:
             continue
-        key = (e.name,) if cat == "fused kernels" else (e.name, e.shapes, e.dtypes)
+        key = group_key(e)
         first, _, count, total_us, source, dev_us = groups.get(key, (e, cat, 0, 0.0, "", 0.0))
-        source = source or (e.stack[0] if e.stack else "")
+        source = source or sources.get(key) or (e.stack[0] if e.stack else "")
         groups[key] = (first, cat, count + 1, total_us + us, source, dev_us + dev)
     # on a GPU a floor is held to device time: an op that put none on the device gets none
     on_gpu = any(g[5] for g in groups.values())
-    rows = [_kernel_row(*g, n, None if on_gpu and not g[5] else peaks) for g in groups.values()]
+    rows = [_kernel_row(*g, n, None if on_gpu and not g[5] else peaks, lines.get(k, NOT_TRACED))
+            for k, g in groups.items()]  # fmt: skip
     return sorted(rows, key=lambda r: (-r.ms_per_step, r.name))
 
 
 def _kernel_row(e: Event, kind: str, count: int, us: float, source: str, dev_us: float, n: int,
-                peaks):  # fmt: skip
+                peaks, user_line: str):  # fmt: skip
     """A group's row: per-step time and calls, its bytes and flops, rates and floor; on a GPU its
     device time, which its rates and floor are then held to (the host's op time is a launch)."""
     calls, ms = count / n, us / n / 1e3
@@ -239,7 +256,7 @@ def _kernel_row(e: Event, kind: str, count: int, us: float, source: str, dev_us:
     call_ms = ms / calls
     row = {"name": e.name, "kind": kind, "calls_per_step": calls, "ms_per_step": us / n / 1e3}
     row["device_ms_per_step"] = device_ms
-    row |= {"bytes": nbytes, "flops": flops, "source": source}
+    row |= {"bytes": nbytes, "flops": flops, "source": source, "user_line": user_line}
     row["gbs"] = nbytes / call_ms / 1e6 if nbytes is not None and call_ms > 0 else None
     row["gflops"] = flops / call_ms / 1e6 if flops is not None and call_ms > 0 else None
     row["floor_ms"] = floor_ms(calls, nbytes, flops, *peaks) if peaks else None
@@ -271,9 +288,11 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def events_from_profiler(prof_events) -> list[Event]:
+def events_from_profiler(prof_events, frames: Mapping[int, str] | None = None) -> list[Event]:
     """Host ops and ranges as `Event`s; Python frames (with_stack=True records them as events,
-    not in `e.stack`) dropped as events and kept as each op's `stack`, or `e.stack` where set."""
+    not in `e.stack`) dropped as events and kept as each op's `stack`, or `e.stack` where set;
+    where `frames` names an op's call site by its id ("file.py:line", `user_lines.call_sites`),
+    that one frame is its stack: the line of the call, not its function's first."""
     from torch.autograd import DeviceType
 
     out = []
@@ -284,6 +303,7 @@ def events_from_profiler(prof_events) -> list[Event]:
         ):
             continue
         stack = () if on_device else user_frames(e.stack or _python_parents(e))
+        stack = (frames[e.id],) if frames and e.id in frames and not on_device else stack
         shapes = _tuples(e.input_shapes or ())
         dtypes = tuple(getattr(e, "input_dtypes", None) or getattr(e, "input_types", None) or ())
         span = e.time_range.start, e.time_range.end

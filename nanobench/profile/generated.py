@@ -3,9 +3,9 @@
 What it is: `generated_sources()` (the source of every module Inductor generated and loaded in
 this process, by file name), `defined_kernels(texts)` (each kernel a generated module defines,
 with the FX nodes of the call that runs it, from the module's own "Source Nodes" comment) and
-`kernel_sources(events, texts)` (a profiled name's origin: a fused kernel's FX nodes; an op's
-first frame, the FX nodes above that line when the frame is generated code, else the user's
-file:line).
+`kernel_sources(events, texts)` (a kernel row's origin, by its key: a fused kernel's FX nodes;
+an op's first frame, the FX nodes above that line when the frame is generated code, else the
+user's file:line).
 What it is not: timing or attribution (`profile.attribution`).
 Invariant: an origin is read from the generated code or the op's own stack, never guessed from
 its name; a kernel the profiler saw but no module defines keeps no origin.
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from nanobench.profile.attribution import group_key
 
 DEFINED = re.compile(r"^(\w+) = async_compile\.(?:cpp_pybinding|cpp|triton)\(", re.M)
 NODES = re.compile(r"#\s*(?:Topologically Sorted )?Source Nodes: \[([^\]]*)\]")
@@ -72,17 +74,18 @@ def frame_source(frame: str, texts: dict[str, str]) -> str:
     return frame
 
 
-def kernel_sources(events: list, texts: dict[str, str]) -> dict[str, str]:
-    """Each profiled name's origin: a fused kernel's FX nodes, an op's first frame (or the
-    generated call's FX nodes)."""
+def kernel_sources(events: list, texts: dict[str, str]) -> dict[tuple, str]:
+    """Each kernel row's origin by its key (`attribution.group_key`: an op on other shapes is
+    another row, maybe from another line): a fused kernel's FX nodes, an op's first frame (or
+    the generated call's FX nodes); the first event of a key that names one."""
     defined = defined_kernels(texts)
-    found: dict[str, str] = {}
+    found: dict[tuple, str] = {}
     for e in events:
-        if e.name in found:
+        key, bare = group_key(e), GRAPH_PREFIX.sub("", e.name)
+        if key in found:
             continue
-        bare = GRAPH_PREFIX.sub("", e.name)
         if bare in defined:
-            found[e.name] = defined[bare]
+            found[key] = defined[bare]
         elif e.stack:
-            found[e.name] = frame_source(e.stack[0], texts)
+            found[key] = frame_source(e.stack[0], texts)
     return found

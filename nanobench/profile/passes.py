@@ -1,11 +1,12 @@
 """A mode's steady passes with and without the profiler, interleaved, and the steps kept of each.
 
 What it is: `run_pass` (one pass of the session's steps, under torch.profiler or with none
-alive; a profiled pass's events kept as `Event`s, its profiler let go), `interleaved` (pairs of
-such passes in the order plain-profiled, profiled-plain, ..., so what else loads this shared box
-lands on both sides alike), `least_disturbed` (at each step's index, the fastest steady step of
-each side: the profiled one is the step attributed, the plain one the step beside the profile;
-and how far apart the passes are) and `end_to_end` (the profiled passes' separate sessions as
+alive; a profiled pass's events kept as `Event`s, with stacks each op's call site too, its
+profiler let go), `interleaved` (pairs of such passes in the order plain-profiled,
+profiled-plain, ..., so what else loads this shared box lands on both sides alike),
+`least_disturbed` (at each step's index, the fastest steady step of each side: the profiled one
+is the step attributed, the plain one the step beside the profile; and how far apart the passes
+are) and `end_to_end` (the profiled passes' separate sessions as
 one event list, each after the one before).
 What it is not: the attribution (`profile.attribution`) or the profiler's cost
 (`profile.overhead`), which are handed what this keeps.
@@ -17,6 +18,7 @@ step; a plain pass runs with no profiler alive; a step that built anything is ne
 from __future__ import annotations
 
 import statistics
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from nanobench.profile.attribution import events_from_profiler
 from nanobench.profile.rows import Event
+from nanobench.profile.user_lines import CallLines, Site, call_sites
 
 GAP_US = 1e3  # between two joined sessions' events: no range of one can hold the next's
 
@@ -35,6 +38,7 @@ class Pass:
     ms: list[float]
     built: list[int]
     events: list[Event] | None = None  # what the profiler recorded; None for a plain pass
+    sites: dict[int, Site] | None = None  # with stacks: each op's call site, by its id
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,11 @@ class Kept:
     # fastest, less 1, the median over the indices, the larger side's (None with one pass a side)
 
 
-def run_pass(session, profiled: bool, stacks: bool = False, trace: str = "") -> Pass:
+def run_pass(session, profiled: bool, stacks: bool = False, trace: str = "",
+             eager: bool = False) -> Pass:  # fmt: skip
     """One pass of the session's steps, under the profiler (host activity, the device's too on
-    a GPU, shapes recorded; Python stacks where asked; a chrome trace written to `trace` where
+    a GPU, shapes recorded; Python stacks where asked, each op's call site read off them, under
+    `user_lines.CallLines` where the mode is `eager`; a chrome trace written to `trace` where
     given) or with none alive. CUPTI's cost on a GPU (it tripled the built-in model's profiled
     step on an H200, 4.1 ms unprofiled, 13.5 profiled) is the profiler's, measured and charged
     as any other (`profile.overhead`)."""
@@ -60,11 +66,14 @@ def run_pass(session, profiled: bool, stacks: bool = False, trace: str = "") -> 
     activities = [ProfilerActivity.CPU]
     activities += [ProfilerActivity.CUDA] if session.spec.device == "cuda" else []
     with profile(activities=activities, record_shapes=True, with_stack=stacks) as prof:
-        ms, built = session.run()[:2]
+        with CallLines() if stacks and eager else nullcontext():
+            ms, built = session.run()[:2]
     if trace:
         Path(trace).parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(trace)
-    return Pass(list(ms), list(built), events_from_profiler(prof.events()))
+    sites = call_sites(prof) if stacks else None
+    frames = {i: s.frame for i, s in sites.items() if s.path} if sites else None
+    return Pass(list(ms), list(built), events_from_profiler(prof.events(), frames), sites)
 
 
 def interleaved(session, pairs: int, trace: str = "") -> list[Pass]:

@@ -4,7 +4,8 @@ What it is: `Event` (one profiler event as plain numbers: what the worker reads 
 torch.profiler, and all the attribution reads), `CategoryRow` (one category of a mode's steady
 step: ms a step, share, calls a step; once the run derives it, net of the profiler's own cost,
 `profile.overhead`), `KernelRow` (one kernel or op: its time, bytes and flops
-from its shapes, its rate and its distance to the probed floor, where it comes from),
+from its shapes, its rate and its distance to the probed floor, where it comes from, and the
+user's lines it was called from),
 `ProfileRow` (one mode as the CSV and JSON hold it: its unprofiled step with its interval, its
 profiled step, the profiler's overhead, the forward's and the host's shares, and the words naming
 what caps it; the fields it shares with compile's row are marked so at their declaration,
@@ -99,6 +100,9 @@ class KernelRow:
     floor_ms: float | None = None  # per step, at the run's probed peaks: max(bytes/bw, flops/rate)
     floor_ratio: float | None = None  # ms_per_step / floor_ms
     source: str = ""  # the user's file:line (the op's stack), or the fused kernel's nodes
+    # the lines of the user's code it came from ("gptfast.py:31,32"), or why none ("none: ..."):
+    # an op's call site, a compiled kernel's FX nodes' (`profile.user_lines`); required
+    user_line: str = field(kw_only=True)
     device_ms_per_step: float | None = None  # on a GPU: its device records' time (`device`)
     mode: str = ""
     side: str = ""

@@ -6,7 +6,9 @@ the mode (`compile.session.open_session`: the engine or the `--target`, built, f
 measured); then, in the mode's first worker only: warm passes until one builds nothing, pairs
 of passes with and without torch.profiler, interleaved (`profile.passes`: CPU activity, CUDA's
 too on a GPU; shapes recorded), one more with Python stacks (for where each op comes from
-only: stacks cost time, so no time is read from it), the peaks probed (`decode.roofline`), and the events attributed (`profile.attribution`). Timed
+only: stacks cost time, so no time is read from it; each kernel's user line from it and Inductor's
+provenance, `profile.user_lines`, which every worker of the mode turns on before it builds), the
+peaks probed (`decode.roofline`), and the events attributed (`profile.attribution`). Timed
 windows (`serve`) are compile's, unprofiled, in the fleet's rounds; `finish` is compile's.
 Inductor's per-kernel records (`TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE`) are set by the parent
 in this worker's environment, so every kernel the mode builds names itself to the profiler.
@@ -22,7 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import wraps
 
 import torch
@@ -40,6 +42,7 @@ from nanobench.profile.overhead import event_cost_us
 from nanobench.profile.passes import end_to_end, interleaved, least_disturbed, run_pass
 from nanobench.profile.rows import FORWARD_RANGE, STEP_RANGE
 from nanobench.profile.spec import ProfileJob
+from nanobench.profile.user_lines import enable_provenance, forward_ops, kernel_lines, provenance
 
 WARM_PASSES = 3  # passes run before profiling, at most, waiting for one that builds nothing
 
@@ -142,7 +145,9 @@ def profile_mode(session, job: ProfileJob) -> dict:
     pin_this_thread(timing_core())  # the core the rounds' windows are timed on
     with ranges_marked(session):
         passes = interleaved(session, job.passes, job.trace)
-        stacked = run_pass(session, profiled=True, stacks=True).events
+        # eager, an operator's or subscript's line too (`user_lines.CallLines`): a compiled
+        # mode would build again under it
+        stacked = run_pass(session, profiled=True, stacks=True, eager=spec.mode == "off")
     kept = least_disturbed(passes)
     events = end_to_end([p.events for p in passes if p.events is not None])
     per_step = events_per_step(events, kept.steady)  # no kept step: ValueError, no profile
@@ -155,7 +160,10 @@ def profile_mode(session, job: ProfileJob) -> dict:
     }
     rates = (peaks["bandwidth_gbs"], peaks["gemm_gflops"])
     cost = (inside_us, cost_us - inside_us)
-    categories, kernels, facts = attribute(events, kept.steady, rates, cost)
+    texts, ops = generated_sources(), forward_ops(stacked.events)
+    lines = kernel_lines(ops, stacked.sites, texts, provenance())
+    categories, kernels, facts = attribute(events, kept.steady, rates, cost, lines,
+                                           kernel_sources(ops, texts))  # fmt: skip
     plain_ms = statistics.fmean(kept.plain_ms)
     facts |= {
         "plain_step_ms": plain_ms,
@@ -167,9 +175,6 @@ def profile_mode(session, job: ProfileJob) -> dict:
         "probe_event_cost_us": probe_us,
         "guard_latency_us": guard_latency_us(),
     }
-    texts = generated_sources()
-    origin = kernel_sources(stacked, texts)
-    kernels = [replace(k, source=k.source or origin.get(k.name, "")) for k in kernels]
     return {
         "categories": [asdict(c) for c in categories],
         "kernels": [asdict(k) for k in kernels],
@@ -183,6 +188,8 @@ class ProfileSession:
 
     def __init__(self, payload: dict, progress: Callable[[dict], None] = lambda e: None):
         job = rebuild(ProfileJob, payload)
+        # in every worker of the mode: the one that profiles runs the code the others time
+        enable_provenance()
         with skip_reasons() as skipped:  # the mode builds here
             self.inner = open_session(job.worker, progress)
         self.ready = dict(self.inner.ready)
