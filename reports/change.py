@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import colour, gate_mark
+from reports.style import colour, gate_mark, note_lines
 
 SIDES = ("before", "after")  # the change table's two sides, as a comparison names them
 # The change table's columns, in order, with their headers.
@@ -142,7 +142,7 @@ def render_changes(console, changes: list, gates, title: str, notes=(), sides=SI
     for note in sorted(lacking):
         console.print(f"no CI: {note}", markup=False)
     for note in notes:
-        console.print(note, markup=False)
+        console.print(note_lines(note), markup=False)
     for g in gates:
         console.print(f"{gate_mark(g)} {g.name}: {g.detail}", markup=False)
 

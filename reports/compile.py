@@ -14,7 +14,14 @@ from rich.table import Table
 from rich.text import Text
 
 from reports.csvio import save_figure
-from reports.style import colour, counted, gate_mark, history_lines, interval_sources
+from reports.style import (
+    colour,
+    counted,
+    gate_mark,
+    history_lines,
+    interval_sources,
+    note_lines,
+)
 
 
 def fmt(value, spec: str = "", dash: str = "-") -> str:
@@ -176,7 +183,7 @@ def row_notes(console, rows: list, horizon: int) -> None:
     """What each row says beyond its cells, one line each, in the order of the rows."""
     for r in rows:
         for line in why(r):
-            console.print(line, markup=False)
+            console.print(note_lines(line), markup=False)
         if r.worth_compiling == "can't tell at this noise":
             console.print(
                 f"{r.mode}: can't tell whether compiling pays off within {horizon:,} steps "

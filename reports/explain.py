@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from reports.style import gate_mark
+from reports.style import gate_mark, note_lines
 
 BEFORE_AFTER = {
     "graphs": "graphs",
@@ -79,7 +79,7 @@ def render_explain(console, rows: list, verdict: str, gates, outputs: dict | Non
         for text in (getattr(last, "value_guard_named", None) or last.value_guard_text)[:8]:
             console.print(f"  {text}", markup=False)
     for remedy in last.remedies or ():
-        console.print(f"remedy {remedy}", markup=False)
+        console.print(note_lines(f"remedy {remedy}"), markup=False)
     _print_gates(console, gates, outputs)
 
 

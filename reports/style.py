@@ -14,12 +14,17 @@ in decimal megabytes beside a binary one; a table's cell is printed whole at any
 from __future__ import annotations
 
 import io
+import re
+import textwrap
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+# A remedy printed fits an 80-column terminal; the files (CSV, --json) keep its long form.
+NOTE_COLUMNS = 80
+INSTALLED = re.compile(r"[^\s\[\](]*site-packages/")  # an installed package's path, up to its name
 
 # Modes, systems and kernels that can share a figure get distinct colours (tab10).
 COLOURS = {
@@ -151,3 +156,11 @@ def literal(text) -> Text:
     """A header or title as written (a user's spec in a title is text, never markup or an emoji
     code); a multi-line header on one line."""
     return Text(text.replace("\n", " ")) if isinstance(text, str) else text
+
+
+def note_lines(text: str, width: int = NOTE_COLUMNS) -> str:
+    """A long note (a remedy) as lines of at most `width` columns, each after the first indented
+    four, an installed package's path cut to the package (`.../site-packages/vllm/x.py:5`
+    reads `vllm/x.py:5`); a word longer than a line is broken, so every line fits."""
+    short = INSTALLED.sub("", text)
+    return "\n".join(textwrap.wrap(short, width, subsequent_indent="    ", break_on_hyphens=False))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.style import COLOURS, binary_bytes, colour, title
+from reports.style import COLOURS, binary_bytes, colour, note_lines, title
 
 
 def test_binary_bytes_uses_powers_of_1024_named_right():
@@ -47,3 +47,20 @@ def test_a_count_takes_its_noun_in_the_right_number_and_a_word_its_article():
         "a compile",
         "an Ollama",
     ]
+
+
+def test_a_note_fits_80_columns_with_an_installed_packages_path_cut_to_the_package():
+    said = (
+        "evaluate-guards: remedy specialised: dynamo-trace-once drops every guard; its 2 "
+        "shape guards, kept and evaluated each call here: 2 <= input_ids.size()[0] failed at "
+        "steps 0-15 [.venv-vllm/lib/python3.11/site-packages/vllm/model_executor/layers/"
+        "vocab_parallel_embedding.py:525: return self.quant_method.embedding(self, x)]"
+    )
+    lines = note_lines(said).splitlines()
+    assert len(lines) > 1 and all(len(line) <= 80 for line in lines), lines
+    assert all(line.startswith("    ") for line in lines[1:])
+    joined = " ".join(" ".join(lines).split())
+    assert "[vllm/model_executor/layers/vocab_parallel_embedding.py:525:" in joined
+    assert "site-packages" not in joined
+    assert joined == " ".join(said.replace(".venv-vllm/lib/python3.11/site-packages/", "").split())
+    assert note_lines("short") == "short"

@@ -185,3 +185,16 @@ def test_the_fail_fast_remedy_quotes_the_step_its_stance_raised_at(sweep):
     assert raised is not None
     assert f"a dry run with it after step 1 (dynamo alone, eager backend) raised at step {raised}" \
         in fail_fast  # fmt: skip
+
+
+def test_a_remedy_prints_in_lines_an_80_column_terminal_holds_whole(tmp_path):
+    args = ["explain", "--target", SPEC, "--step", "3", "--out", str(tmp_path)]
+    table = runner.invoke(app, args)
+    (remedy,) = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["rows"][0]["remedies"]
+    lines = table.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("remedy "))
+    block = [lines[at]] + [ln for ln in lines[at + 1 :] if ln.startswith("    ")][: len(lines)]
+    assert all(len(line) <= 80 for line in block), block
+    assert len(block) > 1  # the remedy is longer than a line: it went on, indented
+    # the words are the file's, whole: only the line breaks differ
+    assert " ".join(" ".join(block).split()) == " ".join(f"remedy {remedy}".split())
