@@ -148,3 +148,17 @@ def test_a_second_process_is_a_warm_start_only_under_a_backend_that_keeps_a_cach
         first = CompileRow(mode="dynamic", status="ok", backend=backend, compile_s=0.25)
         later = CompileRow(mode="dynamic", status="ok", backend=backend, compile_s=2.88)
         assert later_row(first, later, 2).compile_warm_s == warm, backend
+
+
+def test_every_step_built_never_advises_more_steps_unchecked():
+    # No steady step and no word from a longer dry run (the engine's rows): the gate must not
+    # send the user into the fall-back with "more --steps"; it says the limit's 8 and that the
+    # step it would fall back at is unchecked.
+    static = rows(builds=8)[1]
+    why = amortised_gate(static, 10_000).detail
+    assert why.startswith("every step built: no steady step to time; unchecked whether")
+    assert "past recompile_limit 8" in why and "(more --steps)" not in why
+    # A target's row carries what a dry run over more steps did: the gate quotes it.
+    said = "fall back past recompile_limit 8 at step 8: a dry run over 10 steps built 9 (...)"
+    why = amortised_gate(replace(static, more_steps=said), 10_000).detail
+    assert why == f"every step built: no steady step to time; more --steps would {said}"

@@ -1,8 +1,9 @@
 """The compile sweep's gates: its promises, checked on typed rows.
 
 What it is: `gates(spec, rows)` (measured, no fall-back, graphs reused, compile amortised;
-bucketed shapes on the ladder) and `amortised_gate` (compiling pays back within the horizon,
-judged on the saving's interval).
+bucketed shapes on the ladder), `amortised_gate` (compiling pays back within the horizon,
+judged on the saving's interval) and `no_steady_step` (why a mode whose every step built has no
+time, and what more --steps would do).
 What it is not: the measurement (`compile.bench`) or the row's derived columns (`compile.rows`).
 Invariant: a gate reads typed fields, so a field a worker stopped sending fails loudly instead
 of passing; an interval that straddles its target is inconclusive, never pass or fail.
@@ -58,7 +59,7 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
     needed = row.saving_needed_ms
     if needed is None:
         why = (
-            "every step built: no steady step to time (more --steps)"
+            no_steady_step(row)
             if row.status == "ok" and not row.step_ms
             else "no step time against off: run off in the same sweep"
         )
@@ -80,6 +81,18 @@ def amortised_gate(row: CompileRow, horizon: int) -> Gate:
         more, bind = row.worth_rounds_to_decide, row.worth_processes_bind
         detail += "; can't tell at this noise" + undecided_hint(more, bind)
     return interval_gate(name, verdict, detail, saving, round(needed, 6))
+
+
+def no_steady_step(row: CompileRow) -> str:
+    """Every step built: what more --steps would do, as a dry run over more steps showed (a
+    target's `more_steps`), never advice to take more steps that would cross the recompile limit
+    into the fall-back; where no dry run said, that it is unchecked and what the limit does."""
+    said = "every step built: no steady step to time"
+    if row.more_steps:
+        return f"{said}; more --steps would {row.more_steps}"
+    return (f"{said}; unchecked whether more --steps would reach one: a frame that rebuilds "
+            f"every step falls back to eager past recompile_limit {row.recompile_limit}, "
+            "silently (the remedies say what helps)")  # fmt: skip
 
 
 def bounds_text(saving) -> str:

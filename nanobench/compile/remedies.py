@@ -3,7 +3,8 @@
 What it is: `engine_remedies(row, spec)` (the fixes `harness.step.remedies` finds for the engine's
 step: its growing dimension is the decode step's width, its inputs are planned in
 `engine/plan.py`), `with_dynamic_row(rows)` (every `symbolic` remedy quoting what this
-sweep's dynamic row measured), `knobs_next` (a clean compiled mode is pointed at the `--try`
+sweep's dynamic row measured: which steps rebuilt and the guard that failed at each, where the
+row recorded them, `row_run`), `knobs_next` (a clean compiled mode is pointed at the `--try`
 that measures its knobs) and `knobs_measured` (after a `--try` run, each knob's measured step
 change in place of that advice).
 What it is not: the rules themselves (`harness.step.remedies`) or a target's remedies (a target of
@@ -19,7 +20,14 @@ from nanobench.compile.rows import CompileRow
 from nanobench.compile.spec import CompileSpec
 from nanobench.cost.compile import classify_guard
 from nanobench.harness.step.knobs import VOCABULARY
-from nanobench.harness.step.remedies import Growth, quote_dynamic_row, remedies_for, value_guard
+from nanobench.harness.step.rebuilt import StepRun, quote_run, step_run
+from nanobench.harness.step.remedies import (
+    SWEEP_ROW,
+    Growth,
+    quote_dynamic_row,
+    remedies_for,
+    value_guard,
+)
 from nanobench.harness.step.self_compiled import SELF_COMPILED
 
 
@@ -44,17 +52,28 @@ def engine_remedies(row: CompileRow, spec: CompileSpec) -> list[str]:
     return [r.text() for r in found]
 
 
+def row_run(row: CompileRow) -> StepRun | None:
+    """A row's first pass step by step, where it recorded the step of each reason (a target's)."""
+    if row.recompile_steps is None or row.builds_per_step is None:
+        return None
+    return step_run(len(row.builds_per_step), row.builds_per_step, row.recompile_reasons or [],
+                    row.recompile_steps, bool(row.fell_back))  # fmt: skip
+
+
 def with_dynamic_row(rows: list[CompileRow]) -> list[CompileRow]:
-    """Every row's `symbolic` remedies worded by what this sweep's dynamic row measured, so a
-    remedy never contradicts a row beside it."""
+    """Every row's `symbolic` remedies worded by what this sweep's dynamic row measured (which
+    steps rebuilt and why, where it recorded them; its counts alone where not), so a remedy
+    never contradicts a row beside it."""
     dynamic = next((r for r in rows if r.mode == "dynamic" and r.builds is not None), None)
+    run = row_run(dynamic) if dynamic else None
     builds, fell_back = (dynamic.builds, dynamic.fell_back) if dynamic else (None, None)
-    return [
-        replace(r, remedies=[quote_dynamic_row(t, builds, fell_back) for t in r.remedies])
-        if r.remedies
-        else r
-        for r in rows
-    ]
+
+    def quoted(text: str) -> str:
+        return (
+            quote_run(text, run, SWEEP_ROW) if run else quote_dynamic_row(text, builds, fell_back)
+        )
+
+    return [replace(r, remedies=[quoted(t) for t in r.remedies]) if r.remedies else r for r in rows]
 
 
 TRIED = ("cpp-wrapper", "guard-filter", "freezing")  # the knobs a clean step is pointed at first

@@ -128,6 +128,8 @@ class CompileRow:
     trace_dir: str | None = None
     expected_value_guards: list[str] | None = None
     growing: list[str] | None = None  # a target's step inputs: which dims grew, from..to
+    recompile_steps: list[int] | None = None  # a target's: the step (from 0) of each reason
+    more_steps: str | None = None  # every step built: what more --steps do, by a longer dry run
     worker_s: float | None = None
     setup_s: float | None = None  # the first worker's spawn to ready, the parent's clock
     later_setup_s: float | None = None  # a later worker's, median: what each process costs

@@ -4,10 +4,13 @@ What it is: `predict_target` (guard kind and fall-back predicted from the shapes
 values `step_inputs` presented, before dynamo says) and `TargetSession` (the factory runs in
 this fresh process, `forward` is compiled per the mode and called once per step, then replayed
 in timed windows; the row is `compile.ledger.first_pass`, as the engine's session builds it,
-plus the target's growing dims and remedies).
+plus the target's growing dims, the step each recompile reason came at, its remedies worded by
+those steps (`harness.step.rebuilt`: a guard that failed once is a boundary, not one that changes
+every step) and, where every step built, what more steps would do, from a dry run over more).
 What it is not: explaining a target (`nanobench.harness.step.target_bench`) or the sweep.
 Invariant: step inputs are built before the timed call and outside the traced region; a step
-that raises is a failed row (`TargetError`), never a traceback.
+that raises is a failed row (`TargetError`), never a traceback; what more --steps would do is said
+only from a dry run that took them, never extrapolated from the first pass.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import asdict
 
 import torch
 import torch._dynamo
-from torch._dynamo.utils import clear_compilation_metrics, counters
+from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
 from nanobench.compile.dynamo import recompile_limit
 from nanobench.compile.ledger import first_pass, guard_kind_of, recompile_reasons
@@ -28,9 +31,11 @@ from nanobench.compile.spec import WorkerSpec
 from nanobench.compile.windows import WindowServer
 from nanobench.cost.compile import classify_guard, predicts_fall_back
 from nanobench.harness.runs.dry_run import DryRun, dry_steps
+from nanobench.harness.step.dynamo_call import fell_back_in
 from nanobench.harness.step.dynamo_explain import per_call
 from nanobench.harness.step.knobs import compile_options
 from nanobench.harness.step.output_check import fingerprint
+from nanobench.harness.step.rebuilt import StepRun, boundary, step_run
 from nanobench.harness.step.remedies import (
     Growth,
     quote_fail_fast,
@@ -111,8 +116,8 @@ class TargetSession(WindowServer):
         self.window = 0  # 0: the first pass; a timed window's round otherwise
         self.ready = self.first_pass(spec, progress)
 
-    def make(self):
-        """The target as its factory builds it, in this spec's shape."""
+    def make(self, steps: int = 0):
+        """The target as its factory builds it, in this spec's shape (over `steps` if given)."""
         spec = self.spec
         return make_target(
             spec.target,
@@ -120,7 +125,7 @@ class TargetSession(WindowServer):
             mode=spec.mode,
             rows=spec.rows,
             prompt_len=spec.prompt_len,
-            steps=spec.steps,
+            steps=steps or spec.steps,
             device=spec.device,
             dtype=spec.dtype,
         )
@@ -130,6 +135,7 @@ class TargetSession(WindowServer):
         self.dry: DryRun | str | None = None
         self.marked: DryRun | None = None  # the mark-dynamic remedy's dry run, where it applies
         self.stanced: DryRun | None = None  # the fail-fast remedy's, where it applies
+        self.longer: str | None = None  # what more --steps would do, where every step built
         itself = spec.target in SELF_COMPILED
         # A later worker's row gives only its status and compile seconds: the probe is the first's.
         # A target that compiles itself is probed by nothing of ours: its forward is not dynamo's.
@@ -154,6 +160,7 @@ class TargetSession(WindowServer):
         self.sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
         seen: list = []
         self.outputs: list = []
+        self.records: list[int] = []  # the step of each compilation metrics record
         times, built = self.run(seen, progress)
         self.frames_after_first_pass = counters["frames"]["ok"]
         row = self.ledger(times, built, seen, probe)
@@ -168,7 +175,9 @@ class TargetSession(WindowServer):
         """The fall-back prediction checked: the mode's steps through dynamo alone (the eager
         backend: tracing and guards, no Inductor), on a target of its own; a step that raises
         there is said, and the rule predicts instead. Where an input dimension grows, its
-        mark-dynamic remedy is tried the same way (`self.marked`)."""
+        mark-dynamic remedy is tried the same way (`self.marked`); where every step built and
+        none fell back, a dry run over more steps says what more --steps would do (`longer`):
+        here, as dynamo is reset between dry runs, which the first pass must not be."""
         dynamic = {"dynamic": True, "static": False}.get(spec.mode)  # reduce-overhead: automatic
         options = compile_options(spec.knob)
         try:
@@ -180,6 +189,8 @@ class TargetSession(WindowServer):
                 self.marked = dry_steps(self.make(), spec.steps, None, options, marks)
             if dry.fell_back:  # the fail-fast remedy: the stance set after the first step
                 self.stanced = dry_steps(self.make(), spec.steps, dynamic, options, fail_after=1)
+            if all(dry.built_at) and not dry.fell_back:
+                self.longer = self.more_steps(recompile_limit())
             return dry
         except Exception as e:  # the step's own failure is the real pass's to report
             return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -211,35 +222,90 @@ class TargetSession(WindowServer):
             outputs=self.outputs if any(o is not None for o in self.outputs) else None,
         )
         growth = [Growth(p, d, a, b) for p, d, a, b in growing_dims(shapes)]
-        # dynamo's own reasons carry the guard's file:line; the probe's guards stand in before.
-        reasons = recompile_reasons()
-        recompiled = [value_guard(r) for r in reasons if classify_guard(r) == "value"]
-        remedies = remedies_for(
-            fell_back=found.fell_back,
-            # dynamo's kind, not the row's: an off row says none but still has remedies to find
-            guard_kind=guard_kind_of(reasons),
-            breaks=row.break_reasons if row else [],
-            value_guards=recompiled or varying,
-            growth=growth,
-            limit=limit,
-            inputs_where=where_defined(self.target.step_inputs),
-            mode=mode,
-        )
-        if self.marked is not None:
-            m = self.marked
-            remedies = [quote_marked(r, m.builds, m.steps, m.fell_back) for r in remedies]
-        if self.stanced is not None:
-            remedies = [quote_fail_fast(r, 1, self.stanced.raised_at) for r in remedies]
-        if self.target.findings is not None:  # a target that compiles itself says what it found
-            remedies += self.target.findings()
+        run = self.steps_seen(built, found.fell_back)
+        remedies = self.remedies(run, found.fell_back, row, varying, growth, limit)
+        every = mode != "off" and not found.steady_steps and not found.fell_back
         return {
             **asdict(found),
             "target": self.spec.target,
             "predicted_by": predicted_by or None,
             "growing": [f"{g.what} dim {g.dim}: {g.first}..{g.last}" for g in growth],
             "remedies": [r.text() for r in remedies],
+            "recompile_steps": self.reason_steps(),
+            "more_steps": self.longer if every else None,
             **per_call(row),
         }
+
+    def reason_steps(self) -> list[int]:
+        """The step (from 0) of each of dynamo's recompile reasons, in their order."""
+        metrics = get_compilation_metrics()
+        return [s for s, m in zip(self.records, metrics) if m.recompile_reason]
+
+    def steps_seen(self, built: list, fell_back: bool) -> StepRun:
+        """The first pass step by step: which steps rebuilt, the guard that failed at each."""
+        at = next((s for s, m in zip(self.records, get_compilation_metrics())
+                   if fell_back_in([m])), None)  # fmt: skip
+        return step_run(len(built), built, recompile_reasons(), self.reason_steps(), fell_back, at)
+
+    def remedies(self, run: StepRun, fell_back: bool, row, varying, growth, limit) -> list:
+        """The fixes for what the first pass measured, each value guard worded by the steps it
+        failed at: one that failed once is a boundary, said as such, never as a guard that
+        changes every step. dynamo's own reasons carry the guard's file:line; the probe's guards
+        stand in where none recompiled on a value."""
+        reasons = recompile_reasons()
+        once = {(r.guards[0], r.where): r for r in run.rebuilt if r.kind(run.steps) == "once"}
+        valued = [value_guard(r) for r in reasons if classify_guard(r) == "value"]
+        kept = [g for g in valued if (g.guard, g.where) not in once]
+        found = [boundary(r, run) for key, r in once.items()
+                 if key in {(g.guard, g.where) for g in valued}]  # fmt: skip
+        found += remedies_for(
+            fell_back=fell_back,
+            # dynamo's kind, not the row's: an off row says none but still has remedies to find
+            guard_kind=guard_kind_of(reasons),
+            breaks=row.break_reasons if row else [],
+            value_guards=kept if valued else varying,
+            growth=growth,
+            limit=limit,
+            inputs_where=where_defined(self.target.step_inputs),
+            mode=self.spec.mode,
+            failed_at={g.expression: run.failed_at(g.expression) for g in kept},
+        )
+        if self.marked is not None:
+            m = self.marked
+            found = [quote_marked(r, m.builds, m.steps, m.fell_back) for r in found]
+        if self.stanced is not None:
+            found = [quote_fail_fast(r, 1, self.stanced.raised_at) for r in found]
+        if self.target.findings is not None:  # a target that compiles itself says what it found
+            found += self.target.findings()
+        return found
+
+    def more_steps(self, limit: int) -> str | None:
+        """Every step built and none fell back: what more --steps would do, from a dry run over
+        two steps past the limit in this mode (dynamo alone, eager backend), and where it falls
+        back, whether dynamic=True helps over the same steps. None where a dry run raised."""
+        spec = self.spec
+        steps = max(spec.steps, limit) + 2
+        dynamic = {"dynamic": True, "static": False}.get(spec.mode)  # reduce-overhead: automatic
+        options = compile_options(spec.knob)
+        by = f"a dry run over {steps} steps (dynamo alone, eager backend)"
+        try:
+            run = dry_steps(self.make(steps), steps, dynamic, options).seen()
+            if not run.fell_back:
+                return f"reach a steady step: {by} {run.words()}"
+            said = f"fall back past recompile_limit {limit} at step {run.fell_back_at}: {by} "
+            said += run.words()
+            if dynamic:
+                return f"{said}; what helps: keep the value out of the traced region"
+            helped = dry_steps(self.make(steps), steps, True, options).seen()
+        except Exception:  # the step's own failure is the first pass's to report
+            return None
+        fix = (
+            "compile with dynamic=True"
+            if helped.helps
+            else "keep the value out of the traced region"
+        )
+        verdict = {True: "helps", False: "does not help", None: "cannot be told"}[helped.helps]
+        return f"{said}; dynamic=True {verdict}: over the same steps it {helped.words()}: {fix}"
 
     def serve(self, request: dict) -> dict:
         """One timed window; its round names a step that raises in it."""
@@ -270,6 +336,7 @@ class TargetSession(WindowServer):
                 built.append(counters["frames"]["ok"] - before)
                 if seen is not None:  # the first pass's outputs: what a --try side is held to
                     self.outputs.append(fingerprint(out))
+                    self.records += [i] * (len(get_compilation_metrics()) - len(self.records))
                 progress({"step": i + 1, "steps": self.spec.steps, "built": built[-1]})
         return times, built
 

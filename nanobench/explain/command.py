@@ -4,7 +4,7 @@ What it is: `ExplainSpec` (every option's default, and `validate()` for the rule
 options), `gates(spec, rows)` (one graph per explained forward, and `--no-more` against the
 before side) and the command, which writes `<out>/explain.csv` (every row, its side named).
 What it is not: the explaining itself (`nanobench.harness.step.dynamo_explain`, `target_bench.explain_target`),
-the before and after (`explain/before_after.py`), reading a saved CSV back (`harness/runs/saved.py`) or
+a remedy's dry run (`explain/checked.py`), the before and after (`explain/before_after.py`), reading a saved CSV back (`harness/runs/saved.py`) or
 the tables (`reports.explain`).
 Invariant: explain runs in this process (one `torch._dynamo.explain` call a side, nothing
 compiled), in `--dtype` (`auto` resolved first) and under `--threads` (undone after); every input
@@ -32,7 +32,7 @@ from nanobench.harness.cli.validate import (
     out_dir,
     step_named,
 )
-from nanobench.harness.errors import BadInput, MeasurementFailed, as_vs
+from nanobench.harness.errors import BadInput, as_vs
 from nanobench.harness.runs.gates import Gate, gate
 from nanobench.harness.runs.output import finish
 from nanobench.harness.workers.threads import threads_applied
@@ -134,29 +134,9 @@ def explain_target_rows(spec: ExplainSpec, status) -> list[ExplainRow]:
         row = explain_target(made, spec.step)
     except TargetError as e:
         raise BadInput(str(e)) from None
+    from nanobench.explain.checked import checked_remedies
+
     return [checked_remedies(row, spec, str(directory), status)]
-
-
-def checked_remedies(row: ExplainRow, spec: ExplainSpec, model: str, status) -> ExplainRow:
-    """A `symbolic` remedy tried before it is printed: dynamic=True on the same steps, dynamo
-    with the eager backend in a fresh process (`dry_run`), and the remedy worded by what it did."""
-    from nanobench.harness.runs.dry_run import DryRunJob, dry_run
-    from nanobench.harness.step.remedies import DYNAMIC_ROW, quote_dynamic_row, value_guard
-
-    if not any(DYNAMIC_ROW in r for r in row.remedies or ()):
-        return row
-    steps = spec.step + 2
-    status(f"dry run: dynamic=True over steps 0-{steps - 1}, eager backend, a fresh process")
-    try:
-        found = dry_run(DryRunJob(spec.target, spec.rows, spec.prompt_len, steps, spec.device,
-                                  spec.dtype, model))  # fmt: skip
-    except MeasurementFailed as e:  # the row stands; its remedy says it was not checked
-        status(f"{e}: the symbolic remedy is printed unchecked")
-        return replace(row, remedies=[quote_dynamic_row(r, None, None) for r in row.remedies])
-    again = value_guard(found.reasons[0]).where if found.reasons else ""
-    by = f"a dry run of dynamic=True over {found.steps} steps (eager backend, a fresh process)"
-    said = [quote_dynamic_row(r, found.builds, found.fell_back, by, again) for r in row.remedies]
-    return replace(row, remedies=said)
 
 
 def explain_engine_rows(spec: ExplainSpec, status) -> list[ExplainRow]:

@@ -1,23 +1,27 @@
 """A remedy tried on the user's own step before it is printed: dynamo alone, in a fresh process.
 
 What it is: `DryRunJob` (the target, its protocol's arguments, how many steps, and whether
-`dynamic=True`), `DryRun` (what dynamo did: frames built over the steps, whether it fell back
-past its recompile limit, its recompile reasons whole), `dry_steps(target, ...)` (the steps
+`dynamic=True`), `DryRun` (what dynamo did: frames built over the steps and at each, whether and
+at which step it fell back past its recompile limit, its recompile reasons whole and the step
+each came at; `DryRun.seen()` the same as a `rebuilt.StepRun`, for its words),
+`dry_steps(target, ...)` (the steps
 through dynamo in this process: what a compile worker predicts its fall-back by),
 `dry_run(job)` (the job in a fresh worker: `python -m nanobench.harness.runs.dry_run`) and
 `DrySession`, that worker's session.
 What it is not: a timing (the eager backend: tracing and guards only, no Inductor, seconds) or
 the remedy's words (`remedies.quote_dynamic_row`).
 Invariant: the run is the user's own steps 0..steps-1 through `inputs_at`, in a process that
-has compiled nothing before; builds, fall-back and reasons are dynamo's own counts.
+has compiled nothing before; builds, fall-back and reasons are dynamo's own counts, and the step
+of each is the call its compilation metrics record arrived in.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from nanobench.harness.errors import MeasurementFailed
 from nanobench.harness.runs.rows import rebuild
+from nanobench.harness.step.rebuilt import StepRun, step_run
 from nanobench.harness.workers.fresh import run_fresh, serve_main
 
 WORKER = "nanobench.harness.runs.dry_run"
@@ -47,6 +51,14 @@ class DryRun:
     fell_back: bool  # past the recompile limit, the frame ran eager
     reasons: list[str]  # dynamo's recompile reasons, whole, in order
     raised_at: int | None = None  # under a fail-fast stance: the step (from 1) that raised
+    built_at: list[int] = field(default_factory=list)  # frames built at each step run
+    reason_steps: list[int] = field(default_factory=list)  # the step (from 0) of each reason
+    fell_back_at: int | None = None  # the step (from 0) a frame went past the recompile limit
+
+    def seen(self) -> StepRun:
+        """The run step by step: which steps rebuilt, the guard that failed at each."""
+        return step_run(len(self.built_at), self.built_at, self.reasons, self.reason_steps,
+                        self.fell_back, self.fell_back_at)  # fmt: skip
 
 
 def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = None,
@@ -70,7 +82,7 @@ def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = N
     counters.clear()
     clear_compilation_metrics()
     forward = torch.compile(target.forward, dynamic=dynamic, backend="eager", **(options or {}))
-    raised_at = None
+    raised_at, built_at, at = None, [], []  # at: the step of each compilation metrics record
     with torch.no_grad():
         for i in range(steps):
             args, kwargs = inputs_at(target, i)
@@ -78,6 +90,7 @@ def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = N
                 for dim in (d for p, d in marks if p == path):
                     torch._dynamo.mark_dynamic(t, dim)
             failing = 0 < fail_after <= i
+            before = counters["frames"]["ok"]
             try:
                 with torch.compiler.set_stance("fail_on_recompile" if failing else "default"):
                     call_step(target, i, forward, args, kwargs)
@@ -86,11 +99,17 @@ def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = N
                     raise
                 raised_at = i + 1
                 break
+            finally:
+                at += [i] * (len(metrics()) - len(at))
+            built_at.append(int(counters["frames"]["ok"] - before))
             progress({"step": i + 1, "steps": steps})
     found = metrics()
     run = DryRun(builds=int(counters["frames"]["ok"]), steps=steps,
                  fell_back=fell_back_in(found), reasons=recompile_reasons_in(found),
-                 raised_at=raised_at)  # fmt: skip
+                 raised_at=raised_at, built_at=built_at,
+                 reason_steps=[s for s, m in zip(at, found) if m.recompile_reason],
+                 fell_back_at=next((s for s, m in zip(at, found)
+                                    if fell_back_in([m])), None))  # fmt: skip
     torch._dynamo.reset()
     return run
 

@@ -4,8 +4,8 @@ What it is: pure functions from what a row measured (break reasons with their fr
 on Python values that change between steps, the recompile guard kind, whether dynamo fell back,
 which input dimension grew) to `Remedy` records, each with the source line it points at:
 plan the value outside the traced region; let dynamic=True make a changing int or float argument
-symbolic (`symbolic`, worded by `quote_dynamic_row` from what the same sweep's dynamic row
-measured); mark the growing dimension dynamic; bucket it (the multiple from the bucket
+symbolic (`symbolic`, worded by what a dynamic=True run did: step by step by `rebuilt.quote_run`,
+by its counts alone by `quote_dynamic_row` where its steps were not recorded); mark the growing dimension dynamic; bucket it (the multiple from the bucket
 arithmetic of `nanobench.cost.buckets`); fail fast in CI with
 `torch.compiler.set_stance("fail_on_recompile")`. `value_guard` reads one dynamo recompile
 reason (guard, source line, file:line) into a `ValueGuard`.
@@ -13,13 +13,15 @@ What it is not: a measurement, and never imports torch.
 Invariant: a row with nothing to fix (no fall-back, no step-varying value guard, no break that
 reads a tensor into Python) gets no remedy; every remedy names where it applies (the file:line
 dynamo's reason carries, when it carries one); "dynamic=True cannot help" is said only of what
-dynamo specialises, decided from the guard's source, never of an int or float argument.
+dynamo specialises, decided from the guard's source, never of an int or float argument; a
+guard is said to change every step only where a run saw it fail at more than one step, or where
+the probe saw its value differ between two steps (one that failed once is `rebuilt.boundary`'s).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nanobench.cost.buckets import round_up
@@ -120,9 +122,10 @@ def in_user_terms(g: ValueGuard) -> str:
 def quote_dynamic_row(
     text: str, builds: int | None, fell_back: bool | None, by: str = SWEEP_ROW, again_at: str = ""
 ) -> str:
-    """A `symbolic` remedy worded by what dynamic=True did on the same steps (None: not run):
-    `by` names who ran it (this sweep's dynamic row, or explain's dry run), `again_at` where
-    dynamo's reason says it specialised the value again."""
+    """A `symbolic` remedy worded by what dynamic=True did on the same steps (None: not run) by
+    its counts alone, where the steps it rebuilt at were not recorded (the engine's rows; a
+    run's steps are `rebuilt.quote_run`'s): `by` names who ran it, `again_at` where dynamo's
+    reason says it specialised the value again."""
     if DYNAMIC_ROW not in text:
         return text
     if builds is None:
@@ -159,14 +162,20 @@ def width_multiple_for(sizes: Iterable[int], max_shapes: int) -> int:
 
 
 def plan_outside(
-    breaks: Sequence[dict], value_guards: Sequence[ValueGuard | str], mode: str = "static"
+    breaks: Sequence[dict],
+    value_guards: Sequence[ValueGuard | str],
+    mode: str = "static",
+    failed_at: Mapping[str, str] | None = None,
 ) -> list[Remedy]:
     """A break that reads a tensor into Python, or a guard on a value that changes each step.
 
     A guard on an int or float argument is `symbolic` (nothing to fix in the dynamic mode,
     which already makes it symbolic); anything dynamo specialises is `plan-outside`. A bare
-    string is a guard text without a source line (the engine's probe).
+    string is a guard text without a source line (the engine's probe). `failed_at` maps a
+    guard's expression to the steps the run saw it fail at, in words (`rebuilt.StepRun`), quoted
+    beside "changes every step"; a guard that failed once is not handed here (`rebuilt.boundary`).
     """
+    seen_at = failed_at or {}
     found = [
         Remedy(
             "plan-outside",
@@ -183,17 +192,17 @@ def plan_outside(
         if (g.expression, g.where) in seen or (g.symbolic and mode == "dynamic"):
             continue
         seen.add((g.expression, g.where))
+        steps = f" ({seen_at[g.expression]})" if seen_at.get(g.expression) else ""
         if g.symbolic:
-            found.append(
-                Remedy("symbolic", f"{in_user_terms(g)} changes every step; {DYNAMIC_ROW}", g.where)
-            )
+            fix = f"{in_user_terms(g)} changes every step{steps}; {DYNAMIC_ROW}"
+            found.append(Remedy("symbolic", fix, g.where))
             continue
         found.append(
             Remedy(
                 "plan-outside",
-                f"{in_user_terms(g)}: a guard on a Python value that changes every step rebuilds in "
-                "every compiled mode (dynamo specialises it: dynamic=True cannot help); keep "
-                "the value out of the traced region",
+                f"{in_user_terms(g)}: a guard on a Python value that changes every step{steps} "
+                "rebuilds in every compiled mode (dynamo specialises it: dynamic=True cannot "
+                "help); keep the value out of the traced region",
                 g.where,
             )
         )
@@ -243,9 +252,11 @@ def remedies_for(
     inputs_where: str = "",
     engine: bool = False,
     mode: str = "static",
+    failed_at: Mapping[str, str] | None = None,
 ) -> list[Remedy]:
-    """Every fix that applies to one row, most specific first; fail-fast closes a fall-back."""
-    found = plan_outside(breaks, value_guards, mode)
+    """Every fix that applies to one row, most specific first; fail-fast closes a fall-back.
+    `failed_at`: each value guard's steps in words, where the run recorded them."""
+    found = plan_outside(breaks, value_guards, mode, failed_at)
     if fell_back and guard_kind == "shape":
         found += for_shapes(growth, limit, inputs_where, engine)
     if fell_back:
