@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobench.cli import app
-from nanobench.harness.step.targets import inputs_at, make_target, shape_signature
+from nanobench.harness.step.signatures import shape_signature
+from nanobench.harness.step.targets import inputs_at, make_target
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

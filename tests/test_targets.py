@@ -10,15 +10,17 @@ from typer.testing import CliRunner
 
 from nanobench.cli import app
 from nanobench.harness.errors import BadInput
-from nanobench.harness.step.targets import (
-    TargetError,
+from nanobench.harness.step.signatures import (
     changing_scalars,
     growing_dims,
+    scalar_signature,
+    shape_signature,
+)
+from nanobench.harness.step.targets import (
+    TargetError,
     inputs_at,
     load_factory,
     make_target,
-    scalar_signature,
-    shape_signature,
     target_option,
 )
 

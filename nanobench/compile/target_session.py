@@ -44,16 +44,14 @@ from nanobench.harness.step.remedies import (
     value_guard,
 )
 from nanobench.harness.step.self_compiled import SELF_COMPILED, VLLM_MODES
-from nanobench.harness.step.target_bench import call_step, probe_target
-from nanobench.harness.step.targets import (
-    TargetError,
+from nanobench.harness.step.signatures import (
     changing_scalars,
     growing_dims,
-    inputs_at,
-    make_target,
     scalar_signature,
     shape_signature,
 )
+from nanobench.harness.step.target_bench import call_step, probe_target
+from nanobench.harness.step.targets import TargetError, inputs_at, make_target
 
 CONTRACT = (
     "broke the step_inputs contract (step_inputs(step) is called again for every timed "

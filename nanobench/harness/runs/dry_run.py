@@ -75,8 +75,9 @@ def dry_steps(target, steps: int, dynamic: bool | None, options: dict | None = N
     from torch._dynamo.utils import get_compilation_metrics as metrics
 
     from nanobench.harness.step.dynamo_call import fell_back_in, recompile_reasons_in
+    from nanobench.harness.step.signatures import tensors_at
     from nanobench.harness.step.target_bench import call_step
-    from nanobench.harness.step.targets import TargetError, inputs_at, tensors_at
+    from nanobench.harness.step.targets import TargetError, inputs_at
 
     torch._dynamo.reset()
     counters.clear()
