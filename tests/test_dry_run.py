@@ -149,20 +149,24 @@ def test_a_guard_carried_across_a_break_is_listed_by_the_line_that_produced_it()
     assert f"item_in_step.py:{line}, carried across the break)" in listed
 
 
+def compiled(name: str, modes: str, steps: int) -> dict:
+    """`compile --json` of a corpus step as a user runs it: dynamo alone, one quick round."""
+    result = runner.invoke(app, [
+        "compile", "--target", f"{CORPUS / name}.py:factory", "--modes", modes, "--backend",
+        "eager", "--steps", str(steps), "--rows", str(ROWS), "--prompt-len", str(PROMPT),
+        "--threads", "1", "--processes", "1", "--rounds", "1", "--max-rounds", "1", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 def test_compile_predicts_a_fall_back_by_a_dry_run_and_says_so():
     """index_position: dynamic=True specialises pos again at the indexed write, so dynamic
     falls back; the rule over the inputs (an int read from a tensor is symbolic under
     dynamic=True) said it would not. dynamo here counts the builds: the limit's 8, not 10."""
     steps = 10
     assert builds_here("index_position", steps) == 8 < steps
-    result = runner.invoke(app, [
-        "compile", "--target", f"{CORPUS / 'index_position'}.py:factory", "--modes",
-        "off,dynamic", "--backend", "eager", "--steps", str(steps), "--rows", str(ROWS),
-        "--prompt-len", str(PROMPT), "--threads", "1", "--processes", "1", "--rounds", "1",
-        "--max-rounds", "1", "--json",
-    ])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    rows = {r["mode"]: r for r in json.loads(result.stdout)["rows"]}
+    rows = {r["mode"]: r for r in compiled("index_position", "off,dynamic", steps)["rows"]}
     dynamic = rows["dynamic"]
     assert dynamic["fell_back"] and dynamic["predicted_fall_back"]
     assert dynamic["predicted_by"] == (
@@ -182,14 +186,7 @@ def test_every_step_built_says_where_more_steps_fall_back_and_what_helps():
     assert all(longer[:limit]) and fell_back_at is not None
     once, _ = steps_here("item_cache_slice", steps)
     assert [i for i, b in enumerate(once) if i and b] == [steps - 1]
-    result = runner.invoke(app, [
-        "compile", "--target", f"{CORPUS / 'item_cache_slice'}.py:factory", "--modes",
-        "off,static,dynamic", "--backend", "eager", "--steps", str(steps), "--rows", str(ROWS),
-        "--prompt-len", str(PROMPT), "--threads", "1", "--processes", "1", "--rounds", "1",
-        "--max-rounds", "1", "--json",
-    ])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = compiled("item_cache_slice", "off,static,dynamic", steps)
     rows = {r["mode"]: r for r in doc["rows"]}
     (gate,) = [g["detail"] for g in doc["gates"] if g["name"] == "check_compile_amortised[static]"]
     assert rows["static"]["builds_per_step"] == longer[:steps]
