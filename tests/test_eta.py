@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -29,7 +30,8 @@ from nanobench.harness.runs.sides import Sides
 from nanobench.harness.workers.fleet import Fleet
 
 ROUND_COSTS = {"START_S": 10.0, "COLD_COMPILE_S": 100.0, "WARM_COMPILE_S": 10.0,
-               "LATER_S": 20.0, "WINDOW_S": 1.0, "STEP_S": 0.5}  # fmt: skip
+               "LATER_S": 20.0, "OWN_S": 10.0, "WINDOW_S": 1.0, "STEP_S": 0.5,
+               "TYPICAL_ROUNDS": 5}  # fmt: skip
 
 
 def round_costs(monkeypatch) -> None:
@@ -39,13 +41,63 @@ def round_costs(monkeypatch) -> None:
 
 def test_the_cost_model_is_its_formula_done_by_hand(monkeypatch):
     round_costs(monkeypatch)
-    # rounds: 3 windows x (1 + 4 x 0.5) = 9 s a round; 5 of them (45 s) within budget 100 + 9
+    # rounds: 3 windows x (1 + 4 x 0.5) = 9 s a round; the typical 5 of up to 30 (45 s), within
+    # budget 100 + 9; the run's own 10 s
     plan = eta.Plan(starts=3, cold_compiles=2, warm_compiles=1, later=6, cores=4, windows=3,
-                    steps=4, max_rounds=5, budget_s=100.0)  # fmt: skip
-    assert eta.model_s(plan) == 30 + 200 + 10 + 2 * 20 + 45
-    # 30 rounds would be 270 s: the budget (20 s) stops the round that passes it, 20 + 9
+                    steps=4, max_rounds=30, budget_s=100.0)  # fmt: skip
+    assert eta.model_s(plan) == 30 + 200 + 10 + 2 * 20 + 45 + 10
+    # 5 rounds would be 45 s: the budget (20 s) stops the round that passes it, 20 + 9
     budgeted = eta.Plan(1, 0, 0, windows=3, steps=4, max_rounds=30, budget_s=20.0)
-    assert eta.model_s(budgeted) == 10 + 29
+    assert eta.model_s(budgeted) == 10 + 29 + 10
+    # fewer rounds allowed than the stop rule typically takes: the bound
+    assert eta.model_s(eta.Plan(1, 0, 0, windows=3, steps=4, max_rounds=2, budget_s=100)) == 38
+
+
+def write_store(root: Path, docs: list) -> None:
+    """The store's file as a run leaves it: one JSON line each (a str: a line as it is)."""
+    (root / FILE).parent.mkdir(parents=True, exist_ok=True)
+    lines = [d if isinstance(d, str) else json.dumps(d) for d in docs]
+    (root / FILE).write_text("\n".join(lines) + "\n")
+
+
+def test_a_recorded_run_of_its_kind_drives_the_next_estimate(tmp_path, capsys, monkeypatch):
+    """Another run of the same kind (command, model, device, ...), other counts: its wall
+    seconds split into compiles, worker set-ups and rounds, each scaled to this run's counts."""
+    round_costs(monkeypatch)
+    monkeypatch.setenv("NANOBENCH_HISTORY", str(tmp_path))
+    before = CompileSpec(modes=("off", "dynamic"), steps=8, max_rounds=5)
+    then = plan_of(before, cores=2)  # 2 starts, 1 cold compile, 4 later workers, 2 windows
+    kind = settings_key("compile", {"kind": eta.kind_of(before)})
+    earlier = {"key": "its own settings", "wall_s": 200.0, "at": "x", "kind": kind,
+               "plan": asdict(then), "compile_s": 60.0, "rounds": 5, "rounds_s": 20.0}  # fmt: skip
+    older = {**earlier, "wall_s": 900.0, "compile_s": 800.0}  # not the latest of the kind
+    another = {**earlier, "kind": "another kind", "wall_s": 5.0}
+    write_store(tmp_path, [older, earlier, '{"kind": "' + kind + '", "wall_s"', another])
+    now = CompileSpec(modes=("off", "dynamic", "static"), steps=16, max_rounds=5)
+    eta.announce("compile", now, partial(plan_of, now), Status(None, quiet=False), cores=2)
+    said = capsys.readouterr().err
+    # by hand, in the round costs: compiles then 1 x 100 s, now 2 x 100 s; worker set-ups then
+    # 10 + 2 x 10 + ceil(4 / 2) x 20 = 70 s, now 10 + 3 x 10 + ceil(6 / 2) x 20 = 100 s; a
+    # round then 2 x (1 + 8 x 0.5) = 10 s, now 3 x (1 + 16 x 0.5) = 27 s; it ran all 5 rounds
+    # it was allowed, so this run's bound, 5, at 20 / 5 s a round then
+    compiles_s = 60 * 200 / 100
+    setups_s = (200 - 60 - 20) * 100 / 70
+    rounds_s = 5 * (20 / 5) * 27 / 10
+    expected = console.span(compiles_s + setups_s + rounds_s)  # 345 s
+    assert f"this run takes about {expected}, scaled" in said, said
+    assert "it took 3 min 20 s: compiles 1 min 00 s" in said and "model" not in said, said
+
+
+def test_a_run_its_stop_rule_ended_early_lends_its_round_count(monkeypatch):
+    round_costs(monkeypatch)
+    then = eta.Plan(1, 0, 0, windows=1, steps=2, max_rounds=30, budget_s=500)  # 2 s a round
+    earlier = eta.Figures(then, wall_s=100.0, rounds=6, rounds_s=30.0)  # decided at round 6
+    now = eta.Plan(1, 0, 0, windows=2, steps=2, max_rounds=30, budget_s=500)  # 4 s a round
+    # set-ups 70 s at the same counts; 6 rounds of 5 s x 4 / 2
+    assert eta.scaled_s(now, earlier) == 70 + 6 * 10
+    # no compile then, one now: the model's 100 s at the machine's pace, 70 s for 10 + 10
+    compiled = eta.Plan(1, 1, 0, windows=2, steps=2, max_rounds=30, budget_s=500)
+    assert eta.scaled_s(compiled, earlier) == 100 * 70 / 20 + 70 + 6 * 10
 
 
 def test_the_compile_plan_counts_the_default_run():
@@ -97,7 +149,7 @@ def test_a_missing_or_unreadable_store_is_the_model_and_quiet_says_nothing(
     eta.announce("compile", CompileSpec(), partial(plan_of, CompileSpec()), status, cores=2)
     said = capsys.readouterr()
     assert said.out == "" and "by a model (3 starts x" in said.err, said
-    assert "no earlier run of these settings on this machine" in said.err
+    assert "no earlier run of this kind on this machine" in said.err
     model = eta.model_s(plan_of(CompileSpec(), 2))
     assert abs(status.expected - model) <= 5, (status.expected, model)  # to 10 s, no finer
     eta.announce("compile", CompileSpec(), partial(plan_of, CompileSpec()), Status(None, quiet=True),
@@ -158,3 +210,49 @@ def test_a_compile_says_its_estimate_before_its_first_worker_and_records_its_tim
     stored = Path(os.environ["NANOBENCH_HISTORY"]) / FILE
     (doc,) = [json.loads(ln) for ln in stored.read_text().splitlines()]
     assert 0 < doc["wall_s"] <= took
+    assert doc["kind"] and doc["plan"] == asdict(eta.Plan(2, 0, 1, 0, eta.usable_cores(), 2, 2, 1,
+                                                          120.0))  # fmt: skip
+    assert doc["rounds"] == 1 and 0 < doc["rounds_s"] < doc["wall_s"], doc
+    assert doc["compile_s"] > 0, doc  # eager's dynamo seconds: the warm compile a plan counts
+
+
+RAISES = "def factory(*, rows, prompt_len, steps, device, dtype):\n    raise ValueError('no')\n"
+
+
+def test_bad_input_prints_no_estimate(tmp_path):
+    """A run refused as bad input says no estimate: a rule across options (in the parent), and
+    a `--target` whose factory raises at once (in its first worker), in each command that
+    takes one; the error is said, the estimate never."""
+    step = tmp_path / "boom.py"
+    step.write_text(RAISES)
+    refused = [["compile", "--rounds", "3", "--max-rounds", "2"],
+               *[[c, "--target", f"{step}:factory", "--backend", "eager", "--steps", "2"]
+                 for c in ("compile", "startup", "tune")]]  # fmt: skip
+    for args in refused:
+        result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
+        assert result.exit_code == 2, (args, result.output)
+        assert "nanobench: error:" in result.stderr, (args, result.stderr)
+        assert "takes about" not in result.stderr, (args, result.stderr)
+
+
+def test_a_targets_estimate_waits_for_its_first_worker(tmp_path, monkeypatch):
+    """A `--target`'s factory first runs in a worker: the estimate is said once the first
+    worker has reported (its factory ran), before the next one starts."""
+    spawn = Fleet.spawn
+
+    def marked(self, name, process, *args, **kwargs):
+        import sys
+
+        sys.stderr.write(f"SPAWN {name} {process}\n")
+        return spawn(self, name, process, *args, **kwargs)
+
+    monkeypatch.setattr(Fleet, "spawn", marked)
+    args = ["compile", "--target", "tests/corpus/static_kv.py:factory", "--modes", "off,dynamic",
+            "--backend", "eager", "--steps", "2", "--rounds", "1", "--max-rounds", "1",
+            "--processes", "1", "--threads", "1", "--json", "--out", str(tmp_path / "o")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    said = [i for i, ln in enumerate(lines) if ln.startswith("nanobench: this run takes about")]
+    spawned = [i for i, ln in enumerate(lines) if ln.startswith("SPAWN ")]
+    assert len(said) == 1 and len(spawned) == 2 and spawned[0] < said[0] < spawned[1], lines

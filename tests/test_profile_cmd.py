@@ -442,3 +442,19 @@ def test_vs_on_a_pair_that_differs_in_one_host_read_names_what_moved(tmp_path):
     assert calls[("before", "dynamo entry")] > calls[("after", "dynamo entry")]
     line = next(x for x in result.stdout.splitlines() if "calls a step changed" in x)
     assert "guards 2 -> 1" in line and "dynamo entry" in line, line
+
+
+@pytest.mark.slow
+def test_json_holds_the_kernel_rows_the_csv_holds_each_with_its_user_line(tmp_path):
+    result = runner.invoke(app, [
+        "profile", "--target", STEP, "--modes", "off", "--steps", "3", "--passes", "1",
+        "--rounds", "2", "--max-rounds", "2", "--threads", "1", "--out", str(tmp_path), "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    csv_rows = pd.read_csv(tmp_path / "profile-kernels.csv").to_dict("records")
+    assert len(said["kernels"]) == len(csv_rows) > 0
+    assert [k["name"] for k in said["kernels"]] == [r["name"] for r in csv_rows]
+    assert all(k["user_line"] for k in said["kernels"])
+    assert any("gptfast.py:" in k["user_line"] for k in said["kernels"])
+    assert len(said["categories"]) == len(pd.read_csv(tmp_path / "profile-categories.csv"))

@@ -89,9 +89,11 @@ class RaceResult:
 class Race:
     def __init__(self, spec: TuneSpec, space: Space, workers: dict[str, WorkerSpec], dtype: str,
                  on_status: Callable[[str], None],
-                 on_round: Callable[[int, RaceResult, Look | None], None]):  # fmt: skip
+                 on_round: Callable[[int, RaceResult, Look | None], None],
+                 on_first: Callable[[], None] = lambda: None):  # fmt: skip
+        # `on_first`: after each first worker that did not raise (a --target's held estimate)
         self.spec, self.space, self.workers, self.dtype = spec, space, workers, dtype
-        self.on_status, self.on_round = on_status, on_round
+        self.on_status, self.on_round, self.on_first = on_status, on_round, on_first
         self.found = RaceResult()
         self.parts: dict[Member, ModePart] = {}
         self.started = time.monotonic()
@@ -137,6 +139,7 @@ class Race:
         raised = raised_by_target(row.status)
         if raised is not None:  # the user's own target raised: their input, one line, exit 2
             raise raised
+        self.on_first()
         if row.status == "timeout" and deadline < self.spec.timeout:
             self.out(m, DISQUALIFIED, f"its cold compile passed --compile-budget-s {budget:g}: "
                                       f"stopped while compiling, {took:.0f} s after its start "

@@ -126,7 +126,8 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
     timer = announce("tune", spec, partial(spec.plan, len(space.configs), space.compiled), status)
     names = {c.member: c.name for c in space.configs}
     store, facts, lent = opened_history(spec, space, workers)
-    race = Race(spec, space, workers, dtype, status, partial(progress, status, names))
+    race = Race(spec, space, workers, dtype, status, partial(progress, status, names),
+                on_first=timer.say)  # fmt: skip
     started = time.monotonic()
     try:
         found = race.run()
@@ -156,5 +157,6 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
                   json_mode=json_mode, check=check, failed=off.step_ms is None,
                   render=partial(render_tune, stdout_console(), as_dicts(rows), lines, head),
                   env=asdict(record), extra=extra)  # fmt: skip
-    timer.done(code == 0)
+    compile_s = sum(r.compile_s or 0.0 for r in found.rows.values())
+    timer.done(code == 0, compile_s, found.rounds, found.phases.rounds_s)
     return code

@@ -112,9 +112,10 @@ class Status:
         if self.box is not None:
             self.box.update(self)
 
-    def expect(self, seconds: float) -> None:
-        """The run's estimate: from now, the line says the time elapsed and the time left."""
-        self.started, self.expected = time.monotonic(), seconds
+    def expect(self, seconds: float, since: float | None = None) -> None:
+        """The run's estimate: from now (or `since`, a monotonic time: the run's start where
+        the estimate was held), the line says the time elapsed and the time left."""
+        self.started, self.expected = time.monotonic() if since is None else since, seconds
 
     def __rich__(self) -> Text:
         # Text, not markup: a user's "[red]" in a message is text (the module's invariant).

@@ -4,8 +4,11 @@ What it is: `settings_key` (a hash of the command, the machine's facts and the r
 two runs with one key did the same work on the same machine) and `Durations`, one JSON-lines
 file, `durations/runs.jsonl` under the history folder (`history_store.history_root`; in a folder
 of its own, so `nanobench history` never lists it as a key): a line per
-finished run, `{"key", "wall_s", "at"}`, appended under an exclusive lock and read under a
-shared one, as the run history is (`history_store.locked`).
+finished run, `{"key", "wall_s", "at"}` and, since the estimate scales one run to another, the
+run's kind (`"kind"`, a coarser key: command, model, device, ...) and where its seconds went
+(`"plan"`, `"compile_s"`, `"rounds"`, `"rounds_s"`: `harness.runs.eta.Figures`), appended
+under an exclusive lock and read under a shared one, as the run history is
+(`history_store.locked`).
 What it is not: the run history (`history_store`: its files and their format are its own and
 untouched here) or the estimate made from these seconds (`harness.runs.eta`).
 Invariant: the file never costs a run: a torn or foreign line is skipped, an unreadable file is
@@ -49,6 +52,19 @@ def parse_walls(text: str, key: str) -> tuple[list[float], int]:
     return walls, skipped
 
 
+def parse_latest(text: str, kind: str) -> dict | None:
+    """The newest line of `kind` (its fields as written), or None; torn lines skipped."""
+    found = None
+    for line in text.splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed run
+        if isinstance(doc, dict) and doc.get("kind") == kind:
+            found = doc
+    return found
+
+
 @dataclass
 class Durations:
     """The machine's file of finished runs' wall seconds."""
@@ -67,10 +83,20 @@ class Durations:
         except (OSError, UnicodeDecodeError):
             return []
 
-    def record(self, key: str, wall_s: float) -> bool:
-        """Append one finished run; False where the folder cannot be written."""
+    def latest(self, kind: str) -> dict | None:
+        """The newest finished run of `kind`, as written; None where none or unreadable."""
+        try:
+            with open(self.path) as f, locked(f, exclusive=False):
+                return parse_latest(f.read(), kind)
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def record(self, key: str, wall_s: float, more: dict | None = None) -> bool:
+        """Append one finished run (`more`: its kind and figures); False where the folder
+        cannot be written."""
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        line = json.dumps({"key": key, "wall_s": round(wall_s, 3), "at": at}) + "\n"
+        doc = {"key": key, "wall_s": round(wall_s, 3), "at": at, **(more or {})}
+        line = json.dumps(doc) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as f, locked(f, exclusive=True):

@@ -62,6 +62,7 @@ class MeasuredRun:
     where: Path = field(init=False)
     record: object = field(init=False)
     ended: Ended | None = field(default=None, init=False)  # why the rounds stopped, what was open
+    timer: object = field(default=None, init=False)  # the run's clock and estimate (`eta.Timer`)
     _found: dict = field(default_factory=dict, init=False, repr=False)  # the last round's
     _rounds_from: float | None = field(default=None, init=False, repr=False)
     probed: dict = field(default_factory=dict, init=False)  # each side's environment (elsewhere)
@@ -164,6 +165,8 @@ class MeasuredRun:
         raised = raised_by_target(getattr(row, "status", "ok") or "ok")
         if raised is not None:
             raise raised
+        if self.timer is not None:  # a --target's estimate, held until its factory ran
+            self.timer.say()
 
     def on_window(self, window: Window) -> None:
         if window.round >= 1 and self._rounds_from is None:
@@ -240,6 +243,7 @@ class MeasuredRun:
         from nanobench.harness.workers import load
 
         timer = announce(self.kind.command, self.kind.spec, self.kind.estimate, self.status)
+        self.timer = timer
         self.measure(body, planned)
         after = load.sample_load()
         self.record = with_load(self.record, after=after)
@@ -248,7 +252,9 @@ class MeasuredRun:
             self.note = self.note or crowded(self.record.threads, after)
         rows = self.kind.finished(self.save())
         code = self.finish(rows, json_mode)
-        timer.done(all(r.status == "ok" for r in rows))
+        ended = self.ended or Ended("", 0, 0.0)  # no rounds: startup's starts
+        compile_s = sum(getattr(r, "compile_s", None) or 0.0 for r in rows)
+        timer.done(all(r.status == "ok" for r in rows), compile_s, ended.rounds, ended.seconds)
         return code
 
     def finish(self, rows: list, json_mode: bool) -> int:
@@ -275,6 +281,10 @@ class MeasuredRun:
         render = partial(said_after, table, ended)
         if ended:
             extra = {**(extra or {}), "rounds_ended": ended}
+        # the command's own tables (profile's categories and kernels), whole, as their files hold
+        tables = {name: as_dicts(table) for name, (table, _) in self.kind.tables(rows).items()}
+        if tables:
+            extra = {**(extra or {}), **tables}
         outputs["png"] = str(png)
         if self.kind.spec.export_json:
             outputs["export_json"] = str(self.kind.export(rows, self.record))
