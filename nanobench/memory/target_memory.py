@@ -27,28 +27,18 @@ with and the caller's option that set it (`length_option`).
 from __future__ import annotations
 
 import gc
-import sysconfig
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from nanobench.harness.errors import BadInput
+from nanobench.harness.step.forward_raised import user_frame
 from nanobench.harness.step.targets import TargetError, _one_line, inputs_at, make_target
 from nanobench.memory.live_bytes import LiveBytes
 from nanobench.memory.reserved import reserved_bytes, shared_reserved_bytes
-
-# Frames in these trees are never "the call" a message names: the user's code called into them.
-_LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve())
-    for p in (
-        sysconfig.get_paths()["stdlib"],
-        Path(__file__).resolve().parents[1],  # nanobench itself
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -283,13 +273,8 @@ class _named:
 
 def _where(exc: BaseException) -> str:
     """' at file:line in func' of the innermost frame in the user's code, or ''."""
-    frames = traceback.extract_tb(exc.__traceback__)
-
-    roots = (*_LIBRARY_ROOTS, str(Path(torch.__file__).resolve().parent))
-    for frame in reversed(frames):
-        if not str(Path(frame.filename).resolve()).startswith(roots):
-            return f" at {frame.filename}:{frame.lineno} in {frame.name}"
-    return ""
+    frame = user_frame(traceback.extract_tb(exc.__traceback__))
+    return f" at {frame.filename}:{frame.lineno} in {frame.name}" if frame else ""
 
 
 def _remedy(exc: BaseException, built: _Built) -> str:
