@@ -261,14 +261,20 @@ def text_tables(text: str) -> list[TextTable]:
 def text_blocks(text: str) -> dict[str, dict[str, str]]:
     """The blocks a table too wide for the terminal prints as (`reports.style.fit_table`):
     title `header: value` -> {header: value}; a value folded onto further lines is joined."""
-    found, current = {}, None
+    found, current, titled = {}, None, ""
     for line in text.splitlines():
         title = re.fullmatch(r"(\S[^:]*): (.+)", line.rstrip())
         if title and not line.startswith(" "):
-            current = found.setdefault(line.rstrip(), {})
+            titled = line.rstrip()
+            current = found.setdefault(titled, {})
         elif current is not None and line.strip():
             header, _, value = line.strip().partition("  ")
-            if line[:3].strip() == "" and not value:  # a folded value's next line
+            if line[:3].strip() == "" and not value and not current:
+                # an indented line under a "title: value" line with no cells yet: a note's
+                # continuation (`reports.style.note_lines`), not a block
+                found.pop(titled, None)
+                current = None
+            elif line[:3].strip() == "" and not value:  # a folded value's next line
                 last = list(current)[-1]
                 current[last] += header
             else:
