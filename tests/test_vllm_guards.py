@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch._dynamo
 
-from nanobench.harness.step.vllm_guards import GuardWatch, guard_only, source_of, spans
+from nanobench.harness.step.remedies import value_guard
+from nanobench.harness.step.vllm_guards import GuardWatch, spans
 
 
 class Wrapped(torch.nn.Module):
@@ -55,7 +56,7 @@ def test_the_kept_guards_are_dynamos_shape_guards(wrapped):
     watch = GuardWatch(wrapped)
     assert watch.kept, "dynamo kept no guard"
     assert all("size()" in g for g in watch.kept), watch.kept
-    assert any(guard_only(g) == "2 <= L['x'].size()[0]" for g in watch.kept), watch.kept
+    assert any(value_guard(g).guard == "2 <= L['x'].size()[0]" for g in watch.kept), watch.kept
 
 
 def test_a_call_that_fails_a_kept_guard_is_said_and_runs_eager(wrapped):
@@ -72,7 +73,7 @@ def test_a_call_that_fails_a_kept_guard_is_said_and_runs_eager(wrapped):
     assert [at for at, _ in watch.failed] == ["step 0", "step 1", "step 2"]
     (found,) = watch.findings(steps=4)
     assert found.kind == "specialised"
-    assert "2 <= x.size()[0] failed at steps 0-2" in found.fix
+    assert "2 <= x.size()[0] failed at steps 0..2" in found.fix
     assert found.where.endswith(
         "return torch.nn.functional.embedding(x[:, 0].long(), self.weight) + x"
     )
@@ -87,14 +88,7 @@ def test_guards_that_held_are_listed(wrapped):
     assert "2 <= L['x'].size()[0]" in found.fix
 
 
-def test_where_a_guard_failed_is_said_once_with_runs_joined():
+def test_where_a_guard_failed_is_said_once_its_steps_as_the_remedies_say_them():
     assert spans(["the prefill", "step 0", "step 1", "step 2", "step 0", "step 7"]) == (
-        "the prefill, steps 0-2, step 7"
+        "the prefill, steps 0, 1, 2, 7"
     )
-
-
-def test_a_guard_s_source_is_its_file_line_and_its_line():
-    reason = "2 <= x.size()[0]  # return f(x)  # a/b.py:7 in forward (note; more)"
-    assert guard_only(reason) == "2 <= x.size()[0]"
-    assert source_of(reason) == "a/b.py:7: return f(x)"
-    assert source_of("2 <= x.size()[0]") == ""

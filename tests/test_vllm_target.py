@@ -166,7 +166,7 @@ def test_evaluated_guards_say_where_one_row_leaves_the_one_trace():
     one = vllm_steps(model, "evaluate-guards", rows=1)
     (said,) = one["findings"]
     assert said.startswith("specialised: dynamo-trace-once drops every guard"), said
-    assert "2 <= input_ids.size()[0] failed at steps 0-5:" in said, said
+    assert "2 <= input_ids.size()[0] failed at steps 0..5:" in said, said
     assert "vocab_parallel_embedding.py:" in said, said
     two = vllm_steps(model, "evaluate-guards", rows=2)
     (held,) = two["findings"]

@@ -22,7 +22,8 @@ import os
 
 import torch
 
-from nanobench.harness.step.remedies import Remedy
+from nanobench.harness.step.rebuilt import steps_text
+from nanobench.harness.step.remedies import Remedy, value_guard
 from nanobench.harness.step.self_compiled import EVALUATE_GUARDS
 
 MODE = EVALUATE_GUARDS
@@ -99,36 +100,31 @@ class GuardWatch:
         head = (f"dynamo-trace-once drops every guard; its {kept} shape guard"
                 f"{'s' if kept != 1 else ''}, kept and evaluated each call here")  # fmt: skip
         if not self.failed:
-            listed = "; ".join(guard_only(g) for g in self.kept) or "none"
+            listed = "; ".join(value_guard(g).guard for g in self.kept) or "none"
             return [Remedy("guards-held", f"{head}, held over the {steps} steps ({listed})", where)]
         by_guard: dict[str, list[str]] = {}
         for at, reason in self.failed:
             by_guard.setdefault(reason, []).append(at)
-        return [
-            Remedy(
+        found = []
+        for reason, ats in by_guard.items():
+            g = value_guard(reason)  # the guard, and the file:line and source dynamo names
+            found.append(Remedy(
                 "specialised",
-                f"{head}: {guard_only(reason)} failed at {spans(ats)}: under dynamo-trace-once "
-                "those calls run the one trace, specialised against them (here they ran eager)"
+                f"{head}: {g.guard} failed at {spans(ats)}: under dynamo-trace-once those calls "
+                "run the one trace, specialised against them (here they ran eager)"
                 + (UNBACKED if ZERO_ONE in reason else ""),
-                source_of(reason) or where,
-            )
-            for reason, ats in by_guard.items()
-        ]
+                g.where if g.where != g.guard else where,
+            ))  # fmt: skip
+        return found
 
 
 def spans(ats: list[str]) -> str:
-    """Where a guard failed, once each, consecutive steps joined: `the prefill, steps 0-15`."""
+    """Where a guard failed, once each, its steps as the remedies say them
+    (`rebuilt.steps_text`): `the prefill, steps 0..15`."""
     named = list(dict.fromkeys(ats))
     steps = sorted(int(a.split()[1]) for a in named if a.startswith("step "))
-    runs: list[list[int]] = []
-    for k in steps:
-        if runs and k == runs[-1][1] + 1:
-            runs[-1][1] = k
-        else:
-            runs.append([k, k])
     said = [a for a in named if not a.startswith("step ")]
-    said += [f"step {a}" if a == b else f"steps {a}-{b}" for a, b in runs]
-    return ", ".join(said)
+    return ", ".join(said + ([steps_text(steps)] if steps else []))
 
 
 def reason_of(message: str) -> str:
@@ -139,17 +135,3 @@ def reason_of(message: str) -> str:
         if line.startswith("- ") and ": " in line:
             return line[2:].split(": ", 1)[1]
     return message.splitlines()[0]
-
-
-def guard_only(guard: str) -> str:
-    """The guard itself, its source comments dropped."""
-    return guard.split("  #", 1)[0].strip()
-
-
-def source_of(guard: str) -> str:
-    """The file:line dynamo names for a guard (`... # path/file.py:525 in forward (...)`)."""
-    parts = guard.split("  # ")
-    if len(parts) < 3:
-        return ""
-    located = parts[2].split(" in ", 1)[0].strip()
-    return f"{located}: {parts[1].strip()}"
