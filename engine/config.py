@@ -264,6 +264,9 @@ class EngineConfig:
     width_multiple: int = 128
     persist_inputs: bool = True
     capture_decode: bool = False
+    # A server's capture list as the row axis of the buckets (engine.capture_sizes): its largest
+    # size is max_batch_size; None: the power-of-two ladder.
+    capture_sizes: tuple[int, ...] | None = None
     # shared: every recorded graph writes its logits into one [max_batch_size, V] buffer;
     # per-graph: each keeps its own (a plain torch.cuda.graph per shape), for comparison.
     capture_output: str = "shared"
@@ -303,6 +306,14 @@ class EngineConfig:
             )
         if self.decode_path == "unplanned" and (self.bucket_decode or self.capture_decode):
             raise ConfigError("the unplanned decode path cannot bucket or capture: it has no plan")
+        if self.capture_sizes is not None:
+            if not self.bucket_decode:
+                raise ConfigError("capture_sizes needs bucket_decode: a capture list is a ladder")
+            if tuple(self.capture_sizes)[-1:] != (self.max_batch_size,):
+                raise ConfigError(
+                    f"capture_sizes {tuple(self.capture_sizes)}: the largest size must be "
+                    f"max_batch_size {self.max_batch_size}"
+                )
         if self.capture_decode and not self.bucket_decode:
             raise ConfigError("capture_decode needs bucket_decode: a capture holds fixed shapes")
         if self.capture_decode and not self.persist_inputs:

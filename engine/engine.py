@@ -71,6 +71,7 @@ class Engine:
                 config.max_model_len,
                 config.width_multiple,
                 width_free=self.width_free,
+                row_sizes=config.capture_sizes,
             )
             if config.bucket_decode
             else None

@@ -48,6 +48,7 @@ def test_a_worker_spec_carries_every_option_it_shares_with_the_command():
         "dtype": "bfloat16", "seed": 0, "decode_path": "unplanned", "threads": 2,
         "target": "pkg.mod:factory", "trace": "/traces", "process": 1, "knob": "cpp-wrapper",
         "probe": True,  # compile's rows report the probe; only tune's race turns it off
+        "batch_mix": (), "capture_sizes": (),  # tune's workload and capture list: none
     }  # fmt: skip
     assert asdict(got) == expected
 

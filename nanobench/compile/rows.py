@@ -123,6 +123,7 @@ class CompileRow:
     target: str = ""
     cudagraph_skips: int | None = None
     cudagraph_rerecords: int | None = None
+    record_s: float | None = None  # tune's capture list: its CUDA graphs recorded up front
     remedies: list[str] | None = None
     trace_index: str | None = None
     trace_dir: str | None = None

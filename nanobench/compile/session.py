@@ -57,17 +57,22 @@ from nanobench.harness.workers.threads import apply_threads, threads_applied
 
 
 def build_stepper(spec: WorkerSpec, **extra) -> Engine:
-    """The engine a compile worker steps, in the spec's shape (`extra`: its compile options)."""
+    """The engine a compile worker steps, in the spec's shape (`extra`: its compile options);
+    with a capture list, its buckets are the list's sizes and it records their CUDA graphs."""
+    graphs = {}
+    if spec.capture_sizes:
+        graphs = dict(capture_decode=True, capture_sizes=spec.capture_sizes)
     return Engine.from_checkpoint(
         spec.model,
-        max_batch_size=spec.max_batch,
+        max_batch_size=spec.capture_sizes[-1] if spec.capture_sizes else spec.max_batch,
         max_model_len=spec.max_model_len,
         block_size=spec.block_size,
         dtype=spec.dtype,
         device=spec.device,
-        bucket_decode=spec.bucketed,
+        bucket_decode=spec.bucketed or bool(spec.capture_sizes),
         width_multiple=spec.width_multiple,
         decode_path=spec.decode_path,
+        **graphs,
         **extra,
     )
 
@@ -173,9 +178,12 @@ class CompileSession(WindowServer):
         with set_up_threads(spec), floats:
             compiler = compiler_for(spec.backend, compile_options(spec.knob))
             self.engine = build_stepper(spec, compile_decode=spec.mode, compiler=compiler)
+            # Up front, before any request, as a server records its list: every step replays.
+            self.record_s = round(self.engine.capture().total_s, 4) if spec.capture_sizes else None
             self.prompts = seeded_prompts(
-                spec.rows, spec.prompt_len, self.engine.model_config.vocab_size, spec.seed
-            )
+                max(b for b, _ in spec.batches()), spec.prompt_len,
+                self.engine.model_config.vocab_size, spec.seed,
+            )  # fmt: skip
             self.sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
 
             def report(i: int) -> None:
@@ -186,22 +194,38 @@ class CompileSession(WindowServer):
 
     def run(self, report: Callable[[int], None] = lambda i: None, keep: bool = False
             ) -> tuple[list[float], list[int]]:  # fmt: skip
-        """Prefill (untimed), then `steps` timed decode steps: ms and builds of each."""
+        """The workload's `steps` decode steps: at --rows, or at each batch size of the mix,
+        step i's ms the mix's mean (each size's step i by its share) and its builds summed."""
+        ms, built = [0.0] * self.spec.steps, [0] * self.spec.steps
+        if keep:
+            self.outputs = []
+        for rows, share in self.spec.batches():
+            times, builds = self.pass_at(self.prompts[:rows], report, keep)
+            ms = [total + share * t for total, t in zip(ms, times)]
+            built = [total + b for total, b in zip(built, builds)]
+        return ms, built
+
+    def pass_at(self, prompts: list, report: Callable[[int], None], keep: bool
+                ) -> tuple[list[float], list[int]]:  # fmt: skip
+        """Prefill `prompts` (untimed), then `steps` timed decode steps: ms and builds of each;
+        `keep`: each step's output fingerprinted into `outputs`."""
         watch = FiniteWatch()
-        logits = self.engine.prefill(self.prompts)  # (B, V)
+        logits = self.engine.prefill(prompts)  # (B, V)
         watch.see(logits)
         state = {"tokens": logits.argmax(-1).tolist(), "i": 0}
         # The first pass's logits (`keep`), held (not copied) until the timing is done: a timed
         # window keeps none, so it does no work the first pass's output check alone needs.
         kept = []
+        # a CUDA graph (reduce-overhead's, a capture list's) overwrites its output at the next
+        # replay
+        replayed = self.spec.mode == REDUCE_OVERHEAD or bool(self.spec.capture_sizes)
 
         def step() -> int:
             logits = self.engine.decode_step(state["tokens"])  # (B, V)
             state["tokens"] = logits.argmax(-1).tolist()
             watch.see(logits)
-            # reduce-overhead's CUDA graph overwrites its output at the next replay
             if keep:
-                kept.append(logits.clone() if self.spec.mode == REDUCE_OVERHEAD else logits)
+                kept.append(logits.clone() if replayed else logits)
             state["i"] += 1
             report(state["i"])
             return self.engine.compiled.builds_per_call[-1]
@@ -210,7 +234,7 @@ class CompileSession(WindowServer):
         self.engine.release_all()
         watch.check()
         if keep:
-            self.outputs = [fingerprint(x) for x in kept]
+            self.outputs += [fingerprint(x) for x in kept]
         return ms, built
 
     def ledger(
@@ -233,6 +257,7 @@ class CompileSession(WindowServer):
             **asdict(row),
             **self.counts,
             "predicted_by": rule if self.spec.mode != "off" else None,
+            "record_s": self.record_s,
         }
 
 

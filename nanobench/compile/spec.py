@@ -229,6 +229,19 @@ class WorkerSpec:
     # the first worker's guard-kind probe (a target's: and its dry run of dynamo), what compile's
     # row reports beside its timings; tune's race reads neither, and skips their seconds
     probe: bool = True
+    # tune's workload: (batch rows, share of steps) a window decodes, () --rows every step; and
+    # a capture list's sizes, () none (the engine then records a CUDA graph per size up front)
+    batch_mix: tuple[tuple[int, float], ...] = ()
+    capture_sizes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # rebuilt from JSON (lists) as from Python (tuples): the same frozen spec either way
+        object.__setattr__(self, "batch_mix", tuple((int(b), float(s)) for b, s in self.batch_mix))
+        object.__setattr__(self, "capture_sizes", tuple(self.capture_sizes))
+
+    def batches(self) -> tuple[tuple[int, float], ...]:
+        """(rows, share) each window decodes: the mix, or --rows every step."""
+        return self.batch_mix or ((self.rows, 1.0),)
 
     def step_shapes(self) -> list[tuple[int, int]]:
         """(rows, width) each decode step presents: open, or through the bucket ladder."""

@@ -72,15 +72,19 @@ class RaceResult:
     stop: str = ""
     rounds: int = 0
     phases: Phases = field(default_factory=Phases)
+    # `medians()` so far, and how many windows they hold: the windows are only appended to,
+    # and a look a round over every window again made a race's looks quadratic in its rounds
+    _medians: Medians = field(default_factory=dict, init=False, repr=False)
+    _read: int = field(default=0, init=False, repr=False)
 
     def medians(self) -> Medians:
         """Each configuration's timed windows' medians by round, with their process."""
-        found: Medians = {}
-        for w in self.windows:
+        for w in self.windows[self._read :]:
             median = w.median_ms() if w.status == "ok" and w.round >= 1 else None
             if median:
-                found.setdefault(w.member, {})[w.round] = (median, w.process)
-        return found
+                self._medians.setdefault(w.member, {})[w.round] = (median, w.process)
+        self._read = len(self.windows)
+        return self._medians
 
     def alive(self) -> list[Member]:
         return [m for m, o in self.outcomes.items() if o.verdict == SURVIVOR]
@@ -218,9 +222,18 @@ class Race:
             if found.stop:
                 return
             if r % GROW_EVERY == 0:
-                self.more_processes([m for m in found.alive()
-                                     if len(self.fleet.workers[m]) < spec.processes])  # fmt: skip
+                self.more_processes(self.to_grow(seen))
         found.stop = BY_MAX_ROUNDS
+
+    def to_grow(self, seen: Look | None) -> list[Member]:
+        """The survivors that get one more process (up to --processes): each with one, whose
+        offset its own rounds cannot show; past two, only where the look found process pairs
+        that differ beyond the rounds' noise (with none, a third buys what rounds buy)."""
+        alive = self.found.alive()
+        differ = seen is not None and any(e.variance_from == "processes" for e in seen.evidence
+                                          if e.member in alive)  # fmt: skip
+        held = {m: len(self.fleet.workers[m]) for m in alive}
+        return [m for m in alive if held[m] < self.spec.processes and (held[m] < 2 or differ)]
 
     def stopped(self, r: int, seen: Look | None) -> str:
         alive = self.found.alive()

@@ -51,6 +51,18 @@ StepsPerStart = Annotated[
         "decision prices compile seconds over."
     ),
 ]  # fmt: skip
+CaptureLists = Annotated[
+    o.Names,
+    typer.Option(
+        parser=o.parse_listed,
+        help="On CUDA, capture lists raced with each compiled mode (the engine records a graph "
+        "per size up front): trace (what buckets recommends for --batch-trace within "
+        "--max-graphs), vllm, sglang, or sizes joined by + (1+2+4+8).",
+    ),
+]
+TuneMaxGraphs = Annotated[
+    int, typer.Option(min=1, help="The most sizes --capture-lists trace may hold.")
+]
 MostProcesses = Annotated[
     int, typer.Option("--processes", min=1, help="The most processes a configuration gets.")
 ]
@@ -81,6 +93,9 @@ def tune_command(
     target: o.Target = D.target,
     export_json: o.ExportJson = D.export_json,
     history: o.History = D.history,
+    batch_trace: o.BatchTrace = D.batch_trace,
+    capture_lists: CaptureLists = D.capture_lists,
+    max_graphs: TuneMaxGraphs = D.max_graphs,
     json_mode: o.JsonOpt = False,
     check: o.CheckOpt = False,
     quiet: o.QuietOpt = False,
@@ -99,6 +114,7 @@ def tune_command(
     Example: nanobench tune --modes dynamic --knobs cpp-wrapper,guard-filter,freezing
     Example: nanobench tune --target my_step.py:factory --knobs freezing --steps-per-start 2000
     Example: nanobench tune --modes dynamic,static --knobs freezing --check
+    Example: nanobench tune --device cuda --batch-trace served.csv --capture-lists trace,vllm
     """
     with run_command(quiet) as status:
         spec = TuneSpec(
@@ -108,6 +124,7 @@ def tune_command(
             compile_budget_s=compile_budget_s, steps_per_start=steps_per_start, cache=cache,
             backend=backend, device=device, dtype=dtype, threads=threads, timeout=timeout,
             out=out, target=target, export_json=export_json, history=history,
+            batch_trace=batch_trace, capture_lists=capture_lists, max_graphs=max_graphs,
         ).validate()  # fmt: skip
         out_dir_tried(spec.out)
         out_file(spec.export_json, "--export-json")

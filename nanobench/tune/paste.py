@@ -4,7 +4,8 @@ What it is: `paste_lines(config, backend)`, the Python a user puts in production
 step as the race's workers ran it: each `torch._inductor.config` / `torch._dynamo.config`
 setting its knobs make (as the installed torch typed them, `knobs.checked_side`), then
 `step = torch.compile(step, ...)` with the mode's arguments (`reduce_overhead.compile_kwargs`)
-and a guard filter where a knob hands one (`knobs.compile_options`); eager off is no call.
+and a guard filter where a knob hands one (`knobs.compile_options`); eager off is no call; a
+capture list's sizes as the engine, vLLM and SGLang take them (comments: no torch call records).
 What it is not: what a worker applies (`knobs.applied`, `dynamo.compiler_for`): these lines are
 made from the same settings, and a test executes them against what a worker sets.
 Invariant: a line names only what the worker's own settings name: nothing added, nothing left.
@@ -31,4 +32,19 @@ def paste_lines(config: Config, backend: str) -> list[str]:
     if filters:
         args.append(f'options={{"guard_filter_fn": torch.compiler.{filters[0]}}}')
     lines.append(f"step = torch.compile(step, {', '.join(args)})")
-    return lines
+    return lines + graph_lines(config.sizes)
+
+
+def graph_lines(sizes: tuple[int, ...]) -> list[str]:
+    """A capture list as the engine recorded it, and as vLLM and SGLang take one
+    (docs: ../shared/reference/capture-in-real-engines.md)."""
+    if not sizes:
+        return []
+    listed = ", ".join(map(str, sizes))
+    return [
+        f"# then a CUDA graph per batch size, recorded up front and replayed: [{listed}]",
+        f"# nanobench's engine: Engine.from_checkpoint(..., bucket_decode=True, "
+        f"capture_decode=True, capture_sizes=({listed},))",
+        f'# vLLM: compilation_config={{"cudagraph_capture_sizes": [{listed}]}}',
+        f"# SGLang: --cuda-graph-bs {' '.join(map(str, sizes))}",
+    ]

@@ -69,16 +69,17 @@ def spent(r: int, first: int, max_rounds: int, alpha: float = ALPHA) -> float:
 
 def paired_logs(medians: Medians, a: Member, b: Member) -> tuple[np.ndarray, list[str]]:
     """log(a / b) of every round both timed, and each pair's processes ("1/2")."""
-    rounds = sorted(set(medians[a]) & set(medians[b]))
-    ys = np.array([math.log(medians[a][r][0] / medians[b][r][0]) for r in rounds])  # (R,)
-    return ys, [f"{medians[a][r][1]}/{medians[b][r][1]}" for r in rounds]
+    ma, mb = medians[a], medians[b]
+    rounds = sorted(ma.keys() & mb.keys())
+    ys = np.log(np.array([ma[r][0] for r in rounds]) / np.array([mb[r][0] for r in rounds]))  # (R,)
+    return ys, [f"{ma[r][1]}/{mb[r][1]}" for r in rounds]
 
 
 def log_mean_se(ys: np.ndarray, labels: list[str]) -> tuple[float, float, float, str]:
     """The mean log ratio, its standard error and degrees of freedom, and where the variance
     came from: the rounds (n - 1), or, where an F test says the process pairs differ beyond
     the rounds' noise, the pairs' means (K - 1): one process's rounds cannot show that."""
-    from scipy.stats import f as f_dist
+    from scipy.special import fdtrc  # F's survival function, as scipy.stats.f.sf computes it
 
     n = ys.size
     mean = float(ys.mean())
@@ -89,7 +90,7 @@ def log_mean_se(ys: np.ndarray, labels: list[str]) -> tuple[float, float, float,
         ssb = sum(g.size * (m - mean) ** 2 for g, m in zip(groups, means))
         ssw = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
         msb, msw = ssb / (k - 1), ssw / (n - k)
-        differ = msw == 0 or f_dist.sf(msb / msw, k - 1, n - k) < PROCESS_ALPHA
+        differ = msw == 0 or fdtrc(k - 1, n - k, msb / msw) < PROCESS_ALPHA
         if differ and msb > 0:
             return mean, math.sqrt(msb / n), float(k - 1), "processes"
     return mean, float(ys.std(ddof=1)) / math.sqrt(n), float(n - 1), "rounds"
@@ -110,7 +111,9 @@ def evidence(medians: Medians, member: Member, best: Member, margin: float,
              level_alpha: float) -> Evidence:  # fmt: skip
     """`member` against `best`: the one-sided p-values either side of 1 + margin and the
     ratio's interval at 1 - level_alpha each side."""
-    from scipy.stats import t
+    # Student's t as scipy.stats.t computes it (cdf: stdtr, ppf: stdtrit), called as ufuncs:
+    # a race looks after every round, and the distribution objects' checks were most of a look
+    from scipy.special import stdtr, stdtrit
 
     ys, labels = paired_logs(medians, member, best)
     mean, se, df, source = log_mean_se(ys, labels)
@@ -121,17 +124,18 @@ def evidence(medians: Medians, member: Member, best: Member, margin: float,
         return Evidence(member, math.exp(mean), low, high, above, 1.0 - above, ys.size,
                         len(set(labels)), source)  # fmt: skip
     z = (mean - edge) / se
-    q = float(t.ppf(1 - level_alpha, df))
+    q = float(stdtrit(df, 1 - level_alpha))
     return Evidence(
         member, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se),
-        float(t.sf(z, df)), float(t.cdf(z, df)), int(ys.size), len(set(labels)), source,
+        float(stdtr(df, -z)), float(stdtr(df, z)), int(ys.size), len(set(labels)), source,
     )  # fmt: skip
 
 
 def best_of(medians: Medians, alive: list[Member]) -> Member:
     """The survivor with the lowest mean log step time over the rounds every survivor ran."""
     common = set.intersection(*(set(medians[m]) for m in alive))
-    return min(alive, key=lambda m: sum(math.log(medians[m][r][0]) for r in common))
+    logs = {m: sum(math.log(t) for r, (t, _) in medians[m].items() if r in common) for m in alive}
+    return min(alive, key=logs.__getitem__)
 
 
 def look(medians: Medians, alive: list[Member], r: int, *, margin: float,

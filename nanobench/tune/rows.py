@@ -59,6 +59,8 @@ class ConfigRow:
     rounds: int = 0
     processes: int = 0
     unsafe: str = ""  # why torch calls a knob unsafe, or what it assumes
+    capture_sizes: str = ""  # its capture list's batch sizes ("" none), "1,2,4,8"
+    record_s: float | None = None  # recording that list's CUDA graphs: every start pays it
     side: str = ""  # "" in a race; old or new where `compare` reads two saved races
 
 
@@ -144,7 +146,8 @@ def config_row(config: Config, found: RaceResult, best: Member | None, steps: in
     base = ConfigRow(config.name, config.mode, config.knobs, outcome.verdict, outcome.reason,
                      outcome.round if outcome.verdict != SURVIVOR else None,
                      rounds=len(mine), processes=len({w.process for w in windows if w.member == m}),
-                     unsafe="; ".join(unsafe_of(config.knobs)))  # fmt: skip
+                     unsafe="; ".join(unsafe_of(config.knobs)),
+                     capture_sizes=",".join(map(str, config.sizes)))  # fmt: skip
     if row is None or row.status != "ok" or not mine:
         return base
     off = Config(OFF).member
@@ -155,7 +158,8 @@ def config_row(config: Config, found: RaceResult, best: Member | None, steps: in
     by, lead_cold = shared_cold(row, leader, found)
     read, cold = (cold, lead_cold) if by and lead_cold is not None else (None, cold)
     warm = row.compile_warm_s if m != off else None
-    pay = warm if warm is not None else cold  # a restart reads the cache the first one filled
+    record = row.record_s or 0.0  # a list's graphs: recorded again at every start
+    pay = (warm if warm is not None else cold) + record  # a restart reads the filled cache
     off_ms = statistics.median(w.median_ms() for w in windows if w.member == off) if any(
         w.member == off for w in windows) else None  # fmt: skip
     even = breakeven_steps(pay, (off_ms - step_ms) / 1e3) if off_ms and m != off else None
@@ -165,7 +169,7 @@ def config_row(config: Config, found: RaceResult, best: Member | None, steps: in
         vs_best_high=vs_best[2], compile_s=round(cold, 2), compiled_by=by,
         compile_read_s=None if read is None else round(read, 2), compile_warm_s=warm,
         breakeven_steps=None if even is None or math.isinf(even) else round(even),
-        cost_per_start_s=round(total_cost_s(pay, step_ms, steps), 3),
+        cost_per_start_s=round(total_cost_s(pay, step_ms, steps), 3), record_s=row.record_s,
     )  # fmt: skip
 
 
@@ -184,9 +188,9 @@ def decision(rows: list[ConfigRow], steps: int) -> Decision | None:
     fit = [r for r in rows if r.step_ms is not None and (r.outcome == SURVIVOR or r.mode == OFF)]
     if not fit:
         return None
-    cold = [(r.config, r.compile_s or 0.0, r.step_ms) for r in fit]
-    warm = [(r.config, r.compile_warm_s if r.compile_warm_s is not None else r.compile_s or 0.0,
-             r.step_ms) for r in fit]  # fmt: skip
+    cold = [(r.config, (r.compile_s or 0.0) + (r.record_s or 0.0), r.step_ms) for r in fit]
+    warm = [(r.config, (r.compile_warm_s if r.compile_warm_s is not None else r.compile_s or 0.0)
+             + (r.record_s or 0.0), r.step_ms) for r in fit]  # fmt: skip
     choice, cost, changes = cheapest(warm, steps)
     cold_choice, cold_cost, _ = cheapest(cold, steps)
     measured = all(r.compile_warm_s is not None for r in fit if r.mode != OFF)

@@ -46,13 +46,16 @@ def set_up(spec: TuneSpec, status) -> tuple[Space, dict, str]:
     """The space and each side's worker spec, all checked; the run's dtype."""
     from nanobench.compile.sides import resolve
 
+    load = spec.load()
     space = build_space(spec.modes, spec.knobs, spec.max_knobs, device=spec.device,
-                        backend=spec.backend, settings=knob_settings)  # fmt: skip
+                        backend=spec.backend, settings=knob_settings, graphs=spec.graphs(),
+                        top=load.top)  # fmt: skip
     compiled = spec.compile_spec()
     dtype, directory = resolve(compiled, len(space.configs))
     # no guard-kind probe or dry run: the race reads the timings and outcomes alone
     workers = {c.side: replace(replace(compiled, knob=c.knobs).worker(directory, dtype),
-                               probe=False) for c in space.configs}  # fmt: skip
+                               probe=False, batch_mix=load.mix if load.batches else (),
+                               capture_sizes=c.sizes) for c in space.configs}  # fmt: skip
     if not getattr(status, "quiet", False):
         sys.stderr.write("".join(f"{line}\n" for line in space_lines(space)))
     return space, workers, dtype
@@ -138,10 +141,13 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
     total_s = time.monotonic() - started
     rows, rounds, decided, paste = written(spec, space, found, where, lent)
     recorded = tune_history.record(store, facts, found) if store else 0
+    load = spec.load()
     head = f"tune: {dtype} {spec.model if not spec.target else spec.target} on {spec.device}, " \
-           f"rows {spec.rows}, steps {spec.steps} a window"  # fmt: skip
+           f"{load.line()}, steps {spec.steps} a window"  # fmt: skip
     png = draw_race(as_dicts(rounds), where / "tune-race.png", head)
-    lines = (space_lines(space) + stop_line(found, spec, names) + [phases_line(found, total_s)]
+    lines = (space_lines(space) + ([f"workload: {load.line()}: a step's ms is the mix's mean"]
+                                   if load.batches else [])
+             + stop_line(found, spec, names) + [phases_line(found, total_s)]
              + decision_lines(decided, paste, rows) + reason_lines(rows)
              + history_lines(store, lent, recorded))  # fmt: skip
     outputs = {"csv": str(where / "tune.csv"), "rounds": str(where / "tune-rounds.csv"),

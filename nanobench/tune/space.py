@@ -32,11 +32,14 @@ class Config:
 
     mode: str
     knobs: str = ""  # a --try side's text: knob names joined by "+"
+    # a capture list's name (`tune.graphs`): the engine records a CUDA graph per size up front
+    graphs: str = ""
+    sizes: tuple[int, ...] = ()  # its batch sizes, ascending
 
     @property
     def side(self) -> str:
-        """Its side in the fleet: the knob set, or plain torch.compile."""
-        return self.knobs or PLAIN
+        """Its side in the fleet: the knob set, the capture list, or plain torch.compile."""
+        return self.knobs or (f"graphs {self.graphs}" if self.graphs else PLAIN)
 
     @property
     def member(self) -> Member:
@@ -44,8 +47,9 @@ class Config:
 
     @property
     def name(self) -> str:
-        """'off', 'dynamic', 'dynamic + cpp-wrapper + freezing'."""
-        return " + ".join([self.mode, *self.knobs.split("+")]) if self.knobs else self.mode
+        """'off', 'dynamic', 'dynamic + cpp-wrapper + freezing', 'dynamic + graphs vllm'."""
+        parts = [self.mode, *(self.knobs.split("+") if self.knobs else ())]
+        return " + ".join(parts + ([f"graphs {self.graphs}"] if self.graphs else []))
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,15 @@ def knob_sets(knobs: tuple[str, ...], max_knobs: int) -> list[str]:
     return found
 
 
-def refused(config: Config, device: str, backend: str) -> str:
-    """Why torch or the backend would refuse (or ignore) a configuration; "" when it runs."""
+def refused(config: Config, device: str, backend: str, top: int = 0) -> str:
+    """Why torch or the backend would refuse (or ignore) a configuration; "" when it runs.
+    `top`: the largest batch the workload presents (a capture list must cover it)."""
     knobs = parse_side(config.knobs) if config.knobs else ()
+    if config.graphs and device != "cuda":
+        return f"a capture list records CUDA graphs: needs --device cuda, not {device}"
+    if config.graphs and config.sizes[-1] < top:
+        return (f"its largest graph is {config.sizes[-1]} rows and the workload reaches {top}: "
+                "those steps would run without a graph")  # fmt: skip
     if config.mode == REDUCE_OVERHEAD and device != "cuda":
         return f"reduce-overhead records CUDA graphs: needs --device cuda, not {device}"
     if config.mode == REDUCE_OVERHEAD and backend != "inductor":
@@ -108,35 +118,50 @@ def refused(config: Config, device: str, backend: str) -> str:
     return ""
 
 
+def cache_key(config: Config, settings: Callable[[str], frozenset]) -> tuple:
+    """What a configuration's generated code follows: its mode, its Inductor settings and the
+    shapes it compiles (a capture list's padded batches are shapes of its own)."""
+    inductor = frozenset(x for x in settings(config.knobs) if x[0] == "inductor")
+    return config.mode, inductor, config.sizes
+
+
+def candidates(modes: tuple[str, ...], knobs: tuple[str, ...], max_knobs: int,
+               graphs: tuple[tuple[str, tuple[int, ...]], ...]) -> list[Config]:  # fmt: skip
+    """Each compiled mode with each knob set, then with each capture list (`graphs`: (name,
+    sizes)) over plain torch.compile: the graphs record what the mode compiled."""
+    compiled = [m for m in modes if m != OFF]
+    return [Config(m, ks) for m in compiled for ks in knob_sets(knobs, max_knobs)] + [
+        Config(m, "", name, sizes) for m in compiled for name, sizes in graphs
+    ]
+
+
 def build_space(modes: tuple[str, ...], knobs: tuple[str, ...], max_knobs: int, *, device: str,
-                backend: str, settings: Callable[[str], frozenset],
-                merge: bool = True) -> Space:  # fmt: skip
-    """`off`, then each compiled mode with each knob set: the refused pruned, each one whose
-    settings (`settings(knobs)`: what it sets, less torch's defaults) match an earlier one's in
-    the same mode merged into it (unless `merge` is False). An empty race is `BadInput`."""
+                backend: str, settings: Callable[[str], frozenset], merge: bool = True,
+                graphs: tuple[tuple[str, tuple[int, ...]], ...] = (),
+                top: int = 0) -> Space:  # fmt: skip
+    """`off`, then each compiled mode with each knob set and each capture list (`candidates`):
+    the refused pruned, each one whose settings (`settings(knobs)`: what it sets, less torch's
+    defaults, and its list's sizes) match an earlier one's in the same mode merged into it
+    (unless `merge` is False). An empty race is `BadInput`."""
     configs, aside, seen, shares = [Config(OFF)], [], {}, {}
-    for mode in (m for m in modes if m != OFF):
-        for ks in knob_sets(knobs, max_knobs):
-            config = Config(mode, ks)
-            why = refused(config, device, backend)
-            if why:
-                aside.append(SetAside(config, why))
-                continue
-            key = (mode, settings(ks))
-            if merge and key in seen:
-                same = seen[key]
-                aside.append(SetAside(config, f"sets what {same.name} sets", same))
-                continue
-            seen[key] = config
-            configs.append(config)
-            inductor = (mode, frozenset(x for x in key[1] if x[0] == "inductor"))
-            shares.setdefault(inductor, config)
+    for config in candidates(modes, knobs, max_knobs, graphs):
+        why = refused(config, device, backend, top)
+        if why:
+            aside.append(SetAside(config, why))
+            continue
+        key = (config.mode, settings(config.knobs), config.sizes)
+        if merge and key in seen:
+            same = seen[key]
+            aside.append(SetAside(config, f"sets what {same.name} sets", same))
+            continue
+        seen[key] = config
+        configs.append(config)
+        shares.setdefault(cache_key(config, settings), config)
     if len(configs) < 2:
         why = f": {aside[0].config.name}: {aside[0].reason}" if aside else ""
         raise BadInput(f"tune: no compiled configuration left to race{why}; expected --modes "
                        "with dynamic or static")  # fmt: skip
-    leaders = {c: shares[(c.mode, frozenset(x for x in settings(c.knobs) if x[0] == "inductor"))]
-               for c in configs[1:]}  # fmt: skip
+    leaders = {c: shares[cache_key(c, settings)] for c in configs[1:]}
     return Space(tuple(configs), tuple(aside), tuple((c, f) for c, f in leaders.items() if c != f))
 
 

@@ -34,7 +34,7 @@ class TuneSpec:
     prompt_len: int = C.prompt_len
     steps: int = C.steps
     processes: int = 3  # the most a configuration gets: it starts with one
-    max_rounds: int = 45  # rounds are cheap beside processes (`bench.GROW_EVERY`)
+    max_rounds: int = 150  # rounds are cheap beside processes (`bench.GROW_EVERY`)
     margin: float = 0.02  # a configuration within 2% of the best cannot be told from it
     budget_s: float = 900.0  # the whole race, compiles included
     compile_budget_s: float = 240.0  # one configuration's cold compile
@@ -49,6 +49,9 @@ class TuneSpec:
     target: str = ""
     export_json: str = ""  # also the configurations as PyTorch OSS benchmark records
     history: bool = True  # the machine's earlier races lend each ratio to eager their spread
+    batch_trace: str | None = None  # the served batch sizes a window decodes (`tune.workload`)
+    max_graphs: int = 4  # the most sizes the trace's recommended capture list holds
+    capture_lists: tuple[str, ...] = o.Names(())  # CUDA graph lists raced (`tune.workload`)
 
     def validate(self) -> TuneSpec:
         """The rules across options, and the knobs' names (their settings are held against
@@ -71,9 +74,27 @@ class TuneSpec:
                            f"modes with nanobench compile --target {self.target}")  # fmt: skip
         for knob in self.knobs:
             parse_side(knob)
+        if self.target and (self.batch_trace or self.capture_lists):
+            what = "--batch-trace" if self.batch_trace else "--capture-lists"
+            raise BadInput(f"{what} with --target: the built-in engine's workload and capture "
+                           "list; a target's step decides its own batch (and --modes "
+                           "reduce-overhead records its graphs)")  # fmt: skip
+        self.graphs()
         device_option(self.device)
         self.compile_spec().checked()
         return self
+
+    def load(self):
+        """The workload a window decodes: --rows every step, or --batch-trace's mix."""
+        from nanobench.tune.workload import workload
+
+        return workload(self.rows, self.batch_trace or "", self.max_batch)
+
+    def graphs(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(name, sizes) of each --capture-lists list."""
+        from nanobench.tune.workload import capture_lists
+
+        return capture_lists(self.capture_lists, self.load(), self.max_graphs, self.max_batch)
 
     def compile_spec(self) -> CompileSpec:
         """The step as `compile` runs it: the same shape, model, backend and cache."""
