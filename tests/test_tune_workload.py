@@ -131,6 +131,24 @@ def test_a_worker_decodes_the_mix_and_a_step_is_its_mean():
     assert WorkerSpec(**{**base, "batch_mix": [[1, 0.25]]}).batch_mix == ((1, 0.25),)
 
 
+@pytest.mark.slow
+def test_a_worker_with_a_list_records_it_up_front_and_every_step_replays():
+    from nanobench.compile.session import open_session
+    from nanobench.harness.step.output_check import output_change
+
+    base = dict(model="tiny", mode="dynamic", steps=3, max_model_len=32, backend="eager",
+                probe=False, batch_mix=[[1, 0.5], [3, 0.5]])  # fmt: skip
+    # on a CPU the engine's recorder keeps capture semantics with eager replays
+    listed = open_session({**base, "capture_sizes": [1, 3]})
+    ready = listed.ready
+    assert ready["record_s"] > 0 and ready["builds_per_step"] == [0, 0, 0]
+    # a replay compiles nothing: every step of a window is steady
+    assert listed.run()[1] == [0, 0, 0]
+    plain = open_session(base).ready
+    assert plain["record_s"] is None and plain["builds_per_step"][0] > 0
+    assert output_change(plain["outputs"], ready["outputs"], "float32") == ""
+
+
 @pytest.mark.parametrize(
     "args, said",
     [

@@ -186,13 +186,12 @@ class CompileSession(WindowServer):
             )  # fmt: skip
             self.sync = torch.cuda.synchronize if spec.device == "cuda" else (lambda: None)
 
-            def report(i: int) -> None:
-                built = self.engine.compiled.builds_per_call[-1]
+            def report(i: int, built: int) -> None:
                 progress({"step": i, "steps": spec.steps, "built": built})
 
             return self.run(report, keep=True)
 
-    def run(self, report: Callable[[int], None] = lambda i: None, keep: bool = False
+    def run(self, report: Callable[[int, int], None] = lambda i, b: None, keep: bool = False
             ) -> tuple[list[float], list[int]]:  # fmt: skip
         """The workload's `steps` decode steps: at --rows, or at each batch size of the mix,
         step i's ms the mix's mean (each size's step i by its share) and its builds summed."""
@@ -205,7 +204,7 @@ class CompileSession(WindowServer):
             built = [total + b for total, b in zip(built, builds)]
         return ms, built
 
-    def pass_at(self, prompts: list, report: Callable[[int], None], keep: bool
+    def pass_at(self, prompts: list, report: Callable[[int, int], None], keep: bool
                 ) -> tuple[list[float], list[int]]:  # fmt: skip
         """Prefill `prompts` (untimed), then `steps` timed decode steps: ms and builds of each;
         `keep`: each step's output fingerprinted into `outputs`."""
@@ -220,15 +219,20 @@ class CompileSession(WindowServer):
         # replay
         replayed = self.spec.mode == REDUCE_OVERHEAD or bool(self.spec.capture_sizes)
 
+        calls = self.engine.compiled.builds_per_call
+
         def step() -> int:
+            # what this step's compiled calls built: a replayed graph calls nothing
+            before = len(calls)
             logits = self.engine.decode_step(state["tokens"])  # (B, V)
             state["tokens"] = logits.argmax(-1).tolist()
             watch.see(logits)
             if keep:
                 kept.append(logits.clone() if replayed else logits)
             state["i"] += 1
-            report(state["i"])
-            return self.engine.compiled.builds_per_call[-1]
+            built = sum(calls[before:])
+            report(state["i"], built)
+            return built
 
         ms, built = time_steps(step, self.spec.steps, clock=time.perf_counter, sync=self.sync)
         self.engine.release_all()
