@@ -19,6 +19,7 @@ from nanobench.compile.spec import WorkerSpec
 from nanobench.harness.errors import BadInput
 from nanobench.tune.paste import paste_lines
 from nanobench.tune.space import Config, build_space, knob_settings
+from nanobench.tune.words import space_lines
 from nanobench.tune.workload import capture_lists, workload
 
 TRACE = [1, 1, 1, 2, 3, 3, 5, 5, 5, 5, 6, 1]
@@ -82,6 +83,9 @@ def test_lists_race_on_cuda_and_are_pruned_on_a_cpu():
     assert aside["dynamic + graphs same"].into == listed
     assert "largest graph is 4 rows and the workload reaches 6" in aside[
         "dynamic + graphs short"].reason  # fmt: skip
+    assert "  dynamic + graphs short [1,2,4]: pruned: its largest" in "\n".join(
+        space_lines(on_cuda)
+    )
     # its padded batches are shapes of its own: it compiles into a cache of its own
     assert on_cuda.cache_of(listed) == listed and listed.side != Config("dynamic").side
 

@@ -107,7 +107,8 @@ def written(spec: TuneSpec, space: Space, found: RaceResult, where, lent=None) -
     """The answer derived and on disk: (config rows, round rows, decision, paste lines)."""
     rows, rounds, decided, _ = answer(found, space, spec.steps_per_start, spec.margin, lent)
     rows += [ConfigRow(s.config.name, s.config.mode, s.config.knobs,
-                       "merged" if s.into is not None else "pruned", s.reason)
+                       "merged" if s.into is not None else "pruned", s.reason,
+                       capture_sizes=",".join(map(str, s.config.sizes)))
              for s in space.set_aside]  # fmt: skip
     write_rows(where / "tune.csv", as_dicts(rows), columns(ConfigRow))
     write_rows(where / "tune-rounds.csv", as_dicts(rounds), columns(RoundRow))

@@ -108,9 +108,11 @@ class TuneSpec:
 
     def plan(self, configs: int, compiled: int, cores: int):
         """The estimate: each configuration's first worker alone (a cold compile each compiled
-        one), about one more process each side by side, the rounds up to their bound."""
+        one), about one more process each side by side, the rounds up to their bound; a
+        window decodes `--steps` at each batch size of the workload."""
         from nanobench.harness.runs.eta import Plan
 
         cold = compiled if self.cache == "cold" and self.backend == "inductor" else 0
-        return Plan(configs, cold, compiled - cold, configs, cores, configs, self.steps,
+        steps = self.steps * len(self.load().mix)
+        return Plan(configs, cold, compiled - cold, configs, cores, configs, steps,
                     self.max_rounds, self.budget_s)  # fmt: skip

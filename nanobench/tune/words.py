@@ -25,7 +25,8 @@ def space_lines(space: Space) -> list[str]:
     out = [f"space: {space.line()}"]
     for s in space.set_aside:
         what = f"merged into {s.into.name}" if s.into is not None else "pruned"
-        out.append(f"  {s.config.name}: {what}: {s.reason}")
+        sizes = f" [{','.join(map(str, s.config.sizes))}]" if s.config.sizes else ""
+        out.append(f"  {s.config.name}{sizes}: {what}: {s.reason}")
     return out
 
 
