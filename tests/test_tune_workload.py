@@ -190,3 +190,18 @@ def test_on_cuda_the_lists_race_on_the_trace(tmp_path):
         assert rows[name]["outcome"] in ("survivor", "dropped"), rows[name]["reason"]
         assert rows[name]["record_s"] > 0 and rows[name]["step_ms"] > 0
     assert rows["dynamic + graphs vllm"]["capture_sizes"] == "1,2,4,8,16"
+
+
+def test_the_table_adds_a_lists_recording_to_its_compile():
+    from rich.console import Console
+
+    from reports.tune import render_tune
+
+    console = Console(record=True, width=200)
+    rows = [{"config": "dynamic + graphs trace", "mode": "dynamic", "outcome": "survivor",
+             "compile_s": 28.31, "compile_warm_s": 17.6, "record_s": 1.24, "step_ms": 0.5},
+            {"config": "dynamic", "mode": "dynamic", "outcome": "survivor", "compile_s": 20.0,
+             "compile_warm_s": None, "record_s": None, "step_ms": 0.6}]  # fmt: skip
+    render_tune(console, rows, [], "t")
+    text = console.export_text()
+    assert "28.3 / 17.6 + 1.2 rec" in text and "20.0 / -" in text and "20.0 / - +" not in text
