@@ -9,7 +9,9 @@ the spec's mode and runs the first pass (the `steps` decode steps whose builds, 
 fall-back and recompile reasons the row reports, `compile.ledger`). `open_session` applies the
 spec's `threads` first, for the engine's session and a `--target`'s
 (`compile.target_session`) alike. Each request then replays the same prompts and steps as one
-timed window (`compile.windows`); `finish` adds what the windows built. A later worker sets up
+timed window (`compile.windows`); `finish` adds what the windows built. Given tune's batch mix,
+a pass decodes `steps` at each size of it, a step the mix's mean; given a capture list, the
+engine records it up front and its steps replay. A later worker sets up
 cheaper (its row gives only its status and, for the second, its warm compile seconds): no
 guard-kind probe, `off` on one thread (`set_up_threads`), and past the second its floats traced
 as constants, kept only when every graph came from the first's cache (`all_from_cache`).

@@ -1,14 +1,16 @@
-"""The space `tune` races: compiled modes x knob sets, with eager `off` as the reference.
+"""The space `tune` races: compiled modes x knob sets, and on CUDA x capture lists, with eager
+`off` as the reference.
 
-What it is: `Config` (one configuration: a mode and a `--try` side's knobs, "" none; its
-member in the fleet, its name as people read it), `SetAside` (a configuration that never
+What it is: `Config` (one configuration: a mode, a `--try` side's knobs ("" none) and a
+capture list ("" none, `tune.workload`); its member in the fleet, its name as people read it), `SetAside` (a configuration that never
 reaches a worker: pruned with the reason torch or the backend refuses it, or merged into one
 that is the same configuration under another name), `Space` (what races, in order, and what
 was set aside) and `build_space(...)`, which makes it from the options.
 What it is not: the race (`tune.race`, `tune.bench`) or a knob's meaning (`harness.step.knobs`).
 Invariant: pure: a knob set's settings come from the `settings` function the caller hands in
 (the installed torch's, `knob_settings`), so two names for one configuration race once, and
-configurations with one mode and one set of Inductor settings share a cold cache (`shares`);
+configurations with one mode, one set of Inductor settings and one set of shapes share a cold
+cache (`shares`);
 nothing here imports torch; `off` is always the first configuration.
 """
 
