@@ -122,6 +122,27 @@ def test_bucketed_history_stays_under_the_limit():
     assert not predicts_fall_back(history, "static")
 
 
+@pytest.mark.parametrize(
+    "rows",
+    [(4,), (2, 4), (1,), (1, 4), (1, 2, 3, 4, 6, 8), (4, 1, 4, 1)],
+    ids=["one-size", "sizes-above-1", "only-1", "1-and-4", "trace-1-to-8", "1-returns"],
+)
+def test_dynamic_builds_match_dynamo_counting_0_1_specialisation(rows):
+    # The peer: dynamo's own CompileCounter over the same (rows, width) history, dynamic=True.
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    history = [s for r in rows for s in open_shapes(r, 16, 3)]
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    step = torch.compile(lambda x: (x * 2).sum(-1), backend=counter, dynamic=True)
+    for r, w in history:
+        step(torch.randn(r, w))  # (B, W)
+    torch._dynamo.reset()
+    assert requested_builds(history, "dynamic") == counter.frame_count
+    assert counter.frame_count == (2 if 1 in rows and max(rows) > 1 else 1)
+
+
 def test_no_failing_guard_builds_once_and_empty_history_builds_nothing():
     assert requested_builds(widths(11), "static", guard_kind="none") == 1
     assert requested_builds([], "static") == 0

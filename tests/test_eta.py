@@ -53,6 +53,38 @@ def test_the_cost_model_is_its_formula_done_by_hand(monkeypatch):
     assert eta.model_s(eta.Plan(1, 0, 0, windows=3, steps=4, max_rounds=2, budget_s=100)) == 38
 
 
+def test_a_further_graph_costs_its_share_of_a_compile(monkeypatch):
+    round_costs(monkeypatch)
+    monkeypatch.setattr(eta, "FURTHER_GRAPH_SHARE", 0.5)
+    # 2 cold x 100 + 1 warm x 10 = 210 s a graph; 1.5 graphs a compile: 210 x (1 + 0.5 x 0.5)
+    plan = eta.Plan(3, 2, 1, graphs=1.5)
+    assert eta.compile_model_s(plan) == 262.5
+    assert "2 cold compiles x 100 s x 1.5 graphs" in eta.model_terms(plan)
+    # a store line written before the field: one graph a compile
+    doc = {"plan": {k: v for k, v in asdict(plan).items() if k != "graphs"}, "wall_s": 9.0,
+           "compile_s": 1.0, "rounds": 0, "rounds_s": 0.0}  # fmt: skip
+    assert eta.Figures.from_json(doc).plan.graphs == 1.0
+
+
+def test_tunes_plan_counts_the_graph_a_batch_of_1_adds(tmp_path):
+    """A trace with batches of 1 beside larger ones: dynamic builds a graph for each (dynamo's
+    0/1 specialisation, held to dynamo in test_cost_compile); static's open widths pass the
+    recompile limit at one size already, so the mix adds it nothing."""
+    from nanobench.tune.spec import TuneSpec
+
+    served = tmp_path / "served.csv"
+    served.write_text("rows\n" + "\n".join(["1", "4", "8", "4"]) + "\n")
+    mixed = TuneSpec(batch_trace=str(served))
+    assert mixed.plan(3, ("dynamic", "dynamic"), cores=2).graphs == 2.0
+    assert mixed.plan(3, ("dynamic", "static"), cores=2).graphs == 1.5
+    assert TuneSpec().plan(3, ("dynamic", "dynamic"), cores=2).graphs == 1.0
+    above_1 = tmp_path / "above_1.csv"
+    above_1.write_text("rows\n2\n4\n8\n")
+    assert TuneSpec(batch_trace=str(above_1)).plan(2, ("dynamic",), cores=2).graphs == 1.0
+    # its windows decode --steps at each of the mix's 3 sizes
+    assert mixed.plan(3, ("dynamic",), cores=2).steps == 3 * TuneSpec().steps
+
+
 def write_store(root: Path, docs: list) -> None:
     """The store's file as a run leaves it: one JSON line each (a str: a line as it is)."""
     (root / FILE).parent.mkdir(parents=True, exist_ok=True)

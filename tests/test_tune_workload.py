@@ -31,6 +31,13 @@ def trace_file(tmp_path, batches=TRACE):
     return str(path)
 
 
+def test_a_mixed_workers_step_shapes_are_each_size_in_turn():
+    # written out by hand: prompt 16, 3 steps, widths 17 to 19 at 1 row, then at 4
+    mixed = WorkerSpec(model="tiny", steps=3, batch_mix=((1, 0.5), (4, 0.5)))
+    assert mixed.step_shapes() == [(1, 17), (1, 18), (1, 19), (4, 17), (4, 18), (4, 19)]
+    assert WorkerSpec(model="tiny", steps=2, rows=3).step_shapes() == [(3, 17), (3, 18)]
+
+
 def test_a_trace_is_its_mix_and_rows_are_one_size(tmp_path):
     assert workload(4, "", 8).mix == ((4, 1.0),)
     load = workload(4, trace_file(tmp_path), 8)

@@ -244,8 +244,10 @@ class WorkerSpec:
         return self.batch_mix or ((self.rows, 1.0),)
 
     def step_shapes(self) -> list[tuple[int, int]]:
-        """(rows, width) each decode step presents: open, or through the bucket ladder."""
-        shapes = open_shapes(self.rows, self.prompt_len, self.steps)
+        """(rows, width) each decode step presents, at each batch size of the workload in turn:
+        open, or through the bucket ladder."""
+        at = [open_shapes(rows, self.prompt_len, self.steps) for rows, _ in self.batches()]
+        shapes = [s for size in at for s in size]
         if not self.bucketed:
             return shapes
         buckets = DecodeBuckets(self.max_batch, self.max_model_len, self.width_multiple)

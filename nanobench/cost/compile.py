@@ -101,21 +101,32 @@ def _validate(mode: str, recompile_limit: int, guard_kind: str) -> None:
         raise ValueError(f"recompile_limit: expected a positive integer, got {recompile_limit}")
 
 
+def one_patterns(history: Iterable[Hashable]) -> int:
+    """len({tuple(d == 1 for d in shape)}): the 0/1 specialisations a shape history presents.
+
+    dynamo never makes a size of 1 symbolic (it specialises 0 and 1), so under dynamic=True a
+    dimension that is 1 in one shape and larger in another asks for a graph of each.
+    """
+    return len({tuple(d == 1 for d in s) if isinstance(s, tuple) else () for s in history})
+
+
 def requested_builds(history: Sequence[Hashable], mode: str, guard_kind: str = "shape") -> int:
     """Builds the history asks for, uncapped.
 
     off: 0. value guard: one per distinct value in either compiled mode. static with a shape
-    guard: one per distinct shape. dynamic with a shape guard, or no failing guard: 1.
+    guard: one per distinct shape. dynamic with a shape guard: one per 0/1 specialisation
+    (`one_patterns`: a batch of 1 beside larger ones is 2). No failing guard: 1.
     """
     _validate(mode, DEFAULT_RECOMPILE_LIMIT, guard_kind)
     if mode == "off" or not history:
         return 0
     if guard_kind == "value" or (mode == "static" and guard_kind == "shape"):
         return distinct_shapes(history)
-    # Symbolic sizes generalise on the first build. Automatic dynamic (a size that is not an
-    # argument's) may specialise once first, so measured dynamic builds can be 2; 0/1
-    # specialisation is not modelled either. This is the lower bound.
-    return 1
+    if guard_kind == "none":
+        return 1
+    # Automatic dynamic (a size that is not an argument's) may specialise once first, so
+    # measured dynamic builds can be one more: this is the lower bound.
+    return one_patterns(history)
 
 
 def predicts_fall_back(

@@ -127,7 +127,8 @@ def run_tune(spec: TuneSpec, status, *, json_mode: bool, check: bool) -> int:
     space, workers, dtype = set_up(spec, status)
     record = collect_env(spec.threads, sys.argv)
     write_env(where / "tune-env.json", record)
-    timer = announce("tune", spec, partial(spec.plan, len(space.configs), space.compiled), status)
+    modes = tuple(c.mode for c in space.configs if c.mode != OFF)
+    timer = announce("tune", spec, partial(spec.plan, len(space.configs), modes), status)
     names = {c.member: c.name for c in space.configs}
     store, facts, lent = opened_history(spec, space, workers)
     race = Race(spec, space, workers, dtype, status, partial(progress, status, names),

@@ -106,13 +106,18 @@ class TuneSpec:
             out=self.out, target=self.target, history=False,
         )  # fmt: skip
 
-    def plan(self, configs: int, compiled: int, cores: int):
+    def plan(self, configs: int, modes: tuple[str, ...], cores: int):
         """The estimate: each configuration's first worker alone (a cold compile each compiled
-        one), about one more process each side by side, the rounds up to their bound; a
-        window decodes `--steps` at each batch size of the workload."""
+        one, `modes` theirs, with the graphs the workload adds), about one more process each
+        side by side, the rounds up to their bound; a window decodes `--steps` at each batch
+        size of the workload."""
         from nanobench.harness.runs.eta import Plan
+        from nanobench.tune.workload import further_graphs
 
+        compiled = len(modes)
         cold = compiled if self.cache == "cold" and self.backend == "inductor" else 0
-        steps = self.steps * len(self.load().mix)
-        return Plan(configs, cold, compiled - cold, configs, cores, configs, steps,
-                    self.max_rounds, self.budget_s)  # fmt: skip
+        load = self.load()
+        graphs = 1 + further_graphs(load, modes, self.rows, self.prompt_len, self.steps)
+        return Plan(configs, cold, compiled - cold, configs, cores, configs,
+                    self.steps * len(load.mix), self.max_rounds, self.budget_s,
+                    round(graphs, 3))  # fmt: skip

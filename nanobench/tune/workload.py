@@ -5,7 +5,8 @@ What it is: `Workload` (the batch sizes a window decodes, each with its share of
 steps; its largest), `workload(...)` (made from `--rows` or `--batch-trace`) and
 `capture_lists(...)` (each named list's batch sizes: `trace` is the list `buckets` recommends
 for the trace at `--max-graphs`, `cost.capture_list.optimal_sizes`; `vllm` and `sglang` those
-servers' defaults for the largest batch; `1+2+4+8` a list as given).
+servers' defaults for the largest batch; `1+2+4+8` a list as given), and `further_graphs` (the
+graphs a mix adds to each compile, for the estimate).
 What it is not: the space (`tune.space` prunes a list on a CPU or one that leaves the trace's
 largest batch without a graph) or the timing (`compile.session` decodes the mix).
 Invariant: pure; the shares sum to 1; a list is a ladder (ascending, positive); a bad name
@@ -53,6 +54,24 @@ def workload(rows: int, batch_trace: str, max_batch: int) -> Workload:
                        f"--max-batch {max_batch}; pass --max-batch {max(batches)} or more")  # fmt: skip
     mix = batch_histogram(batches)
     return Workload(tuple((b, n / len(batches)) for b, n in mix.items()), batches)
+
+
+def further_graphs(load: Workload, modes: tuple[str, ...], rows: int, prompt_len: int,
+                   steps: int) -> float:  # fmt: skip
+    """mean over the compiled modes of builds(the mix's step shapes) - builds(--rows'), each
+    capped one past the recompile limit: what the mix adds to a compile (under dynamic a batch
+    of 1 beside larger ones is a graph of its own, dynamo's 0/1 specialisation)."""
+    from nanobench.compile.reduce_overhead import prediction_mode
+    from nanobench.cost.buckets import open_shapes
+    from nanobench.cost.compile import DEFAULT_RECOMPILE_LIMIT, MODES, requested_builds
+
+    def builds(sizes: list[int], mode: str) -> int:
+        shapes = [s for b in sizes for s in open_shapes(b, prompt_len, steps)]
+        return min(requested_builds(shapes, mode), DEFAULT_RECOMPILE_LIMIT + 1)
+
+    known = [prediction_mode(m) for m in modes if prediction_mode(m) in MODES[1:]]
+    sizes = [b for b, _ in load.mix]
+    return sum(builds(sizes, m) - builds([rows], m) for m in known) / max(len(known), 1)
 
 
 def capture_lists(names: tuple[str, ...], load: Workload, max_graphs: int,

@@ -1,7 +1,7 @@
 """How long a long command will take, said before it starts, and the time left as it runs.
 
 What it is: `Plan` (what a run will do, counted in what costs time: fresh workers set up one
-after another, their compiles, later workers set up side by side, rounds of timed windows, the
+after another, their compiles and the graphs each builds, later workers set up side by side, rounds of timed windows, the
 rounds' budget; each measured command's spec makes its own, `plan(sides, cores)`), the model's
 pure costs over a Plan (`compile_model_s`, `process_model_s`, `round_model_s`, `model_s`),
 `Figures` (where a finished run's wall seconds went: its compiles, its rounds, the rest) and
@@ -36,6 +36,9 @@ from nanobench.harness.cli.console import span
 START_S = 6.0  # a first worker, compile aside: spawn, import torch, load the model, first pass
 COLD_COMPILE_S = 30.0  # one mode's Inductor compile into an empty cache: dynamic 22, static 50
 WARM_COMPILE_S = 10.0  # a compile with a filled cache, or by a backend that generates no code
+# A compile's second graph (dynamic's batch of 1 beside larger ones), as a share of its first:
+# 7.8-8.8 s beside 18.5-19.8 s cold, 2.5 s beside 6.3 s warm (docs/measuring.md, "The estimate").
+FURTHER_GRAPH_SHARE = 0.4
 LATER_S = 12.0  # a batch of later workers set up side by side (a warm-cache start each)
 OWN_S = 5.0  # the run's own once its rounds end: workers closed, the files, table and figure
 WINDOW_S = 0.3  # one timed window's overhead: the round trip to its worker, the pin
@@ -59,11 +62,14 @@ class Plan:
     steps: int = 0  # steps a window
     max_rounds: int = 0
     budget_s: float = 0.0  # the stop rule's: the round that passes it is the last
+    graphs: float = 1.0  # a compile's graphs, mean: a batch mix of 1 and more builds 2 (dynamic)
 
 
 def compile_model_s(plan: Plan) -> float:
-    """cold_compiles x COLD_COMPILE_S + warm_compiles x WARM_COMPILE_S."""
-    return plan.cold_compiles * COLD_COMPILE_S + plan.warm_compiles * WARM_COMPILE_S
+    """(cold_compiles x COLD_COMPILE_S + warm_compiles x WARM_COMPILE_S)
+    x (1 + (graphs - 1) x FURTHER_GRAPH_SHARE)."""
+    one = plan.cold_compiles * COLD_COMPILE_S + plan.warm_compiles * WARM_COMPILE_S
+    return one * (1 + (plan.graphs - 1) * FURTHER_GRAPH_SHARE)
 
 
 def process_model_s(plan: Plan) -> float:
@@ -90,10 +96,11 @@ def model_s(plan: Plan) -> float:
 def model_terms(plan: Plan) -> str:
     """The model's sum in words, for the estimate's line."""
     terms = [f"{plan.starts} starts x {START_S:.0f} s"]
+    graphs = f" x {plan.graphs:.2g} graphs" if plan.graphs != 1 else ""
     if plan.cold_compiles:
-        terms.append(f"{plan.cold_compiles} cold compiles x {COLD_COMPILE_S:.0f} s")
+        terms.append(f"{plan.cold_compiles} cold compiles x {COLD_COMPILE_S:.0f} s{graphs}")
     if plan.warm_compiles:
-        terms.append(f"{plan.warm_compiles} warm compiles x {WARM_COMPILE_S:.0f} s")
+        terms.append(f"{plan.warm_compiles} warm compiles x {WARM_COMPILE_S:.0f} s{graphs}")
     if plan.later:
         terms.append(f"{plan.later} later workers {plan.cores} at a time x {LATER_S:.0f} s")
     if plan.max_rounds:
