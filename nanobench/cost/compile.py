@@ -107,7 +107,11 @@ def one_patterns(history: Iterable[Hashable]) -> int:
     dynamo never makes a size of 1 symbolic (it specialises 0 and 1), so under dynamic=True a
     dimension that is 1 in one shape and larger in another asks for a graph of each.
     """
-    return len({tuple(d == 1 for d in s) if isinstance(s, tuple) else () for s in history})
+    def pattern(s: Hashable) -> tuple[bool, ...]:
+        shape = isinstance(s, tuple) and all(isinstance(d, int) for d in s)
+        return tuple(d == 1 for d in s) if shape else ()  # a guarded value: no sizes
+
+    return len({pattern(s) for s in history})
 
 
 def requested_builds(history: Sequence[Hashable], mode: str, guard_kind: str = "shape") -> int:
