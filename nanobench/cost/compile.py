@@ -107,6 +107,7 @@ def one_patterns(history: Iterable[Hashable]) -> int:
     dynamo never makes a size of 1 symbolic (it specialises 0 and 1), so under dynamic=True a
     dimension that is 1 in one shape and larger in another asks for a graph of each.
     """
+
     def pattern(s: Hashable) -> tuple[bool, ...]:
         shape = isinstance(s, tuple) and all(isinstance(d, int) for d in s)
         return tuple(d == 1 for d in s) if shape else ()  # a guarded value: no sizes
