@@ -11,7 +11,7 @@ line before any worker starts; importing this loads no torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nanobench.compile.spec import CompileSpec
 from nanobench.harness.cli import options as o
@@ -116,8 +116,9 @@ class TuneSpec:
 
         compiled = len(modes)
         cold = compiled if self.cache == "cold" and self.backend == "inductor" else 0
-        load = self.load()
-        graphs = 1 + further_graphs(load, modes, self.rows, self.prompt_len, self.steps)
+        load, one_size = self.load(), self.compile_spec().worker()
+        mixed = replace(one_size, batch_mix=load.mix).step_shapes()
+        graphs = 1 + further_graphs(mixed, one_size.step_shapes(), modes)
         return Plan(configs, cold, compiled - cold, configs, cores, configs,
                     self.steps * len(load.mix), self.max_rounds, self.budget_s,
                     round(graphs, 3))  # fmt: skip

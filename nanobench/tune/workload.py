@@ -56,22 +56,19 @@ def workload(rows: int, batch_trace: str, max_batch: int) -> Workload:
     return Workload(tuple((b, n / len(batches)) for b, n in mix.items()), batches)
 
 
-def further_graphs(load: Workload, modes: tuple[str, ...], rows: int, prompt_len: int,
-                   steps: int) -> float:  # fmt: skip
+def further_graphs(mixed: list[tuple[int, int]], one_size: list[tuple[int, int]],
+                   modes: tuple[str, ...]) -> float:  # fmt: skip
     """mean over the compiled modes of builds(the mix's step shapes) - builds(--rows'), each
     capped one past the recompile limit: what the mix adds to a compile (under dynamic a batch
     of 1 beside larger ones is a graph of its own, dynamo's 0/1 specialisation)."""
     from nanobench.compile.reduce_overhead import prediction_mode
-    from nanobench.cost.buckets import open_shapes
     from nanobench.cost.compile import DEFAULT_RECOMPILE_LIMIT, MODES, requested_builds
 
-    def builds(sizes: list[int], mode: str) -> int:
-        shapes = [s for b in sizes for s in open_shapes(b, prompt_len, steps)]
+    def builds(shapes: list[tuple[int, int]], mode: str) -> int:
         return min(requested_builds(shapes, mode), DEFAULT_RECOMPILE_LIMIT + 1)
 
     known = [prediction_mode(m) for m in modes if prediction_mode(m) in MODES[1:]]
-    sizes = [b for b, _ in load.mix]
-    return sum(builds(sizes, m) - builds([rows], m) for m in known) / max(len(known), 1)
+    return sum(builds(mixed, m) - builds(one_size, m) for m in known) / max(len(known), 1)
 
 
 def capture_lists(names: tuple[str, ...], load: Workload, max_graphs: int,

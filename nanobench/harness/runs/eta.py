@@ -1,9 +1,10 @@
 """How long a long command will take, said before it starts, and the time left as it runs.
 
 What it is: `Plan` (what a run will do, counted in what costs time: fresh workers set up one
-after another, their compiles and the graphs each builds, later workers set up side by side, rounds of timed windows, the
-rounds' budget; each measured command's spec makes its own, `plan(sides, cores)`), the model's
-pure costs over a Plan (`compile_model_s`, `process_model_s`, `round_model_s`, `model_s`),
+after another, their compiles and the graphs each builds, later workers set up side by side,
+rounds of timed windows, the rounds' budget; each measured command's spec makes its own,
+`plan(sides, cores)`), the model's pure costs over a Plan (`compile_model_s`,
+`process_model_s`, `round_model_s`, `model_s`),
 `Figures` (where a finished run's wall seconds went: its compiles, its rounds, the rest) and
 `scaled_s` (an earlier run's figures scaled to a new plan's counts), `Estimate` (the seconds and
 where they came from: the median of this machine's earlier runs of the same settings, else the
@@ -37,7 +38,8 @@ START_S = 6.0  # a first worker, compile aside: spawn, import torch, load the mo
 COLD_COMPILE_S = 30.0  # one mode's Inductor compile into an empty cache: dynamic 22, static 50
 WARM_COMPILE_S = 10.0  # a compile with a filled cache, or by a backend that generates no code
 # A compile's second graph (dynamic's batch of 1 beside larger ones), as a share of its first:
-# 7.8-8.8 s beside 18.5-19.8 s cold, 2.5 s beside 6.3 s warm (docs/measuring.md, "The estimate").
+# 4.0-8.8 s beside 18.5-21.8 s cold, 2.5 s beside 6.3 s warm, tune's on a trace 25 s beside 51 s
+# (docs/measuring.md, "The estimate").
 FURTHER_GRAPH_SHARE = 0.4
 LATER_S = 12.0  # a batch of later workers set up side by side (a warm-cache start each)
 OWN_S = 5.0  # the run's own once its rounds end: workers closed, the files, table and figure
