@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from nanobench.cost.compile import breakeven_steps
@@ -85,6 +86,14 @@ class Decision:
     cold_choice: str  # the cheapest first start, on a cold cache
     cold_cost_s: float
     warm_measured: bool  # every compiled survivor's warm start was measured
+    # (name, low s, high s) of each start not told from the choice's at that horizon: its cost
+    # by the 95% interval of its step against the choice's, paired by round; and at a cold start
+    tied: tuple[tuple[str, float, float], ...]
+    cold_tied: tuple[tuple[str, float, float], ...]
+
+
+# (estimate, low, high) of a's step / b's, by configuration name: paired by round, 95%
+Ratio = Callable[[str, str], tuple]
 
 
 def total_cost_s(compile_s: float, step_ms: float, steps: float) -> float:
@@ -181,10 +190,29 @@ def cheapest(lines: list[tuple[str, float, float]], steps: int):
     return choice, total_cost_s(line[1], line[2], steps), tuple(changes)
 
 
-def decision(rows: list[ConfigRow], steps: int) -> Decision | None:
+def rivals(lines: list[tuple[str, float, float]], choice: str, steps: int, ratio: Ratio
+           ) -> tuple[tuple[str, float, float], ...]:  # fmt: skip
+    """(name, low s, high s) of each start that may cost less than the choice's at `steps`:
+    compile_s + steps x the choice's step x the 95% interval of their paired ratio; compile
+    seconds as measured. A start whose ratio has no interval is left out."""
+    paid, step_ms = next((ln[1], ln[2]) for ln in lines if ln[0] == choice)
+    cost = total_cost_s(paid, step_ms, steps)
+    found = []
+    for name, pay, _ in lines:
+        _, low, high = ratio(name, choice) if name != choice else (None, None, None)
+        if low is None or high is None:
+            continue
+        ends = total_cost_s(pay, step_ms * low, steps), total_cost_s(pay, step_ms * high, steps)
+        if ends[0] < cost:
+            found.append((name, round(ends[0], 3), round(ends[1], 3)))
+    return tuple(found)
+
+
+def decision(rows: list[ConfigRow], steps: int, ratio: Ratio) -> Decision | None:
     """The cheapest start at --steps-per-start among eager off and the survivors, a restart
     priced at its warm compile (the cache a first start filled) and a first start at its cold
-    one; the horizons where the restart's choice changes."""
+    one, each with the starts it cannot be told from (`rivals`); the horizons where the
+    restart's choice changes."""
     fit = [r for r in rows if r.step_ms is not None and (r.outcome == SURVIVOR or r.mode == OFF)]
     if not fit:
         return None
@@ -195,7 +223,8 @@ def decision(rows: list[ConfigRow], steps: int) -> Decision | None:
     cold_choice, cold_cost, _ = cheapest(cold, steps)
     measured = all(r.compile_warm_s is not None for r in fit if r.mode != OFF)
     return Decision(steps, choice, round(cost, 3), changes, cold_choice, round(cold_cost, 3),
-                    measured)  # fmt: skip
+                    measured, rivals(warm, choice, steps, ratio),
+                    rivals(cold, cold_choice, steps, ratio))  # fmt: skip
 
 
 def round_rows(found: RaceResult, configs: tuple[Config, ...]) -> list[RoundRow]:
@@ -216,6 +245,23 @@ def round_rows(found: RaceResult, configs: tuple[Config, ...]) -> list[RoundRow]
     return out
 
 
+def paired_ratio(rows: list[ConfigRow], windows, members: dict) -> Ratio:
+    """The decision's `Ratio`: against off, a row's own vs eager (with the spread the machine's
+    earlier races lend it), inverted where off is the numerator; else paired by round."""
+    by, off = {r.config: r for r in rows}, Config(OFF).name
+
+    def ratio(a: str, b: str) -> tuple:
+        if off not in (a, b) or a == b:
+            return interval_of(windows, members[a], members[b])
+        r = by[a if b == off else b]
+        ends = r.vs_off, r.vs_off_low, r.vs_off_high
+        if None in ends or b == off:
+            return ends
+        return 1 / ends[0], 1 / ends[2], 1 / ends[1]
+
+    return ratio
+
+
 def answer(found: RaceResult, space: Space, steps: int, margin: float, lent: dict | None = None):
     """(config rows, round rows, the decision, the best): the race's answer, derived; `lent`,
     each configuration's earlier races on this machine (`tune.history.load`)."""
@@ -227,4 +273,6 @@ def answer(found: RaceResult, space: Space, steps: int, margin: float, lent: dic
     lent = lent or {}
     rows = [config_row(c, found, best, steps, space.cache_of(c), margin, lent.get(c.member))
             for c in space.configs]  # fmt: skip
-    return rows, round_rows(found, space.configs), decision(rows, steps), best
+    windows = [w for w in found.windows if w.round >= 1 and w.status == "ok"]
+    ratio = paired_ratio(rows, windows, {c.name: c.member for c in space.configs})
+    return rows, round_rows(found, space.configs), decision(rows, steps, ratio), best

@@ -3,8 +3,8 @@
 What it is: `space_lines` (what races and what was set aside, each with its reason),
 `stop_line` (why the race stopped, and where a limit stopped it, about how many more rounds
 would decide each open survivor), `phases_line` (compiles, process starts, rounds),
-`decision_lines` (the choice at --steps-per-start on the verdict line, the horizons where it
-changes, the lines to paste) and `reason_lines` (each configuration out of the race and why,
+`decision_lines` (the choice at --steps-per-start on the verdict line, or the starts it cannot
+be told from there, the horizons where it changes, the lines to paste) and `reason_lines` (each configuration out of the race and why,
 each unsafe knob named).
 What it is not: the table (`reports.tune`) or any statistic: it words rows already derived.
 Invariant: the horizon is on the verdict line; an undecided race says what would decide it.
@@ -86,20 +86,36 @@ def decision_lines(decision: Decision | None, paste: list[str],
     n = decision.steps_per_start
     warm = "a restart's warm compile" if decision.warm_measured else \
         "a cold compile (no warm start measured)"  # fmt: skip
-    out = [f"at {n:,} steps a start (--steps-per-start): ship {decision.choice}: "
-           f"{decision.cost_s:,.1f} s a start, priced at {warm}"]  # fmt: skip
-    if any(r.config == decision.choice and r.outcome == "dropped" for r in rows):
+    head = f"at {n:,} steps a start (--steps-per-start): "
+    if decision.tied:
+        out = [f"{head}can't tell {decision.choice} ({decision.cost_s:,.1f} s a start) from "
+               f"{tied_words(decision.tied, decision.choice)}, priced at {warm}",
+               "  where the starts cross is within the steps' noise: more --processes narrow "
+               "it; a horizon further from the crossing decides it"]  # fmt: skip
+    else:
+        out = [f"{head}ship {decision.choice}: {decision.cost_s:,.1f} s a start, priced at {warm}"]
+    if not decision.tied and any(r.config == decision.choice and r.outcome == "dropped"
+                                 for r in rows):  # fmt: skip
         out.append(f"  {decision.choice} lost the race on its step, but a start at this horizon "
                    "costs less without a compile")  # fmt: skip
-    if decision.cold_choice != decision.choice:
-        out.append(f"  a first start, on a cold cache: {decision.cold_choice} "
-                   f"({decision.cold_cost_s:,.1f} s)")  # fmt: skip
+    if decision.cold_choice != decision.choice or decision.cold_tied:
+        first = f"({decision.cold_cost_s:,.1f} s)"
+        if decision.cold_tied:
+            first += f", not told from {tied_words(decision.cold_tied, decision.cold_choice)}"
+        out.append(f"  a first start, on a cold cache: {decision.cold_choice} {first}")
     if len(decision.changes) > 1:
         spans = [f"from {at:,.0f}: {name}" if at else f"below {decision.changes[1][0]:,.0f}: "
                  f"{name}" for at, name in decision.changes]  # fmt: skip
         out.append("the choice changes with the steps a start serves: " + "; ".join(spans))
-    out.append(f"paste ({decision.choice}):")
+    cheaper = ", the cheaper by its median step" if decision.tied else ""
+    out.append(f"paste ({decision.choice}{cheaper}):")
     return out + [f"    {line}" for line in paste]
+
+
+def tied_words(tied: tuple[tuple[str, float, float], ...], choice: str) -> str:
+    """'dynamic + freezing (21.4 to 23.5 s by its step's 95% interval against off's)'."""
+    return "; ".join(f"{name} ({low:,.1f} to {high:,.1f} s by its step's 95% interval against "
+                     f"{choice}'s)" for name, low, high in tied)  # fmt: skip
 
 
 def reason_lines(rows: list[ConfigRow]) -> list[str]:
